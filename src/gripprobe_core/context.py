@@ -1,0 +1,145 @@
+"""Objects the runner hands to hooks. Public: plugin authors read them, never build them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Literal, Protocol
+
+from .models.events import Event
+from .models.results import ProcessResult, ValidatorResult
+from .models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
+
+
+@dataclass
+class PhaseContext:
+    """Everything about one phase of one case, as the runner prepared it."""
+
+    run_id: str
+    case_id: str
+    phase: Literal["warmup", "measured"]
+    agent: CliAgentSpec
+    model: ModelSpec
+    backend: BackendSpec
+    test: TestSpec
+    format: str
+    prompt: str
+    workspace: Path
+    home: Path
+    tmpdir: Path
+    artifacts_dir: Path
+    base_url: str
+    """Server root the agent must talk to (the proxy's when one runs), without ``/v1``."""
+    model_name: str
+    """Model name to hand to the agent (the backend's agent_model_id, else model_id)."""
+    api_key: str | None = None
+    """The backend's API key, for the agent's environment only. Never write it to an artifact."""
+    timeout_s: float = 120.0
+    run_context: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def openai_base_url(self) -> str:
+        """The OpenAI-compatible base URL (``<base_url>/v1``)."""
+        return self.base_url.rstrip("/") + "/v1"
+
+    @property
+    def xdg(self) -> dict[str, str]:
+        """Fresh XDG_* directories under this phase's HOME."""
+        return {
+            "XDG_CONFIG_HOME": str(self.home / ".config"),
+            "XDG_DATA_HOME": str(self.home / ".local" / "share"),
+            "XDG_STATE_HOME": str(self.home / ".local" / "state"),
+            "XDG_CACHE_HOME": str(self.home / ".cache"),
+        }
+
+
+@dataclass
+class AgentCommand:
+    """How to start the agent: argv (argv[0] is resolved by the runner), optional stdin bytes."""
+
+    argv: list[str]
+    stdin: bytes | None = None
+    cwd: Path | None = None
+    """Working directory; the phase workspace when None."""
+
+
+@dataclass
+class PhaseOutputs:
+    """What one phase left behind, for the parsers."""
+
+    stdout_path: Path
+    stderr_path: Path
+    process: ProcessResult
+    extra: dict[str, Path] = field(default_factory=dict)
+    """Other artifacts the agent plugin asked the runner to keep (session files ...), by name."""
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    """What an agent plugin registers about its agent."""
+
+    name: str
+    description: str = ""
+    observability: Literal["structured", "markers", "none"] = "structured"
+    """What its outputs can show: structured tool events (tier B), only text markers (tier C), nothing."""
+    install_hint: str = ""
+
+
+@dataclass
+class ValidatorContext:
+    """What a validator may look at. Validators read; they never change the workspace."""
+
+    workspace: Path
+    test: TestSpec
+    run_context: dict[str, Any]
+    """Values fixed at run time: ``today`` (YYYY-MM-DD), ``next_week_heading`` ... (recorded in case.json)."""
+    challenge: dict[str, Any]
+    """The measured phase's challenge facts (nonce, payload, token, ...), empty without a challenge."""
+    challenge_requests: list[dict[str, Any]]
+    """The measured phase's challenge request log."""
+    events: list[Event]
+    """The measured phase's normalized events, in sequence order."""
+
+
+Validator = Callable[[ValidatorContext, dict[str, Any]], ValidatorResult]
+
+
+class ChallengeServer(Protocol):
+    """A per-phase challenge server (see :func:`hookspecs.register_challenge_servers`)."""
+
+    url: str
+    facts: dict[str, Any]
+    requests: list[dict[str, Any]]
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+ChallengeFactory = Callable[[dict[str, Any], str], ChallengeServer]
+"""``factory(options, phase) -> ChallengeServer`` (not started)."""
+
+
+@dataclass
+class RouteDecision:
+    """Answer of :func:`hookspecs.route_base_url`."""
+
+    routable: bool
+    reason: str | None = None
+    """Why not, when not routable (becomes telemetry_proxy_skip_reason, e.g. ``unsupported_shell``)."""
+
+
+@dataclass
+class EvaluationInputs:
+    """Everything the evaluator reads."""
+
+    validators: list[ValidatorResult]
+    process: ProcessResult
+    events: list[Event]
+    summary: Any  # TelemetrySummary
+    required_kinds: list[Any] = field(default_factory=list)
+    rules: dict[str, Any] = field(default_factory=dict)
+    tool_unsupported: str | None = None
+    """Set when the case cannot run: 'agent_tool_unsupported' (capabilities) or 'backend_tool_unsupported'."""
+
+
+AsyncStop = Callable[[], Awaitable[None]]

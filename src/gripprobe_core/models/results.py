@@ -1,0 +1,158 @@
+"""Result contract: process results, validator results, telemetry summary, verdict, case result."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ProcessStatus = Literal["ok", "timeout", "shell_error", "harness_capture_failed", "nonzero_exit"]
+Status = Literal[
+    "PASS", "PASS_WITH_POLICY_VIOLATION", "FAIL", "NO_TOOL_CALL", "TIMEOUT", "TOOL_UNSUPPORTED",
+    "SHELL_ERROR", "HARNESS_ERROR", "SKIPPED",
+]
+STATUSES: tuple[str, ...] = (
+    "PASS", "PASS_WITH_POLICY_VIOLATION", "FAIL", "NO_TOOL_CALL", "TIMEOUT", "TOOL_UNSUPPORTED",
+    "SHELL_ERROR", "HARNESS_ERROR", "SKIPPED",
+)
+ToolEventVerdict = Literal[
+    "confirmed_tool_use", "no_tool_event_observed", "tool_event_not_observable", "tool_event_inconclusive"]
+ToolEventVerdictReason = Literal[
+    "none", "parser_not_capable_for_shell", "capture_missing", "proxy_error", "structured_event_absent",
+    "wrapper_parse_error", "source_parse_inconclusive"]
+EventCaptureStatus = Literal["collected", "partial", "missing", "wrapper_parse_error"]
+ProxyStatus = Literal["collected", "skipped", "error"]
+Trajectory = Literal["clean", "recovered", "violated"]
+Invoked = Literal["yes", "no", "maybe"]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProcessResult(_M):
+    """What happened to the agent process in one phase."""
+
+    status: ProcessStatus
+    exit_code: int | None = None
+    signal: int | None = None
+    duration_s: float = 0.0
+    started_at: str | None = None
+    finished_at: str | None = None
+    command: list[str] = Field(default_factory=list)
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    error: str | None = Field(default=None, description="Why the process could not start or be captured.")
+
+
+class SourcePointer(_M):
+    """Points from a validator result to the event that produced the value it judged (SPEC §6)."""
+
+    kind: Literal["run_event", "tool_call", "final_output"]
+    sequence: int
+    event_type: str
+    field_path: str | None = None
+    phase: str = "measured"
+
+
+class ValidatorResult(_M):
+    kind: str
+    passed: bool
+    expected: str = ""
+    observed: str = ""
+    message: str = ""
+    source: SourcePointer | None = None
+
+
+class TelemetrySummary(_M):
+    """``events.summary.json`` (SPEC §5). Per phase; the case carries the measured one."""
+
+    event_capture_status: EventCaptureStatus
+    telemetry_proxy_status: ProxyStatus = "skipped"
+    telemetry_capture_skip_reason: str | None = None
+    telemetry_proxy_skip_reason: str | None = None
+    telemetry_source_tier: Literal["A", "B", "C", "D", "none"] = "none"
+    telemetry_event_count: int = 0
+    telemetry_tool_call_count: int = 0
+    telemetry_proxy_tool_call_nonstructured_count: int = 0
+    telemetry_tool_result_count: int = 0
+    telemetry_tool_error_count: int = 0
+    telemetry_invoked_confidence: float = 0.0
+    telemetry_retry_loop_detected: bool = False
+    telemetry_tool_call_without_result_count: int = 0
+    telemetry_backend_tool_unsupported: bool = False
+    telemetry_protocol_structured_count: int | None = Field(
+        default=None, description="Structured tool calls seen at tier A; None without proxy data.")
+    tool_event_verdict: ToolEventVerdict
+    tool_event_verdict_reason: ToolEventVerdictReason
+    tool_kinds_observed: list[str] = Field(default_factory=list)
+    tiers_present: list[str] = Field(default_factory=list)
+
+
+class Verdict(_M):
+    """Every verdict field the evaluator writes (SPEC §6)."""
+
+    status: Status
+    verdict_source: Literal["event_evaluator"] = "event_evaluator"
+    evaluator_reason_code: str
+    evaluator_reason_text: str
+    failure_reason: str | None
+    trajectory: Trajectory
+    invoked: Invoked
+    artifact_match: float
+    tool_invocation_match: float
+    protocol_match: float | None
+    strict_pass_score: float
+    overall_score: float
+    tool_event_verdict: ToolEventVerdict
+    tool_event_verdict_reason: ToolEventVerdictReason
+
+
+class CaseKey(_M):
+    agent: str
+    model: str
+    backend: str
+    format: str
+    test: str
+
+    def slug(self) -> str:
+        return "__".join(_slug(p) for p in (self.agent, self.model, self.backend, self.format, self.test))
+
+
+def _slug(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-." else "-" for c in s)
+
+
+class PhaseRecord(_M):
+    phase: Literal["warmup", "measured"]
+    process: ProcessResult
+    summary: TelemetrySummary
+    proxy: dict[str, Any] = Field(default_factory=dict)
+    challenge: dict[str, Any] = Field(default_factory=dict, description="Per-phase challenge facts (tokens, URL).")
+
+
+class CaseResult(_M):
+    """``case.json``: the whole result contract of one case."""
+
+    schema_version: int = 1
+    run_id: str
+    case_id: str
+    key: CaseKey
+    agent_version: str | None = None
+    model_hash: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    language: str = "en"
+    started_at: str
+    finished_at: str
+    duration_s: float
+    run_context: dict[str, Any] = Field(
+        default_factory=dict, description="Values fixed at run time (today's date, ...) so a rebuild agrees.")
+    phases: list[PhaseRecord] = Field(default_factory=list)
+    validators: list[ValidatorResult] = Field(default_factory=list)
+    verdict: Verdict
+    telemetry: TelemetrySummary
+    telemetry_proxy_mode: Literal["off", "auto", "force"] = "auto"
+    skip_reason: str | None = None
+    harness_error: str | None = None

@@ -1,0 +1,210 @@
+"""Pydantic models for the declarative specs (SPEC §3).
+
+Every model forbids unknown keys, so a misspelt key is an error that names the file, line and key
+(see :mod:`gripprobe_core.specs.loader`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ToolKind = Literal["read", "write", "execute", "search", "fetch", "other"]
+TOOL_KINDS: tuple[str, ...] = ("read", "write", "execute", "search", "fetch", "other")
+Tag = Literal["sanity", "non_sanity", "multilingual", "web", "scenario"]
+ProxyMode = Literal["off", "auto", "force"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+# --------------------------------------------------------------------------- models
+
+class BackendSpec(_Strict):
+    """One way to reach a model. ``kind`` decides how the runner talks to it."""
+
+    id: str
+    kind: Literal["ollama", "openai-compatible", "oracle"]
+    model_id: str = Field(description="Model name as the backend knows it (for the oracle: the profile).")
+    agent_model_id: str | None = Field(
+        default=None, description="Model name as handed to the agent, when it differs from model_id.")
+    base_url: str | None = Field(default=None, description="Backend base URL (not for the oracle).")
+    api_key_env: str | None = Field(
+        default=None,
+        description="Name of the environment variable holding the API key. The key is passed only to the agent.")
+    model_hash: str | None = None
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the agent.")
+
+    @model_validator(mode="after")
+    def _base_url_needed(self) -> "BackendSpec":
+        if self.kind != "oracle" and not self.base_url:
+            raise ValueError(f"backend kind {self.kind!r} needs base_url")
+        return self
+
+
+class ModelPolicy(_Strict):
+    timeout_s: float | None = Field(default=None, gt=0, description="Overrides the agent's timeout per phase.")
+    agents: dict[str, "ModelPolicy"] = Field(default_factory=dict, description="Per-agent overrides.")
+
+
+class ModelSpec(_Strict):
+    id: str
+    label: str | None = None
+    family: str | None = None
+    size: str | None = None
+    quantization: str | None = None
+    backends: list[BackendSpec] = Field(min_length=1)
+    policy: ModelPolicy = Field(default_factory=ModelPolicy)
+
+    def backend(self, backend_id: str | None = None) -> BackendSpec:
+        if backend_id is None:
+            return self.backends[0]
+        for b in self.backends:
+            if b.id == backend_id:
+                return b
+        raise KeyError(backend_id)
+
+
+# --------------------------------------------------------------------------- agents
+
+class CliAgentSpec(_Strict):
+    id: str
+    plugin: str = Field(description="Name of the agent plugin that builds its command, env and parsers.")
+    executable: str
+    default_args: list[str] = Field(default_factory=list)
+    formats: list[str] = Field(default_factory=lambda: ["tool"], min_length=1)
+    tool_kinds: list[ToolKind] = Field(description="Tool kinds the agent can perform.")
+    timeout_s: float = Field(default=120, gt=0)
+    telemetry_proxy_mode: ProxyMode = "auto"
+    version: str | None = Field(default=None, description="Pinned version, when the agent is installed by GripProbe.")
+
+
+# --------------------------------------------------------------------------- tests
+
+class FixtureFile(_Strict):
+    """A file seeded into every phase's workspace before the agent starts."""
+
+    path: str
+    content: str = ""
+    mode: int | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, v: str) -> str:
+        if v.startswith("/") or ".." in v.split("/"):
+            raise ValueError("fixture path must be relative and stay inside the workspace")
+        return v
+
+
+class ChallengeSpec(_Strict):
+    """A challenge HTTP server started per phase (nonces and tokens differ between phases)."""
+
+    kind: str = Field(description="Challenge server kind, e.g. 'nonce' or 'search' (pluggable).")
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ValidatorSpec(_Strict):
+    """One validator. ``kind`` selects the validator plugin; the other keys are its options."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: str
+
+
+class ReferenceShell(_Strict):
+    shell: str
+
+
+class ReferenceWrite(_Strict):
+    write: "WriteArgs"
+
+
+class ReferenceEdit(_Strict):
+    edit: "EditArgs"
+
+
+class ReferenceRead(_Strict):
+    read: "ReadArgs"
+
+
+class WriteArgs(_Strict):
+    path: str
+    content: str
+
+
+class EditArgs(_Strict):
+    path: str
+    old: str
+    new: str
+
+
+class ReadArgs(_Strict):
+    path: str
+
+
+ReferenceAction = Union[ReferenceShell, ReferenceWrite, ReferenceEdit, ReferenceRead]
+
+
+class TestRules(_Strict):
+    no_retry_on_error: bool = False
+
+
+class TestSpec(_Strict):
+    __test__ = False  # not a pytest class
+
+    id: str
+    title: str
+    prompt: str = Field(description="Prompt text; ${name} placeholders are filled at run time.")
+    language: str = "en"
+    variant_of: str | None = Field(default=None, description="Id of the test this one translates.")
+    requires: list[Union[ToolKind, list[ToolKind]]] = Field(
+        default_factory=list,
+        description="Tool kinds the agent must be able to perform; a list inside means any one of them.")
+    tags: list[Tag] = Field(default_factory=list)
+    fixtures: list[FixtureFile] = Field(default_factory=list)
+    challenge: ChallengeSpec | None = None
+    validators: list[ValidatorSpec] = Field(min_length=1)
+    reference: list[ReferenceAction] = Field(
+        min_length=1, description="Actions that solve the test; the oracle performs them.")
+    rules: TestRules = Field(default_factory=TestRules)
+    timeout_s: float | None = Field(default=None, gt=0)
+
+
+# --------------------------------------------------------------------------- suites, hardware
+
+class SuiteCase(_Strict):
+    agent: str
+    model: str
+    test: str
+    format: str = "tool"
+    backend: str | None = None
+
+
+class SuiteSpec(_Strict):
+    id: str
+    title: str | None = None
+    agents: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default_factory=list)
+    tests: list[str] = Field(default_factory=list, description="Test ids; 'tag:<tag>' selects by tag.")
+    formats: list[str] = Field(default_factory=list, description="Empty means every format the agent supports.")
+    cases: list[SuiteCase] = Field(default_factory=list, description="Explicit cases, added to the matrix.")
+    telemetry_proxy_mode: ProxyMode | None = None
+    jobs: int | None = Field(default=None, ge=1)
+
+
+class HardwareProfile(_Strict):
+    id: str
+    label: str | None = None
+    cpu: str | None = None
+    gpu: str | None = None
+    memory_gb: float | None = None
+    notes: str | None = None
+
+
+class HardwareProfiles(_Strict):
+    profiles: list[HardwareProfile] = Field(default_factory=list)
+
+
+for _m in (ModelPolicy, ReferenceWrite, ReferenceEdit, ReferenceRead, TestSpec):
+    _m.model_rebuild()
