@@ -1,23 +1,42 @@
 """GripProbe core: a benchmark harness for CLI coding agents.
 
-The public API is what this module re-exports; everything else is internal.
+The public API is what this module re-exports; everything else is internal. Names load lazily, so
+importing a light submodule (the reference agent starts once per phase) does not pull in pydantic.
 """
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 import pluggy
 
 hookimpl = pluggy.HookimplMarker("gripprobe")
-
-from .context import (  # noqa: E402
-    AgentCommand, AgentInfo, EvaluationInputs, PhaseContext, PhaseOutputs, RouteDecision, ValidatorContext,
-)
-from .errors import GripProbeError, SpecError, UserError, WrapperParseError  # noqa: E402
-from .models import *  # noqa: E402,F401,F403
-from .models import __all__ as _model_names  # noqa: E402
+"""Decorator for hook implementations: ``from gripprobe_core import hookimpl``."""
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "hookimpl", "AgentCommand", "AgentInfo", "EvaluationInputs", "PhaseContext", "PhaseOutputs",
-    "RouteDecision", "ValidatorContext", "GripProbeError", "SpecError", "UserError", "WrapperParseError",
-    *_model_names,
-]
+_CONTEXT = ("AgentCommand", "AgentInfo", "EvaluationInputs", "PhaseContext", "PhaseOutputs", "RouteDecision",
+            "ValidatorContext")
+_ERRORS = ("GripProbeError", "SpecError", "UserError", "WrapperParseError")
+_MODELS = (
+    "BackendSpec", "CaseKey", "CaseResult", "ChallengeSpec", "CliAgentSpec", "Event", "FixtureFile",
+    "HardwareProfile", "HardwareProfiles", "ModelSpec", "PhaseRecord", "ProcessResult", "SourcePointer",
+    "STATUSES", "SuiteCase", "SuiteSpec", "TelemetrySummary", "TestSpec", "TIER_ORDER", "TOOL_KINDS",
+    "ToolCallPayload", "ValidatorResult", "ValidatorSpec", "Verdict",
+)
+_WHERE = {**{n: ".context" for n in _CONTEXT}, **{n: ".errors" for n in _ERRORS}, **{n: ".models" for n in _MODELS}}
+
+__all__ = ["hookimpl", "__version__", *_CONTEXT, *_ERRORS, *_MODELS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(import_module(_WHERE[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gripprobe_core' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

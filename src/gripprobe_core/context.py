@@ -99,6 +99,9 @@ class ValidatorContext:
     """The measured phase's challenge request log."""
     events: list[Event]
     """The measured phase's normalized events, in sequence order."""
+    agent_workspace: str | None = None
+    """The measured workspace path as the agent saw it, when ``workspace`` is elsewhere (a rebuild
+    judging the stored copy). None means ``workspace`` itself; ``workspace_path`` checks use this."""
 
 
 Validator = Callable[[ValidatorContext, dict[str, Any]], ValidatorResult]

@@ -1,1 +1,47 @@
-def main(): pass
+"""The ``gripprobe`` command. The group comes from a factory; each command lives in its own module."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import SpecError, UserError
+
+
+def make_cli() -> click.Group:
+    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(package_name="gripprobe-core", prog_name="gripprobe")
+    def cli() -> None:
+        """GripProbe: did the CLI agent really do the job with its tools?"""
+
+    from .plugins_cmd import plugins_command
+    from .run_cmd import run_command
+    from .validate_cmd import schema_command, validate_command
+
+    for cmd in (run_command, validate_command, schema_command, plugins_command):
+        cli.add_command(cmd)
+    return cli
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: user errors are one line (or one line per spec error) and exit 2."""
+    cli = make_cli()
+    try:
+        cli.main(args=argv, prog_name="gripprobe", standalone_mode=False)
+    except SpecError as exc:
+        for line in exc.errors:
+            click.echo(line, err=True)
+        click.echo(f"{len(exc.errors)} spec error(s); fix them and run `gripprobe validate`", err=True)
+        sys.exit(2)
+    except UserError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

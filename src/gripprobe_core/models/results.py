@@ -122,7 +122,7 @@ class CaseKey(_M):
 
 
 def _slug(s: str) -> str:
-    return "".join(c if c.isalnum() or c in "-." else "-" for c in s)
+    return "".join(c if c.isalnum() or c in "-._" else "-" for c in s)
 
 
 class PhaseRecord(_M):

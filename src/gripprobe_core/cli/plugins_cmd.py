@@ -1,0 +1,35 @@
+"""``gripprobe plugins``: what is installed, from which distribution, implementing which hooks."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..plugins import make_plugin_manager
+
+
+@click.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def plugins_command(as_json: bool) -> None:
+    """List plugins, their distributions, versions and hooks, and what they register."""
+    gpm = make_plugin_manager()
+    reg = gpm.registry
+    data = {
+        "plugins": [p.__dict__ for p in gpm.plugins()],
+        "failures": [f.__dict__ for f in gpm.failures],
+        "agents": sorted(reg.agents), "validators": sorted(reg.validators),
+        "challenge_servers": sorted(reg.challenges), "oracle_dialects": sorted(reg.dialects),
+    }
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    for p in data["plugins"]:
+        origin = "built-in" if p["builtin"] else f"{p['distribution']} {p['version']}"
+        click.echo(f"{p['name']}  ({origin})")
+        click.echo(f"    hooks: {', '.join(p['hooks'])}")
+    for f in gpm.failures:
+        click.echo(f"BROKEN {f}  (skipped; GRIPPROBE_STRICT_PLUGINS=1 makes this fatal)")
+    for label, key in (("agents", "agents"), ("validators", "validators"),
+                       ("challenge servers", "challenge_servers"), ("oracle dialects", "oracle_dialects")):
+        click.echo(f"{label}: {', '.join(data[key]) or '-'}")

@@ -1,0 +1,70 @@
+"""``gripprobe run``: run a case matrix (default: the default suite) and print where the results are."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import UserError
+from ..plugins import describe_failures, make_plugin_manager
+
+DEFAULT_SUITE = "default"
+
+
+@click.command("run")
+@click.option("--suite", "-s", help="Suite id (specs/suites/<id>.yaml). Default: 'default' when nothing is selected.")
+@click.option("--agent", "-a", "agents", multiple=True, help="Agent id (repeatable).")
+@click.option("--model", "-m", "models", multiple=True, help="Model id (repeatable).")
+@click.option("--test", "-t", "tests", multiple=True, help="Test id or tag:<tag> (repeatable).")
+@click.option("--format", "-f", "formats", multiple=True, help="Format (repeatable). Default: every format the agent supports.")
+@click.option("--backend", help="Backend id of the model specs to use (default: each model's first).")
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Cases run at once (default 1).")
+@click.option("--telemetry-proxy", "proxy_mode", type=click.Choice(["off", "auto", "force"]), default=None,
+              help="Recording proxy mode (default: the agent spec's telemetry_proxy_mode).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), help="Per-phase agent timeout in seconds.")
+@click.option("--base-url", help="Override the backend base URL (not for the oracle).")
+@click.option("--specs", "--root", "specs_root", type=click.Path(file_okay=False, path_type=Path),
+              help="Specs directory (default: ./specs or the nearest parent's).")
+@click.option("--results", "results_root", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+              show_default=True, help="Results root; runs go to <results>/runs/<RUN_ID>.")
+def run_command(suite, agents, models, tests, formats, backend, jobs, proxy_mode, timeout_s, base_url, specs_root,
+                results_root) -> None:
+    """Run agents × models × tests × formats. With no selection, runs the default suite.
+
+    Missing selections are taken from the suite (the default suite unless --suite is given). The last line
+    printed is the run directory.
+    """
+    from ..runner import RunOptions, execute_run, plan_cases, plan_suite
+    from ..specs import find_specs_root, load_specs
+    from .progress import make_reporter
+
+    gpm = make_plugin_manager()
+    for w in describe_failures(gpm):
+        click.echo(w, err=True)
+    root = specs_root or find_specs_root()
+    specs = load_specs(root, registry=gpm.registry)
+    suite_id = suite or DEFAULT_SUITE
+    if suite_id not in specs.suites:
+        raise UserError(f"unknown suite {suite_id!r}; suites: {', '.join(sorted(specs.suites)) or 'none'} "
+                        f"(in {root}/suites)")
+    s = specs.suites[suite_id]
+    if suite and not (agents or models or tests or formats):
+        cases = plan_suite(specs, s, backend=backend)
+    else:
+        cases = plan_cases(specs, agents=list(agents or s.agents), models=list(models or s.models),
+                           tests=list(tests or s.tests), formats=list(formats or s.formats), backend=backend,
+                           explicit=[] if (agents or models or tests or formats) else s.cases)
+    if not cases:
+        raise UserError("the selection is empty: no case to run")
+    opts = RunOptions(results_root=results_root, jobs=jobs or s.jobs or 1,
+                      proxy_mode=proxy_mode or s.telemetry_proxy_mode, timeout_s=timeout_s,
+                      base_url_override=base_url, suite=suite_id, specs_root=root, argv=sys.argv[1:])
+    reporter = make_reporter(total=len(cases))
+    with reporter:
+        outcome = execute_run(cases, gpm, opts, on_done=reporter.case_done)
+    reporter.final(outcome)
+    click.echo(str(outcome.run_dir.path))
+    if outcome.interrupted:
+        sys.exit(130)

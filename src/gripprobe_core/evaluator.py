@@ -1,0 +1,266 @@
+"""The canonical verdict layer (SPEC §6): ``event_evaluator`` and its status matrix.
+
+Everything here is a pure function of its inputs. The status matrix is data (the module-level
+tables below) so that it can be read, reviewed and property-tested row by row; ``docs/evaluator.md``
+states the same rules in prose, plus every derived field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .context import EvaluationInputs
+from .models.results import ProcessStatus, Status, TelemetrySummary, ToolEventVerdict, ToolEventVerdictReason, Verdict
+from .telemetry.attempts import (
+    ToolAttempt, detect_retry_loop, repeated_after_error, tool_attempts, unrecovered_failures,
+)
+
+__all__ = [
+    "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
+    "OVERALL_SCORE", "PRECEDENCE", "PROCESS_ROWS", "TOOL_MATRIX", "classify", "event_evaluator",
+]
+
+PASS = "PASS"
+PWPV = "PASS_WITH_POLICY_VIOLATION"
+
+#: Order in which the evaluator decides; the first that applies wins.
+PRECEDENCE: tuple[str, ...] = (
+    "timeout", "shell_error", "harness_capture_failed", "tool_unsupported", "nonzero_exit", "tool_verdict")
+
+#: Process results that decide the status whatever validators and tool evidence say: (status, reason code).
+PROCESS_ROWS: dict[str, tuple[Status, str]] = {
+    "timeout": ("TIMEOUT", "timeout"),
+    "shell_error": ("SHELL_ERROR", "process_error"),
+    "harness_capture_failed": ("HARNESS_ERROR", "capture_missing"),
+}
+
+#: nonzero_exit is SHELL_ERROR whatever the validators say. The reason code is
+#: ``validators_pass_after_nonzero`` when validators passed with confirmed tool use, else ``nonzero_exit``.
+NONZERO_EXIT: Status = "SHELL_ERROR"
+
+#: Process ``ok``: (validators pass?, tool_event_verdict, tool_event_verdict_reason) → status.
+#: ``"*"`` as reason means any reason. The reason code of these rows is the verdict reason itself.
+TOOL_MATRIX: dict[tuple[bool, str, str], Status] = {
+    (True, "confirmed_tool_use", "*"): "PASS",
+    (True, "no_tool_event_observed", "structured_event_absent"): "PASS_WITH_POLICY_VIOLATION",
+    (True, "tool_event_not_observable", "parser_not_capable_for_shell"): "PASS_WITH_POLICY_VIOLATION",
+    (True, "tool_event_inconclusive", "proxy_error"): "PASS_WITH_POLICY_VIOLATION",
+    (True, "tool_event_inconclusive", "source_parse_inconclusive"): "PASS_WITH_POLICY_VIOLATION",
+    (True, "tool_event_inconclusive", "wrapper_parse_error"): "HARNESS_ERROR",
+    (True, "tool_event_inconclusive", "capture_missing"): "HARNESS_ERROR",
+    (False, "confirmed_tool_use", "*"): "FAIL",
+    (False, "no_tool_event_observed", "structured_event_absent"): "NO_TOOL_CALL",
+    (False, "tool_event_not_observable", "parser_not_capable_for_shell"): "FAIL",
+    (False, "tool_event_inconclusive", "source_parse_inconclusive"): "FAIL",
+    (False, "tool_event_inconclusive", "proxy_error"): "FAIL",
+    (False, "tool_event_inconclusive", "wrapper_parse_error"): "HARNESS_ERROR",
+    (False, "tool_event_inconclusive", "capture_missing"): "HARNESS_ERROR",
+}
+
+#: Verdict reasons that make the case HARNESS_ERROR whatever the verdict and validators are.
+HARNESS_REASONS: frozenset[str] = frozenset({"wrapper_parse_error", "capture_missing"})
+
+#: A (verdict, reason) pair the telemetry summary never produces (e.g. no_tool_event_observed with
+#: proxy_error) is treated as inconclusive evidence: never PASS, never NO_TOOL_CALL.
+OFF_TABLE: dict[bool, Status] = {True: "PASS_WITH_POLICY_VIOLATION", False: "FAIL"}
+
+OVERALL_SCORE: dict[str, float] = {"PASS": 1.0, "PASS_WITH_POLICY_VIOLATION": 0.8}
+
+#: failure_reason for the process / harness / capability rows, by reason code.
+FAILURE_REASON_BY_CODE: dict[str, str] = {
+    "timeout": "timeout",
+    "process_error": "process_error",
+    "capture_missing": "capture_missing",
+    "wrapper_parse_error": "wrapper_parse_error",
+    "nonzero_exit": "nonzero_exit",
+    "validators_pass_after_nonzero": "nonzero_exit",
+    "backend_tool_unsupported": "backend_tool_unsupported",
+    "agent_tool_unsupported": "agent_tool_unsupported",
+}
+
+#: ``error_type`` values parsers use for a tool call whose arguments could not be decoded.
+MALFORMED_ERROR_TYPES: frozenset[str] = frozenset({"malformed_arguments", "invalid_arguments", "protocol_malformed"})
+
+_PROCESS_STATUSES = frozenset({"ok", "timeout", "shell_error", "harness_capture_failed", "nonzero_exit"})
+
+
+def classify(validators_pass: bool, process: ProcessStatus, verdict: ToolEventVerdict,
+             reason: ToolEventVerdictReason, tool_unsupported: str | None = None) -> tuple[Status, str]:
+    """The SPEC §6 status matrix: ``(status, evaluator_reason_code)``.
+
+    Precedence: timeout > shell_error > harness_capture_failed > tool_unsupported > nonzero_exit >
+    validators × tool verdict: the exact :data:`TOOL_MATRIX` row, else :data:`HARNESS_REASONS`, else
+    the row for any reason (``"*"``), else :data:`OFF_TABLE`. The reason code of a tool row is ``reason``.
+    Raises ``ValueError`` only for a process status outside the contract (a bug, not bad data).
+    """
+    if process not in _PROCESS_STATUSES:
+        raise ValueError(f"unknown process status {process!r}")
+    if process in PROCESS_ROWS:
+        return PROCESS_ROWS[process]
+    if tool_unsupported:
+        return "TOOL_UNSUPPORTED", tool_unsupported
+    if process == "nonzero_exit":
+        confirmed = verdict == "confirmed_tool_use"
+        return NONZERO_EXIT, "validators_pass_after_nonzero" if (validators_pass and confirmed) else "nonzero_exit"
+    status = TOOL_MATRIX.get((validators_pass, verdict, reason))
+    if status is None and reason in HARNESS_REASONS:
+        status = "HARNESS_ERROR"
+    if status is None:
+        status = TOOL_MATRIX.get((validators_pass, verdict, "*"), OFF_TABLE[validators_pass])
+    return status, reason
+
+
+def event_evaluator(inputs: EvaluationInputs) -> Verdict:
+    """Every verdict field of one case, from validators, process result, events and summary.
+
+    ``inputs.rules`` may carry ``no_retry_on_error`` (one blind retry after an error violates the
+    trajectory) and ``harness_error`` (a failure_reason string: the runner found the measurement
+    invalid, e.g. ``proxy_required_but_not_available``; the case is HARNESS_ERROR whatever else).
+    """
+    summary = _summary(inputs.summary)
+    rules = inputs.rules or {}
+    validators = list(inputs.validators or [])
+    passed = sum(1 for v in validators if v.passed)
+    validators_pass = bool(validators) and passed == len(validators)
+    verdict, reason = summary.tool_event_verdict, summary.tool_event_verdict_reason
+    confirmed = verdict == "confirmed_tool_use"
+    tool_unsupported = inputs.tool_unsupported or (
+        "backend_tool_unsupported" if summary.telemetry_backend_tool_unsupported and not confirmed else None)
+    harness_error = rules.get("harness_error")
+    harness_error = harness_error if isinstance(harness_error, str) and harness_error else None
+
+    if harness_error:
+        status, code = "HARNESS_ERROR", harness_error
+    else:
+        status, code = classify(validators_pass, inputs.process.status, verdict, reason, tool_unsupported)
+
+    events = list(inputs.events or [])
+    attempts = tool_attempts(events, include_tier_d=False)
+    loop = summary.telemetry_retry_loop_detected or detect_retry_loop(events)
+    failure = _failure_reason(status, code, summary, attempts, events, loop, harness_error)
+    return Verdict(
+        status=status,
+        evaluator_reason_code=code,
+        evaluator_reason_text=_reason_text(status, code, summary, passed, len(validators), inputs.process.exit_code),
+        failure_reason=failure,
+        trajectory=_trajectory(status, inputs.process.status, attempts, events, loop,
+                               bool(rules.get("no_retry_on_error"))),
+        invoked="yes" if confirmed else "no" if verdict == "no_tool_event_observed" else "maybe",
+        artifact_match=passed / len(validators) if validators else 0.0,
+        tool_invocation_match=1.0 if confirmed else 0.0,
+        protocol_match=_protocol_match(summary),
+        strict_pass_score=1.0 if status == PASS else 0.0,
+        overall_score=OVERALL_SCORE.get(status, 0.0),
+        tool_event_verdict=verdict,
+        tool_event_verdict_reason=reason,
+    )
+
+
+def _summary(value: Any) -> TelemetrySummary:
+    """The summary as a model; a missing or unreadable summary means the capture is missing."""
+    if isinstance(value, TelemetrySummary):
+        return value
+    if isinstance(value, dict):
+        try:
+            return TelemetrySummary.model_validate(value)
+        except ValueError:
+            pass
+    return TelemetrySummary(event_capture_status="missing", telemetry_capture_skip_reason="capture_missing",
+                            tool_event_verdict="tool_event_inconclusive", tool_event_verdict_reason="capture_missing")
+
+
+def _failure_reason(status: str, code: str, summary: TelemetrySummary, attempts: list[ToolAttempt],
+                    events: list[Any], loop: bool, harness_error: str | None) -> str | None:
+    """First matching entry of the failure taxonomy (order documented in docs/evaluator.md)."""
+    if status == PASS:
+        return None
+    if harness_error:
+        return harness_error
+    if status not in (PWPV, "FAIL", "NO_TOOL_CALL"):
+        return FAILURE_REASON_BY_CODE.get(code, code)
+    if loop:
+        return "tool_retry_loop"
+    if summary.telemetry_proxy_tool_call_nonstructured_count > 0 or any(
+            e.error_type in MALFORMED_ERROR_TYPES for e in events if e.source_tier != "D"):
+        return "protocol_malformed"
+    if unrecovered_failures(attempts):
+        return "tool_result_error"
+    if summary.telemetry_tool_call_without_result_count > 0:
+        return "tool_call_without_result"
+    if summary.tool_event_verdict == "no_tool_event_observed":
+        return "no_tool_call_observed"
+    if summary.tool_event_verdict == "confirmed_tool_use":
+        return "artifact_mismatch_after_success"
+    return summary.tool_event_verdict_reason
+
+
+def _trajectory(status: str, process: str, attempts: list[ToolAttempt], events: list[Any], loop: bool,
+                no_retry_on_error: bool) -> str:
+    """clean | recovered | violated, from the tier A/B/C tool timeline."""
+    if process == "timeout" or loop or (no_retry_on_error and repeated_after_error(events)):
+        return "violated"
+    if not any(a.failed for a in attempts):
+        return "clean"
+    if status in (PASS, PWPV) and not unrecovered_failures(attempts):
+        return "recovered"
+    return "violated"
+
+
+def _protocol_match(summary: TelemetrySummary) -> float | None:
+    structured = summary.telemetry_protocol_structured_count
+    if structured is None:
+        return None
+    nonstructured = summary.telemetry_proxy_tool_call_nonstructured_count
+    total = structured + nonstructured
+    return structured / total if total > 0 else None
+
+
+_TEXT: dict[str, str] = {
+    "timeout": "The agent process timed out, so the case was not judged further.",
+    "process_error": "The agent process could not start or crashed before a reliable result.",
+    "capture_missing": "Telemetry artifacts were not produced or are unreadable, so tool use cannot be judged.",
+    "wrapper_parse_error": "A required agent artifact could not be parsed, so tool use cannot be judged.",
+    "backend_tool_unsupported": "The backend cannot perform tool calls (it rejected the tools offered).",
+    "agent_tool_unsupported": "The agent cannot perform the tool kinds this test requires.",
+    "nonzero_exit": "The agent exited with status {exit_code}, so the result is not reliable.",
+    "validators_pass_after_nonzero":
+        "The validators passed and tool use was confirmed, but the agent exited with status {exit_code}.",
+}
+
+_TOOL_TEXT: dict[tuple[str, bool], str] = {
+    ("none", True): "The validators passed ({passed}/{total}) and tier {tier} evidence confirms tool use.",
+    ("none", False): "Tier {tier} evidence confirms tool use, but the validators failed ({passed}/{total}).",
+    ("structured_event_absent", True):
+        "The validators passed ({passed}/{total}), but no tool event was observed although the sources could see one.",
+    ("structured_event_absent", False):
+        "The validators failed ({passed}/{total}) and no tool event was observed although the sources could see one.",
+    ("parser_not_capable_for_shell", True):
+        "The validators passed ({passed}/{total}), but this agent's tool use cannot be observed.",
+    ("parser_not_capable_for_shell", False):
+        "The validators failed ({passed}/{total}) and this agent's tool use cannot be observed.",
+    ("proxy_error", True):
+        "The validators passed ({passed}/{total}), but the proxy failed and no other source confirms tool use.",
+    ("proxy_error", False):
+        "The validators failed ({passed}/{total}); the proxy failed and no other source confirms tool use.",
+    ("source_parse_inconclusive", True):
+        "The validators passed ({passed}/{total}), but the tool evidence is inconclusive "
+        "(self-report, or calls requested but never run).",
+    ("source_parse_inconclusive", False):
+        "The validators failed ({passed}/{total}) and the tool evidence is inconclusive "
+        "(self-report, or calls requested but never run).",
+}
+
+
+def _reason_text(status: str, code: str, summary: TelemetrySummary, passed: int, total: int,
+                 exit_code: int | None) -> str:
+    """One human sentence explaining ``(status, code)``."""
+    values = {"passed": passed, "total": total, "tier": summary.telemetry_source_tier,
+              "exit_code": "unknown" if exit_code is None else exit_code}
+    if code in _TEXT:
+        return _TEXT[code].format(**values)
+    key = ("none" if summary.tool_event_verdict == "confirmed_tool_use" else code, status in (PASS, PWPV))
+    if key in _TOOL_TEXT:
+        return _TOOL_TEXT[key].format(**values)
+    if status == "HARNESS_ERROR":
+        return f"The harness could not produce a trustworthy measurement ({code})."
+    return f"Status {status} ({code})."

@@ -1,0 +1,255 @@
+"""How the oracle says a reference action in an agent's own terms.
+
+A :class:`Dialect` turns one reference action into one assistant :class:`~.plan.Turn` for a given
+request. The built-in :class:`ToolsDialect` reads the function tools the request offers and fills a
+matching tool's parameters; agents whose edits are parsed from reply text register their own dialect
+through the ``register_oracle_dialects`` hook.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Protocol, runtime_checkable
+
+from ..models.specs import ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell, ReferenceWrite
+from .plan import ChatRequest, ToolCall, ToolInfo, Turn, action_kind, describe_action
+
+
+@runtime_checkable
+class Dialect(Protocol):
+    """An agent's way of being told to act.
+
+    - ``accepts(request, format)``: does this dialect speak to this request? The oracle asks every
+      registered dialect (sorted by name, ``tools`` last) and uses the first that accepts.
+    - ``is_task_request(request)``: False for side requests (a title request without tools ...); those
+      get a short plain-text answer and never advance the plan.
+    - ``steps_taken(request)``: how many reference actions the conversation already performed.
+    - ``say(action, index, request)``: the turn that performs ``action`` (``index`` in the plan), or a
+      text turn explaining why it cannot.
+    - ``finish(request, text)``: the closing turn once every action is done.
+    """
+
+    def accepts(self, request: ChatRequest, format: str) -> bool: ...
+    def is_task_request(self, request: ChatRequest) -> bool: ...
+    def steps_taken(self, request: ChatRequest) -> int: ...
+    def say(self, action: ReferenceAction, index: int, request: ChatRequest) -> Turn: ...
+    def finish(self, request: ChatRequest, text: str) -> Turn: ...
+
+
+def norm(name: str) -> str:
+    """Lower-case a name and drop everything but letters and digits: ``file_path`` → ``filepath``."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+SHELL_NAMES = {"shell", "bash", "execcommand", "runcommand", "execute", "exec", "runshellcommand",
+               "shellcommand", "terminal", "runterminalcmd", "localshell", "sh"}
+WRITE_NAMES = {"write", "writefile", "save", "savefile", "createfile", "writetofile"}
+EDIT_NAMES = {"edit", "editfile", "strreplace", "replace", "patch", "replaceinfile", "strreplaceeditor"}
+READ_NAMES = {"read", "readfile", "view", "cat", "viewfile", "openfile"}
+
+COMMAND_PARAMS = ("command", "cmd")
+PATH_PARAMS = ("path", "filepath", "filename", "file", "targetfile")
+CONTENT_PARAMS = ("content", "contents", "text", "filecontent")
+OLD_PARAMS = ("oldstring", "oldstr", "old", "search", "oldtext")
+NEW_PARAMS = ("newstring", "newstr", "new", "replace", "newtext", "replacement")
+
+
+def find_param(tool: ToolInfo, candidates: tuple[str, ...]) -> str | None:
+    """The tool's own spelling of the first candidate parameter it has (compared via :func:`norm`)."""
+    by_norm = {norm(p): p for p in tool.properties}
+    for cand in candidates:
+        if cand in by_norm:
+            return by_norm[cand]
+    return None
+
+
+def accepts_type(schema: Any, json_type: str) -> bool:
+    """Does a property schema allow ``json_type`` (looks at type, anyOf/oneOf)?"""
+    if not isinstance(schema, dict):
+        return False
+    t = schema.get("type")
+    if t == json_type or (isinstance(t, list) and json_type in t):
+        return True
+    return any(accepts_type(s, json_type) for key in ("anyOf", "oneOf") for s in schema.get(key) or [])
+
+
+def filler(name: str, schema: Any) -> Any:
+    """A harmless value for a required parameter the dialect knows nothing about."""
+    if isinstance(schema, dict):
+        if "default" in schema:
+            return schema["default"]
+        if isinstance(schema.get("enum"), list) and schema["enum"]:
+            return schema["enum"][0]
+    if accepts_type(schema, "string") or not isinstance(schema, dict) or "type" not in schema:
+        return "GripProbe reference step"
+    if accepts_type(schema, "boolean"):
+        return False
+    if accepts_type(schema, "integer") or accepts_type(schema, "number"):
+        if "timeout" in norm(name):
+            return 60000 if "ms" in norm(name) else 60
+        minimum = schema.get("minimum") if isinstance(schema, dict) else None
+        return minimum if isinstance(minimum, (int, float)) else 1
+    if accepts_type(schema, "array"):
+        return []
+    if accepts_type(schema, "object"):
+        return {}
+    return None
+
+
+def fill_required(tool: ToolInfo, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` plus a filler for every required parameter still missing."""
+    out = dict(args)
+    for name in tool.required:
+        if name not in out:
+            out[name] = filler(name, tool.properties.get(name))
+    return out
+
+
+class ToolsDialect:
+    """Maps actions onto whatever function tools the request offers (see docs/oracle.md).
+
+    Tools are chosen by name first, then by parameters. When no tool of the needed kind exists,
+    write/edit/read go through the shell tool; when nothing fits, the turn explains in text.
+    """
+
+    name = "tools"
+
+    def accepts(self, request: ChatRequest, format: str) -> bool:
+        return True
+
+    def is_task_request(self, request: ChatRequest) -> bool:
+        return bool(request.tools)
+
+    def steps_taken(self, request: ChatRequest) -> int:
+        return request.tool_call_turns()
+
+    def finish(self, request: ChatRequest, text: str) -> Turn:
+        return Turn(text=text)
+
+    # -------------------------------------------------------------------------- tool discovery
+
+    def shell_tool(self, request: ChatRequest) -> ToolInfo | None:
+        named = [t for t in request.tools if norm(t.name) in SHELL_NAMES and find_param(t, COMMAND_PARAMS)]
+        if named:
+            return named[0]
+        named = [t for t in request.tools if norm(t.name) in SHELL_NAMES and self._single_string_param(t)]
+        if named:
+            return named[0]
+        by_param = [t for t in request.tools
+                    if (p := find_param(t, COMMAND_PARAMS)) and accepts_type(t.properties.get(p), "string")]
+        return by_param[0] if by_param else None
+
+    def write_tool(self, request: ChatRequest) -> ToolInfo | None:
+        def fits(t: ToolInfo) -> bool:
+            return bool(find_param(t, PATH_PARAMS) and find_param(t, CONTENT_PARAMS)
+                        and not find_param(t, OLD_PARAMS) and "append" not in norm(t.name))
+        return self._pick(request, WRITE_NAMES, fits)
+
+    def edit_tool(self, request: ChatRequest) -> ToolInfo | None:
+        def fits(t: ToolInfo) -> bool:
+            return bool(find_param(t, PATH_PARAMS) and find_param(t, OLD_PARAMS) and find_param(t, NEW_PARAMS))
+        return self._pick(request, EDIT_NAMES, fits)
+
+    def read_tool(self, request: ChatRequest) -> ToolInfo | None:
+        def fits(t: ToolInfo) -> bool:
+            return bool(find_param(t, PATH_PARAMS))
+        return self._pick(request, READ_NAMES, fits, by_params=False)
+
+    @staticmethod
+    def _pick(request: ChatRequest, names: set[str], fits: Any, by_params: bool = True) -> ToolInfo | None:
+        for t in request.tools:
+            if norm(t.name) in names and fits(t):
+                return t
+        if by_params:
+            for t in request.tools:
+                if fits(t):
+                    return t
+        return None
+
+    @staticmethod
+    def _single_string_param(tool: ToolInfo) -> str | None:
+        strings = [p for p in tool.required if accepts_type(tool.properties.get(p), "string")]
+        return strings[0] if len(strings) == 1 else None
+
+    # ------------------------------------------------------------------------------- speaking
+
+    def say(self, action: ReferenceAction, index: int, request: ChatRequest) -> Turn:
+        call = self._direct_call(action, request)
+        if call is None:
+            command = shell_command_for(action)
+            shell = self.shell_tool(request)
+            if shell is not None:
+                call = self._shell_call(shell, command)
+        if call is None:
+            offered = ", ".join(t.name for t in request.tools) or "none"
+            return Turn(text=(f"I cannot {describe_action(action)}: this request offers no "
+                              f"{action_kind(action)} tool and no shell tool (tools offered: {offered})."))
+        return Turn(tool_call=call, action_index=index)
+
+    def _direct_call(self, action: ReferenceAction, request: ChatRequest) -> ToolCall | None:
+        if isinstance(action, ReferenceShell):
+            tool = self.shell_tool(request)
+            return self._shell_call(tool, action.shell) if tool else None
+        if isinstance(action, ReferenceWrite):
+            tool = self.write_tool(request)
+            if tool is None:
+                return None
+            return ToolCall.of(tool.name, fill_required(tool, {
+                find_param(tool, PATH_PARAMS): action.write.path,
+                find_param(tool, CONTENT_PARAMS): action.write.content}))
+        if isinstance(action, ReferenceEdit):
+            tool = self.edit_tool(request)
+            if tool is None:
+                return None
+            return ToolCall.of(tool.name, fill_required(tool, {
+                find_param(tool, PATH_PARAMS): action.edit.path,
+                find_param(tool, OLD_PARAMS): action.edit.old,
+                find_param(tool, NEW_PARAMS): action.edit.new}))
+        if isinstance(action, ReferenceRead):
+            tool = self.read_tool(request)
+            if tool is None:
+                return None
+            return ToolCall.of(tool.name, fill_required(tool, {find_param(tool, PATH_PARAMS): action.read.path}))
+        return None
+
+    def _shell_call(self, tool: ToolInfo, command: str) -> ToolCall:
+        param = find_param(tool, COMMAND_PARAMS) or self._single_string_param(tool) or "command"
+        schema = tool.properties.get(param)
+        value: Any = command
+        if accepts_type(schema, "array") and not accepts_type(schema, "string"):
+            value = ["bash", "-lc", command]
+        return ToolCall.of(tool.name, fill_required(tool, {param: value}))
+
+
+# ------------------------------------------------------------------------------- shell fallbacks
+
+HEREDOC_TAG = "GRIPPROBE_EOF"
+
+
+def shell_command_for(action: ReferenceAction) -> str:
+    """A POSIX shell command (bash) that performs ``action`` exactly, for agents with only a shell."""
+    if isinstance(action, ReferenceShell):
+        return action.shell
+    if isinstance(action, ReferenceWrite):
+        path, content = action.write.path, action.write.content
+        qpath = shlex.quote(path)
+        mkdir = f"mkdir -p -- \"$(dirname -- {qpath})\" && " if "/" in path.strip("/") else ""
+        if content.endswith("\n") and f"\n{HEREDOC_TAG}\n" not in f"\n{content}":
+            return f"{mkdir}cat > {qpath} <<'{HEREDOC_TAG}'\n{content}{HEREDOC_TAG}"
+        return f"{mkdir}printf '%s' {shlex.quote(content)} > {qpath}"
+    if isinstance(action, ReferenceEdit):
+        script = (
+            "import pathlib, sys\n"
+            f"p = pathlib.Path({action.edit.path!r})\n"
+            f"old, new = {action.edit.old!r}, {action.edit.new!r}\n"
+            "s = p.read_bytes().decode('utf-8')\n"
+            "n = s.count(old)\n"
+            "if n != 1:\n"
+            "    sys.exit(f'edit: expected exactly one match, found {n}')\n"
+            "p.write_bytes(s.replace(old, new, 1).encode('utf-8'))\n"
+        )
+        return f"python3 - <<'GRIPPROBE_PY'\n{script}GRIPPROBE_PY"
+    if isinstance(action, ReferenceRead):
+        return f"cat -- {shlex.quote(action.read.path)}"
+    raise TypeError(f"not a reference action: {action!r}")

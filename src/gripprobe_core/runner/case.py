@@ -1,0 +1,337 @@
+"""One case, top to bottom: prepare → phases (warmup, measured) → validate → evaluate → write.
+
+Side effects live at the edges (servers, the agent process, files); the verdict is the pure evaluator's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..context import EvaluationInputs, PhaseContext, PhaseOutputs, ValidatorContext
+from ..errors import WrapperParseError
+from ..models.events import Event
+from ..models.results import (
+    CaseResult, PhaseRecord, ProcessResult, TelemetrySummary, ValidatorResult, Verdict,
+)
+from ..models.specs import TestSpec
+from ..plugins import GripProbePluginManager
+from ..runcontext import render_test, template_vars
+from ..store import RunDir, atomic_write_json, atomic_write_text
+from ..telemetry.summary import merge_events, summarize_phase
+from ..timeutil import utc_now_iso
+from .env import base_env, make_phase_dirs
+from .matrix import PlannedCase, missing_tool_kinds
+from .process import DEFAULT_CAPTURE_CAP, run_process
+from .proxy import PhaseProxy, open_phase_proxy
+
+PHASES = ("warmup", "measured")
+
+
+@dataclass
+class RunConfig:
+    """What every case of a run shares."""
+
+    run_id: str
+    run_dir: RunDir
+    gpm: GripProbePluginManager
+    run_context: dict[str, str]
+    work_root: Path
+    proxy_mode: str | None = None  # None: the agent spec's telemetry_proxy_mode
+    timeout_s: float | None = None
+    base_url_override: str | None = None
+    capture_cap: int = DEFAULT_CAPTURE_CAP
+    source_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+@dataclass
+class PhaseRun:
+    record: PhaseRecord
+    events: list[Event]
+    workspace: Path
+    challenge_facts: dict[str, Any]
+    challenge_requests: list[dict[str, Any]]
+    harness_error: str | None = None
+
+
+def phase_timeout(pc: PlannedCase, rc: RunConfig) -> float:
+    if rc.timeout_s:
+        return rc.timeout_s
+    if pc.test.timeout_s:
+        return pc.test.timeout_s
+    pol = pc.model.policy
+    agent_pol = pol.agents.get(pc.agent.id)
+    if agent_pol and agent_pol.timeout_s:
+        return agent_pol.timeout_s
+    return pol.timeout_s or pc.agent.timeout_s
+
+
+def _seed_workspace(ws: Path, test: TestSpec) -> None:
+    """Write the (already rendered) fixtures of ``test`` into ``ws``."""
+    ws.mkdir(parents=True, exist_ok=True)
+    for fx in test.fixtures:
+        target = ws / fx.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(fx.content, encoding="utf-8")
+        if fx.mode is not None:
+            target.chmod(fx.mode)
+
+
+def resolve_executable(name: str, path_env: str) -> str:
+    """Bare names are looked up next to the running Python first (same venv), then on the agent's PATH."""
+    if os.sep in name:
+        return name
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which(name, path=path_env) or name
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows))
+
+
+async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, scratch: Path) -> PhaseRun:
+    hook = rc.gpm.hook
+    reg = rc.gpm.registry
+    artifacts = case_dir / "artifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    workspace = case_dir / "workspace" if phase == "measured" else scratch / phase / "workspace"
+    home, tmpdir = scratch / phase / "home", scratch / phase / "tmp"
+    challenge = None
+    oracle = None
+    proxy: PhaseProxy | None = None
+    facts: dict[str, Any] = {}
+    requests: list[dict[str, Any]] = []
+    try:
+        if pc.test.challenge is not None:
+            challenge = reg.challenges[pc.test.challenge.kind](dict(pc.test.challenge.options), phase)
+            await challenge.start()
+            facts = dict(challenge.facts)
+        variables = template_vars(rc.run_context, workspace=workspace, challenge_facts=facts)
+        test = render_test(pc.test, variables)
+        _seed_workspace(workspace, test)
+        prompt = test.prompt
+        if phase == "measured":
+            atomic_write_text(case_dir / "prompt.txt", prompt)
+
+        if pc.backend.kind == "oracle":
+            from ..oracle.server import OracleServer  # imported lazily: only oracle runs need it
+            oracle = OracleServer(list(test.reference), dialects=reg.dialects, record_path=artifacts / f"oracle.{phase}.jsonl",
+                                  default_profile=pc.backend.model_id, format=pc.format)
+            await oracle.start()
+            upstream = oracle.base_url
+        else:
+            upstream = _strip_v1(rc.base_url_override or pc.backend.base_url or "")
+
+        ctx = PhaseContext(
+            run_id=rc.run_id, case_id=pc.case_id, phase=phase, agent=pc.agent, model=pc.model, backend=pc.backend,
+            test=pc.test, format=pc.format, prompt=prompt, workspace=workspace, home=home, tmpdir=tmpdir,
+            artifacts_dir=artifacts, base_url=upstream,
+            model_name=pc.backend.agent_model_id or pc.backend.model_id,
+            api_key=rc.source_env.get(pc.backend.api_key_env) if pc.backend.api_key_env else None,
+            timeout_s=phase_timeout(pc, rc), run_context=dict(rc.run_context),
+        )
+        make_phase_dirs(home, tmpdir, ctx.xdg)
+        proxy = await open_phase_proxy(rc.gpm, ctx, mode=rc.proxy_mode or pc.agent.telemetry_proxy_mode,
+                                       upstream=upstream, record_path=artifacts / f"proxy.{phase}.http.jsonl")
+        if proxy.harness_error:
+            process = ProcessResult(status="ok", error=proxy.harness_error)
+            summary = summarize_phase([], observability="none", capture_missing=False, parse_error=False,
+                                      proxy_status="error", proxy_skip_reason=proxy.skip_reason)
+            rec = PhaseRecord(phase=phase, process=process, summary=summary, proxy=proxy.describe(), challenge=facts)
+            return PhaseRun(rec, [], workspace, facts, requests, harness_error=proxy.harness_error)
+        ctx.base_url = proxy.base_url or upstream
+
+        env = base_env(home, tmpdir, ctx.xdg, source=rc.source_env)
+        env.update(pc.backend.env)
+        env.update(hook.build_env(agent=pc.agent, ctx=ctx) or {})
+        command = hook.build_command(agent=pc.agent, ctx=ctx)
+        stdout_path, stderr_path = case_dir / f"{phase}.stdout", case_dir / f"{phase}.stderr"
+        if command is None:
+            process = ProcessResult(status="shell_error",
+                                    error=f"no installed plugin builds a command for agent plugin {pc.agent.plugin!r}")
+            for p in (stdout_path, stderr_path):
+                p.write_bytes(b"")
+        else:
+            argv = [resolve_executable(command.argv[0], env.get("PATH", "")), *command.argv[1:]]
+            process = await run_process(argv, cwd=command.cwd or workspace, env=env, stdin=command.stdin,
+                                        timeout_s=ctx.timeout_s, stdout_path=stdout_path, stderr_path=stderr_path,
+                                        cap_bytes=rc.capture_cap)
+        await proxy.stop()
+        if oracle is not None:
+            await oracle.stop()
+            oracle = None
+        if challenge is not None:
+            requests = list(challenge.requests)
+            await challenge.stop()
+            challenge = None
+            _write_jsonl(artifacts / f"challenge.{phase}.requests.jsonl", requests)
+
+        extra = _collect_agent_artifacts(rc, pc, ctx, artifacts, phase)
+        outputs = PhaseOutputs(stdout_path=stdout_path, stderr_path=stderr_path, process=process, extra=extra)
+        events, parse_error = _parse_events(rc, pc, ctx, outputs, proxy)
+        info = reg.agents.get(pc.agent.plugin)
+        summary = summarize_phase(
+            events, observability=getattr(info, "observability", "none"),
+            capture_missing=not stdout_path.exists(), parse_error=parse_error is not None,
+            **proxy.summary_kwargs(),
+        )
+        if parse_error:
+            summary.telemetry_capture_skip_reason = "wrapper_parse_error"
+        _write_jsonl(artifacts / f"events.{phase}.jsonl", [e.model_dump(mode="json") for e in events])
+        rec = PhaseRecord(phase=phase, process=process, summary=summary, proxy=proxy.describe(), challenge=facts)
+        return PhaseRun(rec, events, workspace, facts, requests)
+    finally:
+        if proxy is not None:
+            await proxy.stop()
+        if oracle is not None:
+            await oracle.stop()
+        if challenge is not None:
+            await challenge.stop()
+
+
+def _strip_v1(url: str) -> str:
+    url = url.rstrip("/")
+    return url[:-3] if url.endswith("/v1") else url
+
+
+def _collect_agent_artifacts(rc: RunConfig, pc: PlannedCase, ctx: PhaseContext, artifacts: Path,
+                             phase: str) -> dict[str, Path]:
+    extra: dict[str, Path] = {}
+    for answer in rc.gpm.hook.phase_artifacts(agent=pc.agent, ctx=ctx) or []:
+        for name, src in (answer or {}).items():
+            src = Path(src)
+            if src.is_file():
+                dst = artifacts / f"{phase}.{name}"
+                shutil.copyfile(src, dst)
+                extra[name] = dst
+    return extra
+
+
+def _parse_events(rc: RunConfig, pc: PlannedCase, ctx: PhaseContext, outputs: PhaseOutputs,
+                  proxy: PhaseProxy) -> tuple[list[Event], str | None]:
+    """Every parser's events (plus the proxy's tier A), merged and stamped. Never raises."""
+    groups: list[list[Event]] = []
+    parse_error = None
+    caller = rc.gpm.hook.parse_wrapper_events
+    for impl in reversed(caller.get_hookimpls()):
+        try:
+            got = impl.function(**{a: {"agent": pc.agent, "ctx": ctx, "outputs": outputs}[a] for a in impl.argnames})
+        except WrapperParseError as exc:
+            parse_error = f"{impl.plugin_name}: {exc}"
+            continue
+        except Exception as exc:  # a broken parser is a harness problem, not the agent's
+            parse_error = f"{impl.plugin_name}: {type(exc).__name__}: {exc}"
+            continue
+        if got:
+            groups.append(list(got))
+    groups.insert(0, proxy.events())
+    merged = merge_events(groups)
+    trace_id = f"{rc.run_id}/{pc.case_id}/{ctx.phase}"
+    for e in merged:
+        e.run_id, e.case_id, e.phase, e.trace_id = rc.run_id, pc.case_id, ctx.phase, trace_id  # type: ignore[assignment]
+    return merged, parse_error
+
+
+def _run_validators(rc: RunConfig, pc: PlannedCase, measured: PhaseRun) -> tuple[list[ValidatorResult], str | None]:
+    ctx = ValidatorContext(workspace=measured.workspace, test=pc.test, run_context=dict(rc.run_context),
+                           challenge=measured.challenge_facts, challenge_requests=measured.challenge_requests,
+                           events=measured.events)
+    results, error = [], None
+    for spec in pc.test.validators:
+        options = spec.model_dump(exclude={"kind"})
+        fn = rc.gpm.registry.validators.get(spec.kind)
+        if fn is None:
+            error = f"validator kind {spec.kind!r} is not installed"
+            results.append(ValidatorResult(kind=spec.kind, passed=False, message=error))
+            continue
+        try:
+            results.append(fn(ctx, options))
+        except Exception as exc:
+            error = f"validator {spec.kind!r} crashed: {type(exc).__name__}: {exc}"
+            results.append(ValidatorResult(kind=spec.kind, passed=False, message=error))
+    return results, error
+
+
+def _skipped_verdict(reason: str) -> Verdict:
+    return Verdict(status="SKIPPED", evaluator_reason_code="skipped", evaluator_reason_text=reason,
+                   failure_reason=None, trajectory="clean", invoked="maybe", artifact_match=0.0,
+                   tool_invocation_match=0.0, protocol_match=None, strict_pass_score=0.0, overall_score=0.0,
+                   tool_event_verdict="tool_event_not_observable", tool_event_verdict_reason="none")
+
+
+def _not_run_summary() -> TelemetrySummary:
+    return summarize_phase([], observability="none", capture_missing=False, parse_error=False,
+                           proxy_status="skipped", proxy_skip_reason="disabled")
+
+
+async def run_case(pc: PlannedCase, rc: RunConfig) -> CaseResult:
+    """Run one case and write everything it produced. Returns the case result (also in case.json)."""
+    started_at, t0 = utc_now_iso(), time.monotonic()
+    case_dir = rc.run_dir.case(pc.case_id)
+    case_dir.mkdir(parents=True, exist_ok=True)
+    (case_dir / "artifacts").mkdir(exist_ok=True)
+    base = dict(run_id=rc.run_id, case_id=pc.case_id, key=pc.key, tags=list(pc.test.tags),
+                language=pc.test.language, started_at=started_at, run_context=dict(rc.run_context),
+                agent_version=pc.agent.version, model_hash=pc.backend.model_hash,
+                telemetry_proxy_mode=rc.proxy_mode or pc.agent.telemetry_proxy_mode)
+
+    def finish(**kw: Any) -> CaseResult:
+        res = CaseResult(finished_at=utc_now_iso(), duration_s=round(time.monotonic() - t0, 4), **base, **kw)
+        write_case(case_dir, res)
+        return res
+
+    if pc.skip_reason:
+        return finish(verdict=_skipped_verdict(pc.skip_reason), telemetry=_not_run_summary(), skip_reason=pc.skip_reason)
+    missing = missing_tool_kinds(pc.agent, pc.test)
+    if missing:
+        summary = _not_run_summary()
+        verdict = rc.gpm.hook.evaluate(inputs=EvaluationInputs(
+            validators=[], process=ProcessResult(status="ok"), events=[], summary=summary,
+            required_kinds=list(pc.test.requires), tool_unsupported="agent_tool_unsupported"))
+        return finish(verdict=verdict, telemetry=summary,
+                      skip_reason=f"agent {pc.agent.id!r} cannot perform: {', '.join(missing)}")
+
+    scratch = rc.work_root / pc.case_id
+    phases: list[PhaseRun] = []
+    try:
+        for phase in PHASES:
+            pr = await run_phase(pc, rc, phase, case_dir, scratch)
+            phases.append(pr)
+            if pr.harness_error:
+                break
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)  # homes may hold config files with keys: never kept
+
+    last = phases[-1]
+    harness_error = last.harness_error
+    validators: list[ValidatorResult] = []
+    if harness_error is None and last.record.phase == "measured":
+        validators, harness_error = _run_validators(rc, pc, last)
+    rules = pc.test.rules.model_dump()
+    if harness_error:
+        rules["harness_error"] = ("proxy_required_but_not_available" if last.harness_error else "validator_error")
+    verdict = rc.gpm.hook.evaluate(inputs=EvaluationInputs(
+        validators=validators, process=last.record.process, events=last.events, summary=last.record.summary,
+        required_kinds=list(pc.test.requires), rules=rules,
+        tool_unsupported="backend_tool_unsupported" if last.record.summary.telemetry_backend_tool_unsupported else None))
+    return finish(phases=[p.record for p in phases], validators=validators, verdict=verdict,
+                  telemetry=last.record.summary, harness_error=harness_error)
+
+
+def write_case(case_dir: Path, res: CaseResult) -> None:
+    """Write case.json last: its presence means the case is complete (resume relies on this)."""
+    artifacts = case_dir / "artifacts"
+    phases = {p.phase: p.summary.model_dump(mode="json") for p in res.phases}
+    atomic_write_json(artifacts / "events.summary.json", {**res.telemetry.model_dump(mode="json"), "phases": phases})
+    atomic_write_text(case_dir / "expected.txt", "".join(f"## {v.kind}\n{v.expected}\n" for v in res.validators))
+    atomic_write_text(case_dir / "observed.txt", "".join(
+        f"## {v.kind}: {'pass' if v.passed else 'fail'}\n{v.observed}\n" for v in res.validators))
+    atomic_write_json(case_dir / "case.json", res.model_dump(mode="json"))

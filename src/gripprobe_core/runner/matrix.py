@@ -1,0 +1,104 @@
+"""The case matrix: from CLI selections or a suite spec to an ordered list of planned cases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UserError
+from ..models.results import CaseKey
+from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, SuiteSpec, TestSpec
+
+
+@dataclass
+class PlannedCase:
+    key: CaseKey
+    agent: CliAgentSpec
+    model: ModelSpec
+    backend: BackendSpec
+    test: TestSpec
+    format: str
+    skip_reason: str | None = None
+
+    @property
+    def case_id(self) -> str:
+        return self.key.slug()
+
+
+def select_tests(tests: dict[str, TestSpec], selectors: list[str]) -> list[TestSpec]:
+    """Test ids or ``tag:<tag>`` selectors, in the order given, without duplicates."""
+    out: dict[str, TestSpec] = {}
+    for sel in selectors:
+        if sel.startswith("tag:"):
+            tag = sel[4:]
+            hits = [t for tid, t in sorted(tests.items()) if tag in t.tags]
+            if not hits:
+                raise UserError(f"no test has tag {tag!r}; tags in use: {', '.join(_tags(tests)) or 'none'}")
+            for t in hits:
+                out.setdefault(t.id, t)
+        elif sel in tests:
+            out.setdefault(sel, tests[sel])
+        else:
+            raise UserError(f"unknown test {sel!r}; run `gripprobe validate` or see specs/tests/ for ids")
+    return list(out.values())
+
+
+def _tags(tests: dict[str, TestSpec]) -> list[str]:
+    return sorted({tag for t in tests.values() for tag in t.tags})
+
+
+def _lookup(kind: str, table: dict, key: str):
+    if key not in table:
+        raise UserError(f"unknown {kind} {key!r}; known: {', '.join(sorted(table)) or 'none'}")
+    return table[key]
+
+
+def plan_cases(specs, *, agents: list[str], models: list[str], tests: list[str], formats: list[str] | None = None,
+               backend: str | None = None, explicit: list | None = None) -> list[PlannedCase]:
+    """Cross product agents × models × tests × formats (formats empty: every format the agent declares)."""
+    planned: dict[str, PlannedCase] = {}
+    test_specs = select_tests(specs.tests, tests) if tests else []
+    for agent_id in agents:
+        agent = _lookup("agent", specs.agents, agent_id)
+        fmts = list(formats) if formats else list(agent.formats)
+        for model_id in models:
+            model = _lookup("model", specs.models, model_id)
+            be = _backend(model, backend)
+            for test in test_specs:
+                for fmt in fmts:
+                    _add(planned, agent, model, be, test, fmt)
+    for c in explicit or []:
+        agent = _lookup("agent", specs.agents, c.agent)
+        model = _lookup("model", specs.models, c.model)
+        _add(planned, agent, model, _backend(model, c.backend or backend), _lookup("test", specs.tests, c.test),
+             c.format)
+    return list(planned.values())
+
+
+def plan_suite(specs, suite: SuiteSpec, *, backend: str | None = None) -> list[PlannedCase]:
+    return plan_cases(specs, agents=suite.agents, models=suite.models, tests=suite.tests, formats=suite.formats,
+                      backend=backend, explicit=suite.cases)
+
+
+def _backend(model: ModelSpec, backend_id: str | None) -> BackendSpec:
+    try:
+        return model.backend(backend_id)
+    except KeyError:
+        raise UserError(f"model {model.id!r} has no backend {backend_id!r}; it has: "
+                        f"{', '.join(b.id for b in model.backends)}") from None
+
+
+def _add(planned: dict, agent: CliAgentSpec, model: ModelSpec, be: BackendSpec, test: TestSpec, fmt: str) -> None:
+    key = CaseKey(agent=agent.id, model=model.id, backend=be.id, format=fmt, test=test.id)
+    skip = None if fmt in agent.formats else f"format {fmt!r} not supported by agent {agent.id!r}"
+    planned.setdefault(key.slug(), PlannedCase(key, agent, model, be, test, fmt, skip))
+
+
+def missing_tool_kinds(agent: CliAgentSpec, test: TestSpec) -> list[str]:
+    """Requirements of ``test`` the agent cannot perform (a nested list is satisfied by any one kind)."""
+    have = set(agent.tool_kinds)
+    missing = []
+    for req in test.requires:
+        options = [req] if isinstance(req, str) else list(req)
+        if not have.intersection(options):
+            missing.append("|".join(options))
+    return missing

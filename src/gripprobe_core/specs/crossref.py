@@ -1,0 +1,184 @@
+"""Checks that span files: ids that suites, cases, policies and variants refer to, and (given a plugin
+registry) validator kinds, challenge kinds and agent plugin names that must be installed."""
+
+from __future__ import annotations
+
+import typing
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from pydantic import BaseModel, ValidationError
+
+from ..models.specs import Tag
+from .error_map import issues_from_validation
+from .issues import KeyPath, SpecIssue, format_key_path, make_issue, short_list, suggest
+
+if TYPE_CHECKING:
+    from .loader import SpecSet
+
+TAGS: tuple[str, ...] = typing.get_args(Tag)
+TAG_PREFIX = "tag:"
+
+
+@dataclass
+class KnownIds:
+    """Every id seen per kind, including ids of files that failed validation (so that one broken
+    file does not also make every reference to it an error)."""
+
+    first: dict[tuple[str, str], tuple[Path, int]] = field(default_factory=dict)
+    unreadable: set[tuple[str, str]] = field(default_factory=set)
+
+    def add(self, kind: str, spec_id: str, path: Path, line: int) -> tuple[Path, int] | None:
+        """Record ``spec_id``; return where it was first defined if it is a duplicate."""
+        key = (kind, spec_id)
+        if key in self.first:
+            return self.first[key]
+        self.first[key] = (path, line)
+        return None
+
+    def ids(self, kind: str) -> set[str]:
+        return {i for k, i in self.first if k == kind} | {i for k, i in self.unreadable if k == kind}
+
+
+def check_references(specs: "SpecSet", known: KnownIds, registry: Any = None) -> list[SpecIssue]:
+    """Issues for every dangling reference among the valid specs in ``specs``."""
+    issues: list[SpecIssue] = []
+    report = _Reporter(specs, issues)
+    agent_ids = known.ids("cli_agent")
+    model_ids = known.ids("model")
+    test_ids = known.ids("test")
+
+    for model in specs.models.values():
+        seen: set[str] = set()
+        for i, backend in enumerate(model.backends):
+            if backend.id in seen:
+                report("model", model.id, ("backends", i, "id"), f"duplicate backend id {backend.id!r}")
+            seen.add(backend.id)
+        for agent in model.policy.agents:
+            report.unknown("model", model.id, ("policy", "agents", agent), "agent", agent, agent_ids)
+
+    for test in specs.tests.values():
+        if test.variant_of is not None:
+            if test.variant_of == test.id:
+                report("test", test.id, ("variant_of",), "a test cannot be a variant of itself")
+            else:
+                report.unknown("test", test.id, ("variant_of",), "test", test.variant_of, test_ids)
+
+    for suite in specs.suites.values():
+        _check_suite(report, specs, suite, agent_ids, model_ids, test_ids)
+
+    if registry is not None:
+        _check_plugins(report, specs, registry)
+    return issues
+
+
+def _check_suite(report: "_Reporter", specs: "SpecSet", suite: Any, agent_ids: set[str], model_ids: set[str],
+                 test_ids: set[str]) -> None:
+    all_tests_loaded = test_ids == set(specs.tests)  # else a broken test file may carry the tag
+    for i, agent in enumerate(suite.agents):
+        report.unknown("suite", suite.id, ("agents", i), "agent", agent, agent_ids)
+    for i, model in enumerate(suite.models):
+        report.unknown("suite", suite.id, ("models", i), "model", model, model_ids)
+    for i, test in enumerate(suite.tests):
+        if test.startswith(TAG_PREFIX):
+            tag = test[len(TAG_PREFIX):]
+            if tag not in TAGS:
+                close = suggest(tag, TAGS)
+                hint = f"did you mean 'tag:{close}'? " if close else ""
+                report("suite", suite.id, ("tests", i), f"unknown tag {tag!r}; {hint}tags: {short_list(TAGS)}")
+            elif all_tests_loaded and not specs.tests_tagged(tag):
+                in_use = {t for test_spec in specs.tests.values() for t in test_spec.tags}
+                report("suite", suite.id, ("tests", i), f"no test has tag {tag!r}; tags in use: {short_list(in_use)}")
+        else:
+            report.unknown("suite", suite.id, ("tests", i), "test", test, test_ids)
+    suite_agents = [specs.agents[a] for a in suite.agents if a in specs.agents]
+    if suite_agents and len(suite_agents) == len(suite.agents):
+        offered = {f for a in suite_agents for f in a.formats}
+        for i, fmt in enumerate(suite.formats):
+            if fmt not in offered:
+                report("suite", suite.id, ("formats", i),
+                       f"format {fmt!r} is not supported by any agent of this suite "
+                       f"(they support: {short_list(offered)})")
+    for i, case in enumerate(suite.cases):
+        where = ("cases", i)
+        report.unknown("suite", suite.id, where + ("agent",), "agent", case.agent, agent_ids)
+        report.unknown("suite", suite.id, where + ("model",), "model", case.model, model_ids)
+        report.unknown("suite", suite.id, where + ("test",), "test", case.test, test_ids)
+        agent = specs.agents.get(case.agent)
+        if agent is not None and case.format not in agent.formats:
+            report("suite", suite.id, where + ("format",),
+                   f"agent {agent.id!r} does not support format {case.format!r} "
+                   f"(it supports: {short_list(agent.formats)})")
+        model = specs.models.get(case.model)
+        if model is not None and case.backend is not None:
+            report.unknown("suite", suite.id, where + ("backend",), f"backend of model {model.id!r}",
+                           case.backend, {b.id for b in model.backends})
+
+
+def _check_plugins(report: "_Reporter", specs: "SpecSet", registry: Any) -> None:
+    validators = set(getattr(registry, "validators", {}) or {})
+    challenges = set(getattr(registry, "challenges", {}) or {})
+    agents = set(getattr(registry, "agents", {}) or {})
+    for agent in specs.agents.values():
+        report.uninstalled("cli_agent", agent.id, ("plugin",), "agent plugin", agent.plugin, agents)
+    registered = getattr(registry, "validators", {}) or {}
+    for test in specs.tests.values():
+        for i, validator in enumerate(test.validators):
+            report.uninstalled("test", test.id, ("validators", i, "kind"), "validator kind", validator.kind,
+                               validators)
+            if validator.kind in validators:
+                _check_validator_options(report, test.id, i, validator, registered[validator.kind])
+        if test.challenge is not None:
+            report.uninstalled("test", test.id, ("challenge", "kind"), "challenge kind", test.challenge.kind,
+                               challenges)
+
+
+def _check_validator_options(report: "_Reporter", test_id: str, index: int, validator: Any, fn: Any) -> None:
+    """Validate a validator's options with the pydantic model its plugin attached as ``fn.options_model``."""
+    model = getattr(fn, "options_model", None)
+    source = report.specs.sources.get(("test", test_id))
+    if not (isinstance(model, type) and issubclass(model, BaseModel)) or source is None:
+        return
+    options = dict(validator.model_extra or {})
+    try:
+        model.model_validate(options)
+    except ValidationError as exc:
+        report.issues.extend(issues_from_validation(exc, model, options, source, prefix=("validators", index)))
+    except Exception as exc:  # noqa: BLE001 - plugin code: a bug in it must not hide the other errors
+        report("test", test_id, ("validators", index),
+               f"could not check the options of {validator.kind!r} ({type(exc).__name__}: {exc})")
+
+
+class _Reporter:
+    """Appends issues located through the line maps of the loaded specs."""
+
+    def __init__(self, specs: "SpecSet", issues: list[SpecIssue]):
+        self.specs = specs
+        self.issues = issues
+
+    def __call__(self, kind: str, spec_id: str, key_path: KeyPath, message: str) -> None:
+        source = self.specs.sources.get((kind, spec_id))
+        path = self.specs.files.get((kind, spec_id))
+        if source is None or path is None:
+            return
+        self.issues.append(make_issue(path, source.line(key_path), format_key_path(key_path), message))
+
+    def unknown(self, kind: str, spec_id: str, key_path: KeyPath, what: str, name: str,
+                choices: Iterable[str]) -> None:
+        choices = set(choices)
+        if name in choices:
+            return
+        close = suggest(name, choices)
+        hint = f"did you mean {close!r}? " if close else ""
+        self(kind, spec_id, key_path, f"unknown {what} {name!r}; {hint}known: {short_list(choices)}")
+
+    def uninstalled(self, kind: str, spec_id: str, key_path: KeyPath, what: str, name: str,
+                    installed: set[str]) -> None:
+        if name in installed:
+            return
+        close = suggest(name, installed)
+        hint = f"did you mean {close!r}? " if close else ""
+        self(kind, spec_id, key_path, f"unknown {what} {name!r}; {hint}installed: {short_list(installed)}; "
+                                      f"install the plugin that provides it")

@@ -1,0 +1,217 @@
+"""Load a spec tree (SPEC §3) into validated models, or explain every problem at once.
+
+Layout under the specs root::
+
+    models/<id>.yaml        ModelSpec
+    cli_agents/<id>.yaml    CliAgentSpec
+    tests/<id>.yaml         TestSpec
+    suites/<id>.yaml        SuiteSpec
+    hardware_profiles.yaml  HardwareProfiles (optional)
+
+``.yml`` is accepted too. :func:`load_specs` reads every file, validates it, checks cross references,
+and raises one :class:`~gripprobe_core.errors.SpecError` listing every problem as
+``file:line: key.path: message``; it raises nothing else for any file content.
+"""
+
+from __future__ import annotations
+
+import os
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import SpecError, UserError
+from ..models.specs import CliAgentSpec, HardwareProfiles, ModelSpec, SuiteSpec, TestSpec
+from .crossref import KnownIds, check_references
+from .error_map import issues_from_validation
+from .issues import SpecIssue, display_path, make_issue
+from .yaml_source import SourceMap, read_yaml
+
+#: kind name → (directory under the root, model). Kind names are the ``kind`` in ``SpecSet.files`` keys.
+KIND_DIRS: dict[str, tuple[str, type[BaseModel]]] = {
+    "model": ("models", ModelSpec),
+    "cli_agent": ("cli_agents", CliAgentSpec),
+    "test": ("tests", TestSpec),
+    "suite": ("suites", SuiteSpec),
+}
+HARDWARE_KIND = "hardware_profiles"
+HARDWARE_STEM = "hardware_profiles"
+YAML_SUFFIXES = (".yaml", ".yml")
+SPECS_ENV = "GRIPPROBE_SPECS"
+
+
+@dataclass
+class SpecSet:
+    """Every spec under ``root``, validated and cross-checked.
+
+    ``files`` maps ``(kind, id)`` to the file that defined it; kinds are ``model``, ``cli_agent``,
+    ``test``, ``suite`` and ``hardware_profiles`` (one entry per profile id, all pointing at
+    ``hardware_profiles.yaml``). ``sources`` holds the line map of each of those files.
+    """
+
+    root: Path
+    models: dict[str, ModelSpec] = field(default_factory=dict)
+    agents: dict[str, CliAgentSpec] = field(default_factory=dict)
+    tests: dict[str, TestSpec] = field(default_factory=dict)
+    suites: dict[str, SuiteSpec] = field(default_factory=dict)
+    hardware: HardwareProfiles = field(default_factory=HardwareProfiles)
+    files: dict[tuple[str, str], Path] = field(default_factory=dict)
+    sources: dict[tuple[str, str], SourceMap] = field(default_factory=dict, repr=False)
+
+    def where(self, kind: str, spec_id: str, *key_path: Any) -> str:
+        """``file:line`` of a spec (or of one of its keys), for messages that point at a spec."""
+        source = self.sources.get((kind, spec_id))
+        if source is None:
+            path = self.files.get((kind, spec_id))
+            return f"{display_path(path)}:1" if path else f"<{kind} {spec_id}>"
+        return f"{display_path(source.path)}:{source.line(tuple(key_path))}"
+
+    def tests_tagged(self, tag: str) -> list[TestSpec]:
+        """Tests carrying ``tag``, sorted by id."""
+        return [t for _, t in sorted(self.tests.items()) if tag in t.tags]
+
+    def summary(self) -> str:
+        """``2 models, 1 cli_agents, 19 tests, 1 suites, 1 hardware profiles``."""
+        return (f"{len(self.models)} models, {len(self.agents)} cli_agents, {len(self.tests)} tests, "
+                f"{len(self.suites)} suites, {len(self.hardware.profiles)} hardware profiles")
+
+    def _store(self, kind: str, spec: Any) -> None:
+        store = {"model": self.models, "cli_agent": self.agents, "test": self.tests, "suite": self.suites}[kind]
+        store[spec.id] = spec
+
+
+def spec_files(directory: Path) -> list[Path]:
+    """The spec files of one kind directory, sorted; hidden files and other suffixes are ignored."""
+    if not directory.is_dir():
+        return []
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return []
+    return sorted(p for p in entries
+                  if p.suffix in YAML_SUFFIXES and not p.name.startswith(".") and p.is_file())
+
+
+def load_specs(root: Path, *, registry: Any = None) -> SpecSet:
+    """Load and validate the spec tree under ``root``.
+
+    ``registry`` (a :class:`gripprobe_core.plugins.Registry`, or anything with ``validators``,
+    ``challenges`` and ``agents`` mappings) enables the checks that validator kinds, challenge kinds
+    and agent ``plugin`` names are installed. Raises :class:`UserError` if ``root`` is not a
+    directory and :class:`SpecError` with every problem found otherwise.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise UserError(f"specs directory {display_path(root)} does not exist; pass --root DIR "
+                        f"(or set {SPECS_ENV}) to point at your specs")
+    specs = SpecSet(root=root)
+    known = KnownIds()
+    issues: list[SpecIssue] = []
+    for kind, (dirname, model) in KIND_DIRS.items():
+        for path in spec_files(root / dirname):
+            issues.extend(_load_one(specs, known, kind, model, path))
+    hardware_files = [root / f"{HARDWARE_STEM}{suffix}" for suffix in YAML_SUFFIXES]
+    hardware_files = [p for p in hardware_files if p.is_file()]
+    for i, path in enumerate(hardware_files):
+        if i:
+            issues.append(make_issue(path, 1, "", f"{display_path(hardware_files[0])} already holds the "
+                                                  f"hardware profiles; keep one of the two files"))
+            continue
+        issues.extend(_load_hardware(specs, path))
+    issues.extend(check_references(specs, known, registry))
+    if issues:
+        raise SpecError([i.format() for i in sorted(set(issues))])
+    return specs
+
+
+def _load_one(specs: SpecSet, known: KnownIds, kind: str, model: type[BaseModel], path: Path) -> list[SpecIssue]:
+    parsed = read_yaml(path)
+    issues = list(parsed.issues)
+    data = parsed.data
+    if data is None:
+        known.unreadable.add((kind, path.stem))
+        return issues
+    source = parsed.source
+    raw_id = data.get("id")
+    duplicate = False
+    if not isinstance(raw_id, str) or not raw_id:
+        known.unreadable.add((kind, path.stem))
+    else:
+        id_line = source.line(("id",))
+        if path.stem != raw_id:
+            issues.append(make_issue(path, id_line, "id", f"id {raw_id!r} does not match the file name "
+                                                          f"{path.name!r}; rename the file to {raw_id}.yaml"))
+        first = known.add(kind, raw_id, path, id_line)
+        if first is not None:
+            duplicate = True
+            issues.append(make_issue(path, id_line, "id", f"duplicate {kind} id {raw_id!r}; "
+                                                          f"also defined at {display_path(first[0])}:{first[1]}"))
+    # A spec that validates is kept even when its file has other problems (a misnamed file...), so
+    # that its cross references are checked too; load_specs raises anyway when there are issues.
+    spec = _validate(model, data, source, issues)
+    if spec is not None and not duplicate:
+        specs._store(kind, spec)
+        specs.files[(kind, spec.id)] = path
+        specs.sources[(kind, spec.id)] = source
+    return issues
+
+
+def _validate(model: type[BaseModel], data: dict[Any, Any], source: SourceMap,
+              issues: list[SpecIssue]) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        issues.extend(issues_from_validation(exc, model, data, source))
+        return None
+
+
+def _load_hardware(specs: SpecSet, path: Path) -> list[SpecIssue]:
+    parsed = read_yaml(path)
+    issues = list(parsed.issues)
+    if parsed.data is None:
+        return issues
+    hardware = _validate(HardwareProfiles, parsed.data, parsed.source, issues)
+    if hardware is None or issues:
+        return issues
+    seen: dict[str, int] = {}
+    for i, profile in enumerate(hardware.profiles):
+        line = parsed.source.line(("profiles", i, "id"))
+        if profile.id in seen:
+            issues.append(make_issue(path, line, f"profiles[{i}].id",
+                                     f"duplicate hardware profile id {profile.id!r}; first defined on line "
+                                     f"{seen[profile.id]}"))
+        seen.setdefault(profile.id, line)
+    if not issues:
+        specs.hardware = hardware
+        for profile in hardware.profiles:
+            specs.files[(HARDWARE_KIND, profile.id)] = path
+            specs.sources[(HARDWARE_KIND, profile.id)] = parsed.source
+    return issues
+
+
+def find_specs_root(start: Path | None = None) -> Path:
+    """Where the specs are: ``$GRIPPROBE_SPECS`` if set, else the nearest ``specs/`` directory holding
+    ``tests/``, looking in ``start`` (default: the current directory) and then its parents.
+
+    Raises :class:`UserError` naming the fix when there is none.
+    """
+    env = os.environ.get(SPECS_ENV)
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_dir():
+            raise UserError(f"{SPECS_ENV}={env} is not a directory; point it at your specs (the directory "
+                            f"holding models/, cli_agents/, tests/, suites/)")
+        return path
+    here = Path(start) if start is not None else Path.cwd()
+    here = here.resolve()
+    if here.name == "specs" and (here / "tests").is_dir():
+        return here
+    for directory in (here, *here.parents):
+        candidate = directory / "specs"
+        if (candidate / "tests").is_dir():
+            return candidate
+    raise UserError(f"no specs/ directory with a tests/ folder found in {here} or its parents; "
+                    f"pass --specs/--root DIR or set {SPECS_ENV}")

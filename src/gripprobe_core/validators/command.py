@@ -1,0 +1,102 @@
+"""``command_output``: run a command in the measured workspace and compare what it prints."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pydantic import Field
+
+from ..context import ValidatorContext
+from ..models.results import ValidatorResult
+from ..runcontext import render
+from . import (
+    ExpectedRef, Options, clip, invalid_options, normalize_text, parse_options, resolve_expected, variables,
+    with_options,
+)
+
+__all__ = ["command_output"]
+
+MAX_OUTPUT_BYTES = 1024 * 1024
+
+
+class CommandOutputOptions(Options):
+    command: list[str] = Field(min_length=1)
+    """argv (each item rendered); no shell is involved."""
+    expected: str | ExpectedRef
+    """Expected stdout (see ``file_equals``)."""
+    cwd: str = "."
+    """Working directory, relative to the workspace."""
+    strip: bool = True
+    exit_code: int | None = 0
+    """Required exit status; None accepts any."""
+    timeout_s: float = Field(default=10.0, gt=0, le=60)
+
+
+def _run(argv: list[str], cwd: Path, timeout_s: float) -> tuple[int | None, str, str]:
+    """(exit code or None on timeout, stdout, problem) — the whole process group dies on timeout."""
+    with tempfile.TemporaryDirectory(prefix="gripprobe-validate-") as home, \
+            tempfile.TemporaryFile() as out:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "TMPDIR": home,
+               "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+        if "TZ" in os.environ:
+            env["TZ"] = os.environ["TZ"]
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            return None, "", f"cannot start {argv[0]!r}: {exc.strerror or type(exc).__name__}"
+        try:
+            code: int | None = proc.wait(timeout=timeout_s)
+            problem = ""
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            proc.wait()
+            code, problem = None, f"timed out after {timeout_s:g}s"
+        out.seek(0)
+        data = out.read(MAX_OUTPUT_BYTES)
+    return code, data.decode("utf-8", errors="replace"), problem
+
+
+@with_options(CommandOutputOptions)
+def command_output(ctx: ValidatorContext, options: dict[str, Any]) -> ValidatorResult:
+    """The command's stdout equals ``expected`` (and it exits with ``exit_code``)."""
+    kind = "command_output"
+    opts = parse_options(CommandOutputOptions, options)
+    if isinstance(opts, str):
+        return invalid_options(kind, opts)
+    values = variables(ctx)
+    argv = [render(a, values) for a in opts.command]
+    cwd_rel = PurePosixPath(render(opts.cwd, values))
+    if cwd_rel.is_absolute() or ".." in cwd_rel.parts:
+        return invalid_options(kind, "cwd must be relative and inside the workspace")
+    accepted, problem = resolve_expected(ctx, opts.expected)
+    if problem:
+        return invalid_options(kind, problem)
+    shown_expected = clip(accepted[0])
+    cwd = Path(ctx.workspace) / cwd_rel
+    if not cwd.is_dir():
+        return ValidatorResult(kind=kind, passed=False, expected=shown_expected, observed="<no such directory>",
+                               message=f"working directory {cwd_rel} does not exist")
+    code, stdout, problem = _run(argv, cwd, opts.timeout_s)
+    shown_command = " ".join(argv)
+    if problem:
+        return ValidatorResult(kind=kind, passed=False, expected=shown_expected, observed=clip(stdout),
+                               message=f"{shown_command}: {problem}")
+    observed = normalize_text(stdout, strip=opts.strip)
+    problems = []
+    if not any(observed == normalize_text(a, strip=opts.strip) for a in accepted):
+        problems.append("output differs from the expected output")
+    if opts.exit_code is not None and code != opts.exit_code:
+        problems.append(f"exit code {code}, expected {opts.exit_code}")
+    passed = not problems
+    message = f"{shown_command}: " + ("prints the expected output" if passed else "; ".join(problems))
+    return ValidatorResult(kind=kind, passed=passed, expected=shown_expected, observed=clip(observed),
+                           message=message)

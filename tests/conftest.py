@@ -1,0 +1,45 @@
+"""Shared fixtures: real installs of the test plugin distributions, a CLI runner in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE_PLUGINS = ROOT / "tests" / "fixtures" / "plugins"
+SPECS = ROOT / "specs"
+
+
+def pip_install_target(src: Path, target: Path) -> Path:
+    """Really install a distribution (wheel build + dist-info) into ``target``; no network needed."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+                    "--no-build-isolation", "--target", str(target), str(src)], check=True,
+                   capture_output=True, text=True)
+    return target
+
+
+@pytest.fixture(scope="session")
+def installed_plugins(tmp_path_factory) -> dict[str, Path]:
+    """Each fixture plugin installed alone into its own target directory (use via PYTHONPATH)."""
+    base = tmp_path_factory.mktemp("plugins")
+    return {d.name: pip_install_target(d, base / d.name) for d in sorted(FIXTURE_PLUGINS.iterdir()) if d.is_dir()}
+
+
+def gripprobe(*args: str, pythonpath: list[Path] | None = None, env: dict | None = None, cwd: Path | None = None,
+              timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run the real `gripprobe` command in a subprocess."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_") and k != "PYTHONPATH"}
+    if pythonpath:
+        e["PYTHONPATH"] = os.pathsep.join(map(str, pythonpath))
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "gripprobe_core.cli", *args], capture_output=True, text=True,
+                          env=e, cwd=cwd or ROOT, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def read_json(path: Path):
+    return json.loads(Path(path).read_text())

@@ -1,0 +1,138 @@
+"""`gripprobe validate` and `gripprobe schema`, through click's runner and through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from pathlib import Path
+
+import pytest
+
+from click.testing import CliRunner
+
+from gripprobe_core.cli.validate_cmd import schema_command, validate_command
+from test_spec_loader import VALID, write_tree
+
+OK_LINE = "ok: 2 models, 1 cli_agents, 2 tests, 1 suites, 1 hardware profiles\n"
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GRIPPROBE_SPECS", raising=False)
+    return tmp_path
+
+
+def invoke(command, *args: str, env: dict | None = None):
+    return CliRunner().invoke(command, list(args), env=env, catch_exceptions=False)
+
+
+def test_validate_ok_prints_counts(workdir):
+    root = write_tree(workdir, VALID)
+    result = invoke(validate_command, "--root", str(root))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == OK_LINE
+
+
+def test_validate_finds_specs_from_cwd_and_env(workdir):
+    root = write_tree(workdir, VALID)
+    assert invoke(validate_command).stdout == OK_LINE  # ./specs
+    elsewhere = workdir / "elsewhere"
+    elsewhere.mkdir()
+    os.chdir(elsewhere)
+    result = invoke(validate_command, env={"GRIPPROBE_SPECS": str(root)})
+    assert (result.exit_code, result.stdout) == (0, OK_LINE)
+    result = invoke(validate_command, "--specs", "../specs")
+    assert (result.exit_code, result.stdout) == (0, OK_LINE)
+
+
+def test_validate_reports_every_error_and_exits_2(workdir):
+    root = write_tree(workdir, {
+        **VALID,
+        "cli_agents/reference.yaml": VALID["cli_agents/reference.yaml"] + "timout_s: 3\n",
+        "suites/default.yaml": "id: default\nagents: [reference, nobody]\n",
+        "tests/broken.yaml": "id: broken\ntitle: [\n",
+    })
+    result = invoke(validate_command, "--root", str(root))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "specs/cli_agents/reference.yaml:7: timout_s: unknown key; did you mean 'timeout_s'?",
+        "specs/suites/default.yaml:2: agents[1]: unknown agent 'nobody'; known: reference",
+        "specs/tests/broken.yaml:2: YAML syntax error: expected the node content, but found '<stream end>' "
+        "(while parsing a flow node)",
+        "3 spec error(s)",
+    ]
+
+
+def test_validate_checks_plugin_kinds_against_installed_plugins(workdir):
+    root = write_tree(workdir, {
+        **VALID,
+        "tests/save_file.yaml": VALID["tests/save_file.yaml"].replace("kind: file_equals", "kind: file_equalz"),
+        "tests/save_file_de.yml": VALID["tests/save_file_de.yml"].replace("expected: hello", "expectd: hello"),
+    })
+    result = invoke(validate_command, "--root", str(root))
+    if "plugins unavailable" in result.stderr:
+        pytest.skip("the built-in plugins cannot be imported yet: " + result.stderr)
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("specs/tests/save_file.yaml:8: validators[0].kind: unknown validator kind "
+                               "'file_equalz'; did you mean 'file_equals'? installed: ")
+    assert "file_exists" in lines[0] and lines[0].endswith("; install the plugin that provides it")
+    # Options are checked with the options model the built-in validator carries.
+    assert lines[1:] == [
+        "specs/tests/save_file_de.yml:10: validators[0].expected: missing required key",
+        "specs/tests/save_file_de.yml:12: validators[0].expectd: unknown key; did you mean 'expected'?",
+        "3 spec error(s)",
+    ]
+
+
+def test_validate_without_specs_is_a_one_line_user_error(workdir):
+    result = invoke(validate_command)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: no specs/ directory with a tests/ folder found in ")
+    assert "pass --specs/--root DIR" in result.stderr
+    result = invoke(validate_command, "--root", "missing")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: specs directory missing does not exist")
+
+
+def test_schema_writes_every_kind(workdir):
+    result = invoke(schema_command)
+    assert result.exit_code == 0, result.output
+    names = ["model", "cli_agent", "test", "suite", "hardware_profiles"]
+    assert result.stdout.splitlines() == [str(Path("schemas") / f"{n}.schema.json") for n in names]
+    test_schema = json.loads((workdir / "schemas" / "test.schema.json").read_text())
+    assert "reference" in test_schema["required"]
+    result = invoke(schema_command, "--out", "out/deeper")
+    assert result.exit_code == 0
+    assert sorted(p.name for p in (workdir / "out" / "deeper").iterdir()) == sorted(f"{n}.schema.json" for n in names)
+
+
+def test_schema_into_a_file_path_is_a_user_error(workdir):
+    (workdir / "taken").write_text("x")
+    result = invoke(schema_command, "--out", "taken")
+    assert result.exit_code == 2
+    assert "Directory 'taken' is a file" in result.stderr
+    result = invoke(schema_command, "--out", "taken/below")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: cannot write schemas to taken/below: ")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_real_entry_point_exit_codes(workdir):
+    """The console entry point (standalone_mode=False) must keep exit code 2 and print to stderr."""
+    root = write_tree(workdir, VALID)
+    run = [sys.executable, "-c", "from gripprobe_core.cli.main import main; main()", "validate", "--root", str(root)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
+    ok = subprocess.run(run, capture_output=True, text=True, env=env, timeout=120)
+    assert (ok.returncode, ok.stdout) == (0, OK_LINE), ok.stderr
+    (root / "models" / "qwen.yaml").write_text("id: qwen\nbackends: []\n")
+    bad = subprocess.run(run, capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2
+    assert bad.stdout == ""
+    assert "specs/models/qwen.yaml:2: backends: List should have at least 1 item" in bad.stderr
+    assert "Traceback" not in bad.stderr

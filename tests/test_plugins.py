@@ -1,0 +1,129 @@
+"""Plugin discovery: built-ins through the same manager, third-party distributions via entry points."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import gripprobe
+from gripprobe_core.errors import PluginError
+from gripprobe_core.plugins import DEFAULT_PLUGINS, make_plugin_manager
+
+
+def test_builtins_register_through_the_manager():
+    gpm = make_plugin_manager(load_entry_points=False)
+    names = [p.name for p in gpm.plugins()]
+    assert names[: len(DEFAULT_PLUGINS)] == list(DEFAULT_PLUGINS) or set(DEFAULT_PLUGINS) <= set(names)
+    reg = gpm.registry
+    assert "reference" in reg.agents
+    assert {"file_equals", "patch_applied", "web_nonce_proof", "web_search_result", "weekly_plan_task",
+            "file_exists", "command_output"} <= set(reg.validators)
+    assert {"nonce", "search"} <= set(reg.challenges)
+    assert "tools" in reg.dialects
+
+
+def test_fresh_manager_each_time():
+    a, b = make_plugin_manager(load_entry_points=False), make_plugin_manager(load_entry_points=False)
+    assert a.pm is not b.pm
+
+
+def test_duplicate_registration_names_both_owners():
+    from gripprobe_core import AgentInfo, hookimpl
+
+    class Clash:
+        @hookimpl
+        def register_agents(self, register):
+            register(AgentInfo(name="reference"))
+
+    gpm = make_plugin_manager(load_entry_points=False, extra=[Clash()])
+    with pytest.raises(PluginError) as exc:
+        _ = gpm.registry
+    msg = str(exc.value)
+    assert "'reference'" in msg and "gripprobe-core[gripprobe_core.builtins.refagent]" in msg and "(in-process)" in msg
+
+
+def test_third_party_plugin_is_discovered(installed_plugins):
+    res = gripprobe("plugins", "--json", pythonpath=[installed_plugins["gripprobe_fixture_agent"]])
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    mine = [p for p in data["plugins"] if p["name"] == "fixture_agent"]
+    assert mine and mine[0]["distribution"] == "gripprobe-fixture-agent" and mine[0]["version"] == "0.0.1"
+    assert {"build_command", "build_env", "parse_wrapper_events", "phase_artifacts", "register_agents",
+            "route_base_url"} <= set(mine[0]["hooks"])
+    assert "fixture-bash" in data["agents"]
+    assert not data["failures"]
+
+
+def test_plugins_human_listing(installed_plugins):
+    res = gripprobe("plugins", pythonpath=[installed_plugins["gripprobe_fixture_agent"]])
+    assert res.returncode == 0
+    assert "fixture_agent  (gripprobe-fixture-agent 0.0.1)" in res.stdout
+    assert "gripprobe_core.builtins.refagent  (built-in)" in res.stdout
+
+
+def test_broken_plugin_is_named_and_others_keep_working(installed_plugins):
+    pp = [installed_plugins["gripprobe_fixture_broken"], installed_plugins["gripprobe_fixture_agent"]]
+    res = gripprobe("plugins", pythonpath=pp)
+    assert res.returncode == 0
+    assert "BROKEN gripprobe-fixture-broken[broken]: ModuleNotFoundError" in res.stdout
+    assert "fixture_agent" in res.stdout
+    res = gripprobe("validate", pythonpath=pp)
+    assert res.returncode == 0, res.stderr
+    assert "gripprobe-fixture-broken[broken]" in res.stderr
+
+
+def test_strict_mode_makes_a_broken_plugin_fatal(installed_plugins):
+    res = gripprobe("plugins", pythonpath=[installed_plugins["gripprobe_fixture_broken"]],
+                    env={"GRIPPROBE_STRICT_PLUGINS": "1"})
+    assert res.returncode == 2
+    assert "gripprobe-fixture-broken[broken]" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_installed_duplicate_agent_name_is_an_error_naming_both(installed_plugins):
+    res = gripprobe("plugins", pythonpath=[installed_plugins["gripprobe_fixture_dup"]])
+    assert res.returncode == 2
+    assert "gripprobe-core[gripprobe_core.builtins.refagent]" in res.stderr
+    assert "gripprobe-fixture-dup[dup]" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+FIXTURE_AGENT_SPEC = """\
+id: fixture-bash
+plugin: fixture-bash
+executable: python3
+formats: [tool]
+tool_kinds: [execute]
+timeout_s: 30
+"""
+
+
+def test_third_party_agent_runs_end_to_end_without_core_changes(installed_plugins, tmp_path):
+    """A sixth agent from a third party: its distribution + one spec file, no change to core."""
+    import shutil
+    from pathlib import Path
+
+    from conftest import SPECS, read_json
+
+    root = tmp_path / "specs"
+    shutil.copytree(SPECS, root)
+    (root / "cli_agents" / "fixture-bash.yaml").write_text(FIXTURE_AGENT_SPEC)
+    res = gripprobe("run", "--specs", str(root), "--results", str(tmp_path / "r"), "-a", "fixture-bash",
+                    "-m", "oracle-perfect", "-m", "oracle-lazy", "-t", "shell_pwd", "-t", "save_file",
+                    pythonpath=[installed_plugins["gripprobe_fixture_agent"]])
+    assert res.returncode == 0, res.stderr[-3000:]
+    run_dir = Path(res.stdout.strip().splitlines()[-1])
+    status = {p.parent.name: read_json(p)["verdict"] for p in (run_dir / "cases").glob("*/case.json")}
+    assert status["fixture-bash__oracle-perfect__oracle__tool__shell_pwd"]["status"] == "PASS"
+    case = read_json(run_dir / "cases" / "fixture-bash__oracle-perfect__oracle__tool__shell_pwd" / "case.json")
+    assert case["telemetry"]["telemetry_source_tier"] == "C"
+    # phase_artifacts: the session file the agent kept under its (deleted) HOME was copied per phase
+    kept = run_dir / "cases" / case["case_id"] / "artifacts"
+    assert (kept / "warmup.session.jsonl").is_file() and (kept / "measured.session.jsonl").is_file()
+    assert "tool_calls" in (kept / "measured.session.jsonl").read_text()
+    assert status["fixture-bash__oracle-lazy__oracle__tool__shell_pwd"]["status"] == "FAIL" or \
+        status["fixture-bash__oracle-lazy__oracle__tool__shell_pwd"]["status"] == "NO_TOOL_CALL"
+    # it declares no write tool: save_file is TOOL_UNSUPPORTED without running
+    v = status["fixture-bash__oracle-perfect__oracle__tool__save_file"]
+    assert v["status"] == "TOOL_UNSUPPORTED" and v["failure_reason"] == "agent_tool_unsupported"
+    assert not (run_dir / "cases" / "fixture-bash__oracle-perfect__oracle__tool__save_file" / "measured.stdout").exists()

@@ -1,0 +1,134 @@
+"""The process layer: real child processes, real signals."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gripprobe_core.runner.process import run_process
+
+
+def _run(tmp_path: Path, code: str, timeout: float = 10, cap: int = 1 << 20, stdin: bytes | None = None):
+    return asyncio.run(run_process(
+        [sys.executable, "-c", code], cwd=tmp_path, env={"PATH": os.environ["PATH"]}, stdin=stdin,
+        timeout_s=timeout, stdout_path=tmp_path / "out", stderr_path=tmp_path / "err", cap_bytes=cap))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purposes
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_ok_and_capture(tmp_path):
+    res = _run(tmp_path, "import sys; print('hello'); print('oops', file=sys.stderr)")
+    assert res.status == "ok" and res.exit_code == 0
+    assert (tmp_path / "out").read_text() == "hello\n"
+    assert (tmp_path / "err").read_text() == "oops\n"
+
+
+def test_nonzero_exit(tmp_path):
+    res = _run(tmp_path, "raise SystemExit(3)")
+    assert res.status == "nonzero_exit" and res.exit_code == 3
+
+
+def test_cannot_start_is_shell_error(tmp_path):
+    res = asyncio.run(run_process(["/nonexistent/agent"], cwd=tmp_path, env={}, stdin=None, timeout_s=5,
+                                  stdout_path=tmp_path / "o", stderr_path=tmp_path / "e"))
+    assert res.status == "shell_error" and "cannot start" in res.error
+
+
+def test_killed_by_signal_is_shell_error(tmp_path):
+    res = _run(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    assert res.status == "shell_error" and res.signal == 11
+
+
+def test_stdin_is_fed_then_closed(tmp_path):
+    res = _run(tmp_path, "import sys; print(sys.stdin.read().upper())", stdin=b"prompt")
+    assert res.status == "ok" and (tmp_path / "out").read_text() == "PROMPT\n"
+
+
+def test_capture_cap_truncates(tmp_path):
+    res = _run(tmp_path, "import sys; sys.stdout.write('x' * 100000)", cap=1000)
+    assert res.status == "ok" and res.stdout_truncated and (tmp_path / "out").stat().st_size == 1000
+
+
+def test_timeout_kills_forked_sleeping_grandchild(tmp_path):
+    """An agent that forks a sleeping grandchild and never exits: both die, status TIMEOUT."""
+    code = (
+        "import os, subprocess, sys, time\n"
+        "g = subprocess.Popen(['sleep', '300'])\n"
+        "open('grandchild.pid', 'w').write(str(g.pid))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    t0 = time.monotonic()
+    res = _run(tmp_path, code, timeout=1.5)
+    assert res.status == "timeout"
+    assert time.monotonic() - t0 < 10
+    gpid = int((tmp_path / "grandchild.pid").read_text())
+    deadline = time.monotonic() + 5
+    while _alive(gpid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(gpid), "grandchild survived the timeout"
+    assert (tmp_path / "out").read_text() == "started\n"
+
+
+def test_straggler_holding_stdout_does_not_hang_an_exited_agent(tmp_path):
+    code = "import subprocess; subprocess.Popen(['sleep', '300']); print('bye')"
+    t0 = time.monotonic()
+    res = _run(tmp_path, code, timeout=30)
+    assert res.status == "ok"
+    assert time.monotonic() - t0 < 8
+
+
+@pytest.mark.parametrize("timeout", [0.5])
+def test_timeout_on_sigterm_ignoring_agent(tmp_path, timeout):
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('x', flush=True); time.sleep(60)"
+    res = _run(tmp_path, code, timeout=timeout)
+    assert res.status == "timeout"
+
+
+def test_timeout_kills_grandchild_that_left_the_process_group(tmp_path):
+    """Agents start tools in new sessions (setsid); the kill must still reach them."""
+    code = (
+        "import subprocess, time\n"
+        "g = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        "open('grandchild.pid', 'w').write(str(g.pid))\n"
+        "time.sleep(300)\n"
+    )
+    res = _run(tmp_path, code, timeout=1.0)
+    assert res.status == "timeout"
+    gpid = int((tmp_path / "grandchild.pid").read_text())
+    deadline = time.monotonic() + 5
+    while _alive(gpid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(gpid)
+
+
+def test_orphaned_daemon_is_killed_after_a_clean_exit(tmp_path):
+    code = (
+        "import subprocess\n"
+        "g = subprocess.Popen(['sleep', '300'], start_new_session=True, stdout=subprocess.DEVNULL,"
+        " stderr=subprocess.DEVNULL)\n"
+        "open('daemon.pid', 'w').write(str(g.pid))\n"
+    )
+    res = _run(tmp_path, code)
+    assert res.status == "ok"
+    gpid = int((tmp_path / "daemon.pid").read_text())
+    deadline = time.monotonic() + 5
+    while _alive(gpid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(gpid)

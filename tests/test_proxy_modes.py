@@ -1,0 +1,89 @@
+"""Telemetry proxy modes through the real runner (SPEC §5): off | auto | force, and proxy failures as evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import SPECS
+from gripprobe_core import RouteDecision, hookimpl
+from gripprobe_core.errors import PluginError
+from gripprobe_core.plugins import make_plugin_manager
+from gripprobe_core.runner import RunOptions, execute_run, plan_cases
+from gripprobe_core.specs import load_specs
+
+
+class Unroutable:
+    """An agent plugin saying its agent cannot be pointed at another base URL."""
+
+    @hookimpl(tryfirst=True)
+    def route_base_url(self, agent, backend):
+        return RouteDecision(False, "unsupported_shell")
+
+
+class BindFails:
+    """A proxy plugin whose port cannot be bound."""
+
+    @hookimpl
+    def start_proxy(self, ctx, upstream_url, record_path):
+        raise OSError(98, "Address already in use")
+
+
+def _run(tmp_path: Path, mode: str, *extra, test: str = "shell_pwd"):
+    gpm = make_plugin_manager(load_entry_points=False, extra=list(extra))
+    specs = load_specs(SPECS, registry=gpm.registry)
+    cases = plan_cases(specs, agents=["reference"], models=["oracle-perfect"], tests=[test])
+    out = execute_run(cases, gpm, RunOptions(results_root=tmp_path, proxy_mode=mode))
+    assert len(out.results) == 1
+    return out.results[0]
+
+
+def test_off_records_skipped_disabled(tmp_path):
+    r = _run(tmp_path, "off")
+    assert r.verdict.status == "PASS"
+    assert r.telemetry.telemetry_proxy_status == "skipped" and r.telemetry.telemetry_proxy_skip_reason == "disabled"
+
+
+def test_auto_without_a_proxy_plugin_is_skipped_not_failed(tmp_path):
+    r = _run(tmp_path, "auto")
+    assert r.verdict.status == "PASS"
+    assert r.telemetry.telemetry_proxy_status == "skipped"
+    assert r.telemetry.telemetry_proxy_skip_reason == "unsupported_backend"
+
+
+def test_force_with_unroutable_agent_is_harness_error(tmp_path):
+    r = _run(tmp_path, "force", Unroutable())
+    assert r.verdict.status == "HARNESS_ERROR"
+    assert r.verdict.failure_reason == "proxy_required_but_not_available"
+    assert r.telemetry.telemetry_proxy_status == "error"
+    assert [p.phase for p in r.phases] == ["warmup"]  # the agent never ran
+
+
+def test_auto_with_unroutable_agent_skips_with_reason(tmp_path):
+    r = _run(tmp_path, "auto", Unroutable())
+    assert r.verdict.status == "PASS"
+    assert r.telemetry.telemetry_proxy_skip_reason == "unsupported_shell"
+
+
+def test_bind_error_in_auto_is_evidence_and_lower_tier_still_confirms(tmp_path):
+    r = _run(tmp_path, "auto", BindFails())
+    assert r.telemetry.telemetry_proxy_status == "error"
+    assert r.telemetry.telemetry_proxy_skip_reason == "proxy_bind_error"
+    assert r.verdict.status == "PASS" and r.telemetry.telemetry_source_tier == "B"
+
+
+def test_bind_error_in_force_is_harness_error(tmp_path):
+    r = _run(tmp_path, "force", BindFails())
+    assert r.verdict.status == "HARNESS_ERROR" and r.verdict.failure_reason == "proxy_required_but_not_available"
+
+
+def test_register_challenge_servers_rejects_a_second_owner_of_a_kind():
+    class MyChallenge:
+        @hookimpl
+        def register_challenge_servers(self, register):
+            register("nonce", lambda options, phase: None)
+
+    gpm = make_plugin_manager(load_entry_points=False, extra=[MyChallenge()])
+    with pytest.raises(PluginError, match="challenge server 'nonce' is registered twice"):
+        _ = gpm.registry

@@ -1,0 +1,150 @@
+"""Property tests: no file content makes the loader raise anything but SpecError, and every error it
+reports is a ``file:line: ...`` line pointing inside the file."""
+
+from __future__ import annotations
+
+import io
+import re
+import tempfile
+
+from pathlib import Path
+
+import pytest
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+from ruamel.yaml import YAML
+
+from gripprobe_core.errors import SpecError
+from gripprobe_core.models.specs import CliAgentSpec, HardwareProfiles, ModelSpec, SuiteSpec, TestSpec
+from gripprobe_core.plugins import Registry
+from gripprobe_core.specs import load_specs
+
+SETTINGS = settings(max_examples=100, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow])
+#: Nested documents are slower to generate and load; fewer examples per kind keep the file quick.
+NESTED = settings(SETTINGS, max_examples=50)
+
+#: kind → (file under the specs root, model). The file name matches the id the generators favour.
+TARGETS = {
+    "model": ("models/m.yaml", ModelSpec),
+    "cli_agent": ("cli_agents/m.yaml", CliAgentSpec),
+    "test": ("tests/m.yaml", TestSpec),
+    "suite": ("suites/m.yaml", SuiteSpec),
+    "hardware": ("hardware_profiles.yaml", HardwareProfiles),
+}
+REGISTRY = Registry(agents={"reference": 1}, validators={"file_exists": 1}, challenges={"nonce": 1})
+LINE = re.compile(r"^(?P<file>[^\n]+?\.ya?ml):(?P<line>\d+): [^\n]+$")
+
+_KEYS = sorted({name for _, model in TARGETS.values() for name in model.model_fields}
+               | {"kind", "model_id", "base_url", "path", "content", "shell", "write", "read", "edit", "old", "new",
+                  "agents", "timeout_s", "agent", "model", "test", "format", "backend", "profiles", "expected"})
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True), st.text(max_size=20),
+    st.sampled_from(["m", "read", "oracle", "ollama", "tag:sanity", "sanity", "tool", "x.txt", "../x", "/abs"]),
+    st.dates(),
+)
+_keys = st.one_of(st.sampled_from(_KEYS), st.text(min_size=1, max_size=12))
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_keys, inner, max_size=5)),
+    max_leaves=25,
+)
+_documents = st.dictionaries(_keys, _values, max_size=8).map(lambda d: {"id": "m", **d} if "id" not in d else d)
+
+
+def _load(files: dict[str, bytes]) -> list[str]:
+    """Write ``files`` into a fresh spec tree and load it; the error lines, or [] on success."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "specs"
+        for rel, content in files.items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+        try:
+            load_specs(root, registry=REGISTRY)
+        except SpecError as exc:
+            assert exc.errors, "a SpecError must carry at least one line"
+            return exc.errors
+        return []
+
+
+def _check_lines(errors: list[str], content: bytes) -> None:
+    n_lines = content.count(b"\n") + 1
+    for error in errors:
+        m = LINE.match(error)
+        assert m, f"not a file:line: message line: {error!r}"
+        assert 1 <= int(m["line"]) <= n_lines + 1, error
+
+
+def _dump(doc: object) -> bytes:
+    yaml = YAML(typ="safe", pure=True)
+    buf = io.StringIO()
+    yaml.dump(doc, buf)
+    return buf.getvalue().encode("utf-8")
+
+
+@pytest.mark.parametrize("kind", sorted(TARGETS))
+@SETTINGS
+@given(text=st.text(max_size=300))
+def test_arbitrary_text_is_a_spec_error_or_loads(kind, text):
+    rel, _ = TARGETS[kind]
+    content = text.encode("utf-8")
+    _check_lines(_load({rel: content}), content)
+
+
+@SETTINGS
+@given(raw=st.binary(max_size=200))
+def test_arbitrary_bytes_are_a_spec_error_or_load(raw):
+    _check_lines(_load({"tests/m.yaml": raw}), raw)
+
+
+@st.composite
+def _yamlish(draw) -> str:
+    """Text built from YAML punctuation, so the parser sees many near-valid documents."""
+    pieces = st.sampled_from(["id: m\n", "- ", "  ", "{", "}", "[", "]", ": ", ",", "&a ", "*a", "<<: ", "!t ",
+                              "!!str ", "? ", "|\n  ", ">\n  ", "---\n", "...\n", "#c\n", "\n", "'", '"', "\t",
+                              "backends:\n", "kind: oracle\n", "reference:\n", "x", "1", "null", "%YAML 1.2\n"])
+    return "".join(draw(st.lists(pieces, max_size=40)))
+
+
+@pytest.mark.parametrize("kind", sorted(TARGETS))
+@SETTINGS
+@given(text=_yamlish())
+def test_yaml_punctuation_soup_is_a_spec_error_or_loads(kind, text):
+    rel, _ = TARGETS[kind]
+    content = text.encode("utf-8")
+    _check_lines(_load({rel: content}), content)
+
+
+@pytest.mark.parametrize("kind", sorted(TARGETS))
+@NESTED
+@given(doc=_documents)
+def test_nested_values_of_wrong_types_are_spec_errors(kind, doc):
+    rel, model = TARGETS[kind]
+    content = _dump(doc)
+    errors = _load({rel: content})
+    _check_lines(errors, content)
+    if not errors:
+        # Success is only possible when the document really is a valid spec.
+        model.model_validate(doc)
+
+
+_VALID_TEST = {
+    "id": "m", "title": "T", "prompt": "p", "language": "en", "requires": ["write"], "tags": ["sanity"],
+    "fixtures": [{"path": "a.txt", "content": "x"}], "challenge": {"kind": "nonce"},
+    "validators": [{"kind": "file_exists", "path": "a.txt"}], "reference": [{"write": {"path": "a", "content": "b"}}],
+    "rules": {"no_retry_on_error": True}, "timeout_s": 10,
+}
+
+
+@SETTINGS
+@given(key=st.sampled_from(sorted(_VALID_TEST)), suffix=st.sampled_from(["x", "s", "_"]))
+def test_a_misspelt_key_is_reported_on_its_own_line(key, suffix):
+    if key == "id":
+        return  # misspelling the id makes the file nameless: covered by the example tests
+    doc = {(k + suffix if k == key else k): v for k, v in _VALID_TEST.items()}
+    content = _dump(doc)
+    line = next(i for i, text in enumerate(content.decode().splitlines(), 1) if text.startswith(key + suffix + ":"))
+    errors = _load({"tests/m.yaml": content})
+    expected_unknown = f":{line}: {key}{suffix}: unknown key; did you mean {key!r}?"
+    assert any(e.endswith(expected_unknown) for e in errors), errors

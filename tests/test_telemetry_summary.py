@@ -1,0 +1,265 @@
+"""merge_events, detect_retry_loop and summarize_phase (SPEC §5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings, strategies as st
+
+from gripprobe_core.models.events import Event
+from gripprobe_core.telemetry import detect_retry_loop, merge_events, summarize_phase, tool_attempts
+
+_counter = iter(range(10**6))
+
+
+def ev(event_type: str, tier: str = "B", name: str = "shell", args: Any = "default", status: str = "unknown",
+       call_id: str | None = None, ts: str | None = None, kind: str = "execute", **extra: Any) -> Event:
+    payload = {} if event_type == "model_response" else {
+        "name": name, "kind": kind, "arguments": {"cmd": name} if args == "default" else args}
+    return Event(event_type=event_type, event_id=f"e{next(_counter)}", source_tier=tier,
+                 source="proxy" if tier == "A" else "agent_output", tool_call_id=call_id, payload=payload,
+                 status=status, timestamp=ts, **extra)
+
+
+def call(status: str, tier: str = "B", name: str = "shell", args: Any = "default", call_id: str | None = None,
+         kind: str = "execute") -> list[Event]:
+    return [ev("tool_call_start", tier, name, args, "started", call_id, kind=kind),
+            ev("tool_call_result", tier, name, args, status, call_id, kind=kind)]
+
+
+def summarize(events: list[Event], observability: str = "structured", **kw: Any):
+    return summarize_phase(events, observability=observability, capture_missing=kw.pop("capture_missing", False),
+                           parse_error=kw.pop("parse_error", False), **kw)
+
+
+# ------------------------------------------------------------------ merge_events
+
+def test_same_call_id_keeps_the_best_tier_with_its_own_ref() -> None:
+    a = ev("tool_call_start", "A", call_id="c1", raw_artifact_ref="proxy.measured.http.jsonl:3")
+    c = ev("tool_call_start", "C", call_id="c1", raw_artifact_ref="measured.stdout:10")
+    merged = merge_events([[c], [a]])
+    assert [(e.event_id, e.source_tier, e.raw_artifact_ref, e.sequence) for e in merged] == [
+        (a.event_id, "A", "proxy.measured.http.jsonl:3", 1)]
+
+
+def test_content_match_by_kth_identical_call() -> None:
+    proxy = [ev("tool_call_start", "A", args={"cmd": "ls"}, call_id="call_1"),
+             ev("tool_call_start", "A", args={"cmd": "cat x"}, call_id="call_2"),
+             ev("tool_call_start", "A", args={"cmd": "ls"}, call_id="call_3")]
+    # The marker parser missed "cat x", has no ids, and writes arguments as JSON text.
+    markers = [ev("tool_call_start", "C", args='{"cmd": "ls"}'), ev("tool_call_start", "C", args='{"cmd":"ls"}'),
+               ev("tool_call_start", "C", args={"cmd": "rm y"})]
+    merged = merge_events([markers, proxy])
+    # No timestamps anywhere: input order (group, then position) decides.
+    assert [(e.source_tier, e.payload["arguments"]) for e in merged] == [
+        ("C", {"cmd": "rm y"}), ("A", {"cmd": "ls"}), ("A", {"cmd": "cat x"}), ("A", {"cmd": "ls"})]
+
+
+def test_repeats_inside_one_source_are_never_merged() -> None:
+    group = call("error", call_id="c1") + call("error", call_id="c1") + call("error")
+    assert len(merge_events([group])) == 6
+
+
+def test_starts_and_results_are_not_duplicates_of_each_other() -> None:
+    start, result = ev("tool_call_start", "A", call_id="c"), ev("tool_call_result", "B", call_id="c")
+    assert len(merge_events([[start], [result]])) == 2
+
+
+def test_model_responses_merge_by_response_id_only() -> None:
+    a = ev("model_response", "A", response_id="r1")
+    b = ev("model_response", "B", response_id="r1")
+    b2 = ev("model_response", "B")
+    merged = merge_events([[b, b2], [a]])
+    assert sorted(e.event_id for e in merged) == sorted([a.event_id, b2.event_id])
+
+
+def test_order_by_timestamp_and_renumbered_sequence() -> None:
+    late = ev("tool_call_start", "B", name="write", ts="2025-01-01T00:00:05Z", sequence=1)
+    early = ev("tool_call_start", "A", name="read", ts="2025-01-01T00:00:01+00:00", sequence=7)
+    middle = ev("model_response", "A", ts="2025-01-01T00:00:03")  # naive means UTC
+    merged = merge_events([[late], [early, middle]])
+    assert [e.event_id for e in merged] == [early.event_id, middle.event_id, late.event_id]
+    assert [e.sequence for e in merged] == [1, 2, 3]
+    assert (late.sequence, early.sequence) == (1, 7)  # inputs untouched
+
+
+def test_untimestamped_events_follow_their_group_neighbour_and_untimed_groups_go_last() -> None:
+    a1 = ev("tool_call_start", "B", name="a", ts="2025-01-01T00:00:01Z")
+    a2 = ev("tool_call_result", "B", name="a")  # no timestamp: right after a1
+    b1 = ev("tool_call_start", "A", name="b", ts="2025-01-01T00:00:02Z")
+    c1 = ev("tool_call_start", "C", name="c", ts="not a time")
+    merged = merge_events([[c1], [b1], [a1, a2]])
+    assert [e.event_id for e in merged] == [a1.event_id, a2.event_id, b1.event_id, c1.event_id]
+
+
+def test_odd_payloads_do_not_raise() -> None:
+    odd = [Event(event_type="tool_call_start", event_id="x", source_tier="C", source="wrapper",
+                 payload={"name": 5, "arguments": {1: object(), "a": "[" * 5000}}),
+           Event(event_type="tool_call_result", event_id="y", source_tier="B", source="wrapper",
+                 payload={"arguments": "[" * 100000}, timestamp="9999-99-99")]
+    assert len(merge_events([odd, list(odd)])) == 2
+
+
+TIERS = ["A", "B", "C", "D"]
+
+
+@st.composite
+def tool_events(draw: Any, tier: str | None = None, timed: bool = False) -> list[Event]:
+    out = []
+    for i in range(draw(st.integers(0, 8))):
+        event_type = draw(st.sampled_from(["tool_call_start", "tool_call_result", "model_response"]))
+        response_id = draw(st.sampled_from(["r1", "r2"])) if event_type == "model_response" else None
+        out.append(ev(event_type, tier or draw(st.sampled_from(TIERS)), name=draw(st.sampled_from(["shell", "read"])),
+                      args=draw(st.sampled_from([{"cmd": "ls"}, '{"cmd": "ls"}', None])),
+                      call_id=draw(st.sampled_from([None, "c1", "c2"])), response_id=response_id,
+                      ts=f"2025-01-01T00:00:{draw(st.integers(0, 59)):02d}Z" if timed else None))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(tool_events(), max_size=4))
+def test_merge_keeps_input_events_renumbered(groups: list[list[Event]]) -> None:
+    merged = merge_events(groups)
+    originals = {e.event_id: e for g in groups for e in g}
+    assert [e.sequence for e in merged] == list(range(1, len(merged) + 1))
+    assert len({e.event_id for e in merged}) == len(merged) <= len(originals)
+    for e in merged:
+        assert e.model_copy(update={"sequence": originals[e.event_id].sequence}) == originals[e.event_id]
+    # every event of the largest group survives (or a better-tier duplicate stands for it)
+    assert len(merged) >= max((len(g) for g in groups), default=0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tool_events(tier="B"), st.sampled_from(["C", "D"]))
+def test_a_worse_tier_copy_of_a_source_adds_nothing(group: list[Event], worse: str) -> None:
+    copy = [e.model_copy(update={"event_id": e.event_id + "-copy", "source_tier": worse}) for e in group]
+    merged = merge_events([copy, group])
+    assert [e.event_id for e in merged] == [e.event_id for e in group]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(tool_events(timed=True), max_size=4))
+def test_timestamped_events_come_out_in_time_order(groups: list[list[Event]]) -> None:
+    stamps = [e.timestamp for e in merge_events(groups)]
+    assert stamps == sorted(stamps)
+
+
+# ------------------------------------------------------------------ detect_retry_loop
+
+def test_three_identical_failing_attempts_are_a_loop() -> None:
+    assert detect_retry_loop(call("error") + call("error") + call("error"))
+    assert detect_retry_loop(call("error") + call("timeout") + call("error") + call("success"))
+
+
+def test_recovery_and_short_runs_are_not_loops() -> None:
+    assert not detect_retry_loop(call("error") + call("success"))
+    assert not detect_retry_loop(call("error") + call("error"))
+    assert not detect_retry_loop(call("error") + call("error") + call("success"))
+    assert not detect_retry_loop([e for _ in range(3) for e in call("success")])
+
+
+def test_same_tool_name_with_other_arguments_is_not_a_loop() -> None:
+    assert not detect_retry_loop(call("error", args={"cmd": "a"}) + call("error", args={"cmd": "b"})
+                                 + call("error", args={"cmd": "c"}))
+
+
+def test_another_call_in_between_breaks_the_run() -> None:
+    assert not detect_retry_loop(call("error") + call("error") + call("success", name="read") + call("error"))
+
+
+def test_tier_d_never_makes_a_loop() -> None:
+    assert not detect_retry_loop([e for _ in range(3) for e in call("error", tier="D")])
+
+
+def test_results_link_to_starts_by_id_even_when_interleaved() -> None:
+    starts = [ev("tool_call_start", "A", call_id=f"c{i}") for i in range(3)]
+    results = [ev("tool_call_result", "B", call_id=f"c{i}", status="error") for i in (2, 0, 1)]
+    assert detect_retry_loop(starts + results)
+    attempts = tool_attempts(starts + results)
+    assert [a.result.tool_call_id for a in attempts] == ["c0", "c1", "c2"]
+
+
+# ------------------------------------------------------------------ summarize_phase
+
+def test_confirmed_by_structured_output() -> None:
+    s = summarize(call("success", kind="write") + [ev("model_response", "B")] + call("error", name="read", kind="read"))
+    assert (s.tool_event_verdict, s.tool_event_verdict_reason) == ("confirmed_tool_use", "none")
+    assert (s.telemetry_source_tier, s.telemetry_invoked_confidence) == ("B", 0.9)
+    assert (s.telemetry_event_count, s.telemetry_tool_call_count, s.telemetry_tool_result_count,
+            s.telemetry_tool_error_count) == (5, 2, 2, 1)
+    assert s.tool_kinds_observed == ["read", "write"] and s.tiers_present == ["B"]
+    assert s.event_capture_status == "collected" and s.telemetry_retry_loop_detected is False
+
+
+def test_a_result_seen_by_the_proxy_confirms_at_tier_a() -> None:
+    s = summarize([ev("tool_call_start", "A", call_id="c"), ev("tool_call_start", "C", call_id="c2"),
+                   ev("tool_call_result", "A", call_id="c", status="success")],
+                  proxy_status="collected", proxy_skip_reason="disabled")
+    assert (s.tool_event_verdict, s.telemetry_source_tier, s.telemetry_invoked_confidence) == (
+        "confirmed_tool_use", "A", 1.0)
+    assert s.telemetry_proxy_skip_reason is None and s.telemetry_protocol_structured_count == 1
+
+
+def test_a_tier_a_request_without_result_does_not_confirm() -> None:
+    s = summarize([ev("tool_call_start", "A", call_id="c")], proxy_status="collected")
+    assert (s.tool_event_verdict, s.tool_event_verdict_reason) == (
+        "tool_event_inconclusive", "source_parse_inconclusive")
+    assert s.telemetry_tool_call_without_result_count == 1 and s.telemetry_invoked_confidence == 0.0
+    assert s.telemetry_source_tier == "A" and s.tool_kinds_observed == []
+
+
+def test_a_marker_start_confirms_at_tier_c() -> None:
+    s = summarize([ev("tool_call_start", "C")], observability="markers")
+    assert (s.tool_event_verdict, s.telemetry_source_tier, s.telemetry_invoked_confidence) == (
+        "confirmed_tool_use", "C", 0.7)
+    assert s.telemetry_tool_call_without_result_count == 0
+
+
+def test_tier_d_only_is_inconclusive() -> None:
+    s = summarize(call("success", tier="D"))
+    assert (s.tool_event_verdict, s.tool_event_verdict_reason) == (
+        "tool_event_inconclusive", "source_parse_inconclusive")
+    assert (s.telemetry_source_tier, s.telemetry_invoked_confidence, s.tool_kinds_observed) == ("D", 0.3, [])
+
+
+def test_parse_error_and_capture_missing() -> None:
+    s = summarize(call("success"), parse_error=True)
+    assert (s.event_capture_status, s.tool_event_verdict, s.tool_event_verdict_reason,
+            s.telemetry_capture_skip_reason) == ("wrapper_parse_error", "tool_event_inconclusive",
+                                                 "wrapper_parse_error", "wrapper_parse_error")
+    s = summarize(call("success"), capture_missing=True, capture_skip_reason="no session file")
+    assert (s.event_capture_status, s.tool_event_verdict_reason, s.telemetry_capture_skip_reason) == (
+        "missing", "capture_missing", "no session file")
+
+
+def test_proxy_error_without_confirmation_is_inconclusive_and_partial() -> None:
+    s = summarize([], proxy_status="error", proxy_skip_reason="proxy_bind_error")
+    assert (s.tool_event_verdict, s.tool_event_verdict_reason, s.event_capture_status) == (
+        "tool_event_inconclusive", "proxy_error", "partial")
+    assert s.telemetry_proxy_skip_reason == "proxy_bind_error" and s.telemetry_protocol_structured_count is None
+
+
+def test_absent_versus_not_observable() -> None:
+    assert (summarize([]).tool_event_verdict, summarize([]).tool_event_verdict_reason) == (
+        "no_tool_event_observed", "structured_event_absent")
+    collected = summarize([ev("model_response", "A")], observability="none", proxy_status="collected",
+                          proxy_structured_count=0)
+    assert collected.tool_event_verdict == "no_tool_event_observed"
+    assert collected.telemetry_source_tier == "A" and collected.telemetry_invoked_confidence == 0.0
+    for observability in ("markers", "none"):
+        s = summarize([ev("model_response", "C")], observability=observability)
+        assert (s.tool_event_verdict, s.tool_event_verdict_reason, s.event_capture_status) == (
+            "tool_event_not_observable", "parser_not_capable_for_shell", "collected")
+
+
+def test_flags_and_counts_pass_through() -> None:
+    s = summarize(call("error") + call("error") + call("error"), proxy_status="collected",
+                  proxy_structured_count=4, proxy_nonstructured_count=2, backend_tool_unsupported=True)
+    assert s.telemetry_retry_loop_detected and s.telemetry_backend_tool_unsupported
+    assert (s.telemetry_protocol_structured_count, s.telemetry_proxy_tool_call_nonstructured_count) == (4, 2)
+    assert s.telemetry_tool_error_count == 3
+
+
+def test_empty_phase() -> None:
+    s = summarize([], observability="none")
+    assert (s.telemetry_source_tier, s.telemetry_event_count, s.tiers_present) == ("none", 0, [])
