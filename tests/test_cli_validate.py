@@ -136,3 +136,10 @@ def test_real_entry_point_exit_codes(workdir):
     assert bad.stdout == ""
     assert "specs/models/qwen.yaml:2: backends: List should have at least 1 item" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_help_matches_the_group(workdir):
+    result = invoke(validate_command, "-h")
+    assert result.exit_code == 0
+    assert "--specs, --root DIRECTORY" in result.stdout
+    assert "-h, --help" in invoke(schema_command, "--help").stdout

@@ -41,3 +41,26 @@ def test_readme_quickstart_has_exactly_two_commands():
     assert commands == ["./dev run", "./dev test"]
     ci = (ROOT / ".ci/run").read_text()
     assert "./dev test" in ci
+
+
+def test_user_guide_yaml_examples_are_valid_specs(tmp_path):
+    """The test and suite examples in the user guide load against the shipped specs."""
+    import shutil
+
+    from gripprobe_core.plugins import make_plugin_manager
+    from gripprobe_core.specs import load_specs
+
+    root = tmp_path / "specs"
+    shutil.copytree(ROOT / "specs", root)
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs/user-guide.md").read_text(), re.S)
+    placed = 0
+    for block in blocks:
+        m = re.match(r"id: (\S+)", block)
+        if not m:
+            continue
+        folder = "suites" if re.search(r"^agents:", block, re.M) else "tests"
+        (root / folder / f"{m.group(1)}.yaml").write_text(block)
+        placed += 1
+    assert placed >= 2
+    specs = load_specs(root, registry=make_plugin_manager(load_entry_points=False).registry)
+    assert "save_greeting" in specs.tests and "nightly" in specs.suites

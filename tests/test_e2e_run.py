@@ -182,3 +182,21 @@ def test_ctrl_c_keeps_finished_cases_and_marks_run_incomplete(tmp_path):
     time.sleep(0.5)
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
     assert not list(scratch.glob("gripprobe-*")), "scratch (agent homes) must be removed even when interrupted"
+
+
+def test_sigkill_mid_run_leaves_only_whole_case_files(tmp_path):
+    """Writes are atomic: after SIGKILL every case.json present parses as a full result."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
+    proc = subprocess.Popen([sys.executable, "-m", "gripprobe_core.cli", "run", "--results", str(tmp_path / "r"),
+                             "-j", "2"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list((tmp_path / "r").glob("runs/*/cases/*/case.json"))) < 3:
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait(timeout=30)
+    cases = list((tmp_path / "r").glob("runs/*/cases/*/case.json"))
+    assert len(cases) >= 3
+    for p in cases:
+        CaseResult.model_validate_json(p.read_bytes())
+    manifest = read_json(next((tmp_path / "r").glob("runs/*/manifest.json")))
+    assert manifest["status"] == "running"  # never finished: readers can tell

@@ -87,3 +87,34 @@ def test_register_challenge_servers_rejects_a_second_owner_of_a_kind():
     gpm = make_plugin_manager(load_entry_points=False, extra=[MyChallenge()])
     with pytest.raises(PluginError, match="challenge server 'nonce' is registered twice"):
         _ = gpm.registry
+
+
+def test_register_validators_adds_a_kind_the_runner_uses(tmp_path):
+    """A plugin's validator (register_validators) judges a case like a built-in one."""
+    from gripprobe_core import ValidatorResult
+
+    seen = []
+
+    class WordCount:
+        @hookimpl
+        def register_validators(self, register):
+            def word_count(ctx, options):
+                text = (ctx.workspace / options["path"]).read_text()
+                seen.append(text)
+                n = len(text.split())
+                return ValidatorResult(kind="word_count", passed=n == options["words"], expected=str(options["words"]),
+                                       observed=str(n))
+            register("word_count", word_count)
+
+    import shutil
+    root = tmp_path / "specs"
+    shutil.copytree(SPECS, root)
+    (root / "tests" / "two_words.yaml").write_text(
+        "id: two_words\ntitle: Two words\nprompt: Write two words to w.txt\nrequires: [write]\n"
+        "validators:\n  - {kind: word_count, path: w.txt, words: 2}\n"
+        "reference:\n  - write: {path: w.txt, content: hello world}\n")
+    gpm = make_plugin_manager(load_entry_points=False, extra=[WordCount()])
+    specs = load_specs(root, registry=gpm.registry)
+    cases = plan_cases(specs, agents=["reference"], models=["oracle-perfect"], tests=["two_words"])
+    r = execute_run(cases, gpm, RunOptions(results_root=tmp_path / "r")).results[0]
+    assert r.verdict.status == "PASS" and r.validators[0].kind == "word_count" and seen == ["hello world"]

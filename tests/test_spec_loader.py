@@ -191,7 +191,7 @@ def test_missing_optional_parts_are_fine(tree):
 
 
 def test_missing_root_is_a_user_error(tmp_path):
-    with pytest.raises(UserError, match="does not exist; pass --root"):
+    with pytest.raises(UserError, match="does not exist; pass --specs/--root DIR"):
         load_specs(tmp_path / "nope")
 
 
@@ -413,7 +413,7 @@ def test_file_name_must_match_id(tree):
     root = tree({"tests/save_file.yaml": VALID["tests/save_file.yaml"].replace("id: save_file", "id: save_files")})
     errors = errors_of(root)
     assert "specs/tests/save_file.yaml:1: id: id 'save_files' does not match the file name 'save_file.yaml'; " \
-           "rename the file to save_files.yaml" in errors
+           "rename the file to save_files.yaml or set id: save_file" in errors
 
 
 def test_duplicate_ids_across_files(tree):

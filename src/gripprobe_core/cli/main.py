@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: user errors are one line (or one line per spec error) and exit 2."""
     cli = make_cli()
     try:
-        cli.main(args=argv, prog_name="gripprobe", standalone_mode=False)
+        rc = cli.main(args=argv, prog_name="gripprobe", standalone_mode=False)
     except SpecError as exc:
         for line in exc.errors:
             click.echo(line, err=True)
@@ -45,3 +45,5 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    # With standalone_mode=False click *returns* the code given to ctx.exit(n) instead of raising it.
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -9,7 +9,7 @@ import click
 from ..plugins import make_plugin_manager
 
 
-@click.command("plugins")
+@click.command("plugins", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def plugins_command(as_json: bool) -> None:
     """List plugins, their distributions, versions and hooks, and what they register."""

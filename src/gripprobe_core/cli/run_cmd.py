@@ -13,7 +13,7 @@ from ..plugins import describe_failures, make_plugin_manager
 DEFAULT_SUITE = "default"
 
 
-@click.command("run")
+@click.command("run", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--suite", "-s", help="Suite id (specs/suites/<id>.yaml). Default: 'default' when nothing is selected.")
 @click.option("--agent", "-a", "agents", multiple=True, help="Agent id (repeatable).")
 @click.option("--model", "-m", "models", multiple=True, help="Model id (repeatable).")

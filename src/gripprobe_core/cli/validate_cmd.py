@@ -35,7 +35,12 @@ def _registry(ctx: click.Context) -> tuple[Any, list[str]]:
     return gpm.registry, describe_failures(gpm)
 
 
-@click.command("validate")
+# Same help names as the group: click caches a command's help option the first time it is built, so a
+# command invoked on its own (tests) must not differ from the command under `gripprobe`.
+_CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+@click.command("validate", context_settings=_CONTEXT)
 @click.option("--specs", "--root", "root", type=click.Path(file_okay=False, path_type=Path),
               help="Specs directory (default: $GRIPPROBE_SPECS, else ./specs or the nearest parent's).")
 @click.pass_context
@@ -63,7 +68,7 @@ def validate_command(ctx: click.Context, root: Path | None) -> None:
     click.echo(f"ok: {specs.summary()}")
 
 
-@click.command("schema")
+@click.command("schema", context_settings=_CONTEXT)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("schemas"),
               show_default=True, help="Directory to write <kind>.schema.json files into.")
 def schema_command(out_dir: Path) -> None:

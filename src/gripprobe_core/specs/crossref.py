@@ -118,12 +118,12 @@ def _check_suite(report: "_Reporter", specs: "SpecSet", suite: Any, agent_ids: s
 
 
 def _check_plugins(report: "_Reporter", specs: "SpecSet", registry: Any) -> None:
-    validators = set(getattr(registry, "validators", {}) or {})
+    registered = dict(getattr(registry, "validators", {}) or {})
+    validators = set(registered)
     challenges = set(getattr(registry, "challenges", {}) or {})
     agents = set(getattr(registry, "agents", {}) or {})
     for agent in specs.agents.values():
         report.uninstalled("cli_agent", agent.id, ("plugin",), "agent plugin", agent.plugin, agents)
-    registered = getattr(registry, "validators", {}) or {}
     for test in specs.tests.values():
         for i, validator in enumerate(test.validators):
             report.uninstalled("test", test.id, ("validators", i, "kind"), "validator kind", validator.kind,

@@ -105,7 +105,7 @@ def load_specs(root: Path, *, registry: Any = None) -> SpecSet:
     """
     root = Path(root)
     if not root.is_dir():
-        raise UserError(f"specs directory {display_path(root)} does not exist; pass --root DIR "
+        raise UserError(f"specs directory {display_path(root)} does not exist; pass --specs/--root DIR "
                         f"(or set {SPECS_ENV}) to point at your specs")
     specs = SpecSet(root=root)
     known = KnownIds()
@@ -143,7 +143,8 @@ def _load_one(specs: SpecSet, known: KnownIds, kind: str, model: type[BaseModel]
         id_line = source.line(("id",))
         if path.stem != raw_id:
             issues.append(make_issue(path, id_line, "id", f"id {raw_id!r} does not match the file name "
-                                                          f"{path.name!r}; rename the file to {raw_id}.yaml"))
+                                                          f"{path.name!r}; rename the file to {raw_id}.yaml "
+                                                          f"or set id: {path.stem}"))
         first = known.add(kind, raw_id, path, id_line)
         if first is not None:
             duplicate = True
