@@ -30,8 +30,11 @@ def _cases(run_dir: Path) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("results")
-    return _run_dir(gripprobe("run", "--results", str(out), "--jobs", "2"))
+    """Like the README: no selection, the default (relative) results root, from another directory."""
+    cwd = tmp_path_factory.mktemp("cwd")
+    run_dir = _run_dir(gripprobe("run", "--jobs", "2", cwd=cwd, env={"GRIPPROBE_SPECS": str(SPECS)}))
+    assert run_dir.parent == cwd / "results" / "runs"
+    return run_dir
 
 
 def test_default_run_perfect_pass_lazy_no_tool_call(default_run):

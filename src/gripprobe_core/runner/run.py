@@ -113,7 +113,8 @@ def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: Run
                 on_done: Callable[[CaseResult], None] = lambda r: None) -> RunOutcome:
     """Run ``cases`` into a new run directory. Returns even when interrupted by Ctrl-C."""
     t0 = time.monotonic()
-    run_id, path = allocate_run_dir(opts.results_root)
+    # Absolute from here on: agents run with the workspace as cwd, so a relative path would point nowhere.
+    run_id, path = allocate_run_dir(opts.results_root.resolve())
     run_dir = RunDir(path)
     started_at = utc_now_iso()
     results: list[CaseResult] = []
