@@ -16,8 +16,8 @@ hookimpl = pluggy.HookimplMarker("gripprobe")
 
 __version__ = "0.1.0"
 
-_CONTEXT = ("AgentCommand", "AgentInfo", "EvaluationInputs", "PhaseContext", "PhaseOutputs", "RouteDecision",
-            "ValidatorContext")
+_CONTEXT = ("AgentCommand", "AgentInfo", "EvaluationInputs", "MarkerPattern", "PhaseContext", "PhaseOutputs",
+            "RouteDecision", "ValidatorContext")
 _ERRORS = ("GripProbeError", "SpecError", "UserError", "WrapperParseError")
 _MODELS = (
     "BackendSpec", "CaseKey", "CaseResult", "ChallengeSpec", "CliAgentSpec", "Event", "FixtureFile",

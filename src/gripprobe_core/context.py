@@ -146,3 +146,21 @@ class EvaluationInputs:
 
 
 AsyncStop = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class MarkerPattern:
+    """A tier C marker: a regular expression matched line by line against an agent's stdout/stderr.
+
+    Named groups the generic tier C parser understands: ``tool`` (raw tool name), ``args`` (argument
+    text), ``id`` (tool call id), ``path`` (a file the call touched), ``code`` (an exit code; 0 → success).
+    """
+
+    name: str
+    regex: str
+    event_type: Literal["tool_call_start", "tool_call_result"] = "tool_call_result"
+    stream: Literal["stdout", "stderr", "both"] = "both"
+    tool: str | None = None
+    """Raw tool name when the regex has no ``tool`` group."""
+    kind: Literal["read", "write", "execute", "search", "fetch", "other"] | None = None
+    status: Literal["started", "success", "error", "timeout", "unknown"] = "success"

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
     from .context import (
-        AgentCommand, AgentInfo, ChallengeFactory, EvaluationInputs, PhaseContext, PhaseOutputs,
+        AgentCommand, AgentInfo, ChallengeFactory, EvaluationInputs, MarkerPattern, PhaseContext, PhaseOutputs,
         RouteDecision, Validator,
     )
     from .models.events import Event
@@ -135,6 +135,25 @@ def parse_wrapper_events(agent: "CliAgentSpec", ctx: "PhaseContext", outputs: "P
     the runner fills run_id, case_id, phase, sequence and event ids it can. Raise
     :class:`gripprobe_core.errors.WrapperParseError` when a required artifact is unreadable
     (the case becomes HARNESS_ERROR / wrapper_parse_error). Never raise anything else on bad bytes.
+    """
+
+
+@hookspec
+def tier_c_patterns(agent: "CliAgentSpec") -> "list[MarkerPattern] | None":
+    """Text markers in this agent's stdout/stderr that show a tool ran (tier C).
+
+    The generic tier C parser (an in-core default plugin) applies every pattern returned for the agent
+    to its outputs, line by line. Return ``None`` unless ``agent.plugin`` is yours. Prefer markers the
+    agent prints only when the tool really ran (``Applied edit to <file>``), never echoes of the prompt.
+    """
+
+
+@hookspec(firstresult=True)
+def final_output_text(agent: "CliAgentSpec", ctx: "PhaseContext", outputs: "PhaseOutputs") -> "str | None":
+    """*First result.* The agent's final answer text for this phase, for the tier D self-report parser.
+
+    Return ``None`` unless ``agent.plugin`` is yours. Claims found in it ("I created hello.txt") become
+    tier D events, which can explain a verdict but never confirm tool use.
     """
 
 
