@@ -16,7 +16,7 @@ hookimpl = pluggy.HookimplMarker("gripprobe")
 
 __version__ = "0.1.0"
 
-_CONTEXT = ("AgentCommand", "AgentInfo", "EvaluationInputs", "MarkerPattern", "PhaseContext", "PhaseOutputs",
+_CONTEXT = ("AgentCommand", "AgentInfo", "EvaluationInputs", "InstallRecipe", "MarkerPattern", "PhaseContext", "PhaseOutputs",
             "RouteDecision", "ValidatorContext")
 _ERRORS = ("GripProbeError", "SpecError", "UserError", "WrapperParseError")
 _MODELS = (

@@ -36,6 +36,8 @@ class PhaseContext:
     """The backend's API key, for the agent's environment only. Never write it to an artifact."""
     timeout_s: float = 120.0
     run_context: dict[str, Any] = field(default_factory=dict)
+    agent_executable: Path | None = None
+    """The installed agent's command (from ``agent_install_recipe``), None when the agent needs no install."""
 
     @property
     def openai_base_url(self) -> str:
@@ -146,6 +148,23 @@ class EvaluationInputs:
 
 
 AsyncStop = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class InstallRecipe:
+    """How to install an agent at a pinned version (answer of ``agent_install_recipe``)."""
+
+    kind: Literal["pypi", "npm"]
+    package: str
+    """Package name on PyPI or npm."""
+    version: str
+    """Exact version to install; also part of the cache directory name."""
+    executable: str
+    """Name of the installed command (``aider``, ``codex``, ``cn`` ...)."""
+    extra: tuple[str, ...] = ()
+    """Further exact requirements installed alongside (``name==1.2`` for pip, ``name@1.2`` for npm)."""
+    version_args: tuple[str, ...] = ("--version",)
+    """Arguments that make the executable print its version."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
     from .context import (
-        AgentCommand, AgentInfo, ChallengeFactory, EvaluationInputs, MarkerPattern, PhaseContext, PhaseOutputs,
+        AgentCommand, AgentInfo, ChallengeFactory, EvaluationInputs, InstallRecipe, MarkerPattern, PhaseContext, PhaseOutputs,
         RouteDecision, Validator,
     )
     from .models.events import Event
@@ -66,6 +66,17 @@ def register_oracle_dialects(register: "Callable[[str, Any], None]") -> None:
     ``dialect`` is an :class:`gripprobe_core.oracle.dialects.Dialect`. The built-in ``tools`` dialect
     maps reference actions onto whatever function tools the request offers; agents whose edits are
     parsed from reply text (aider's whole/diff/udiff, gptme's markdown/xml) register text dialects.
+    """
+
+
+@hookspec(firstresult=True)
+def agent_install_recipe(agent: "CliAgentSpec") -> "InstallRecipe | None":
+    """*First result.* How to install this agent at its pinned version (``gripprobe agents install``).
+
+    Return ``None`` unless ``agent.plugin`` is yours, or when the agent needs no install (the reference
+    agent). PyPI agents go into their own venv, npm agents into ``npm install --prefix``, both under the
+    agent cache (``~/.cache/gripprobe/agents/<agent>-<version>`` unless ``GRIPPROBE_AGENT_CACHE`` is set).
+    The runner hands the installed executable to ``build_command`` as ``ctx.agent_executable``.
     """
 
 

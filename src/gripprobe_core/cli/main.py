@@ -15,11 +15,12 @@ def make_cli() -> click.Group:
     def cli() -> None:
         """GripProbe: did the CLI agent really do the job with its tools?"""
 
+    from .agents_cmd import agents_group, doctor_command
     from .plugins_cmd import plugins_command
     from .run_cmd import run_command
     from .validate_cmd import schema_command, validate_command
 
-    for cmd in (run_command, validate_command, schema_command, plugins_command):
+    for cmd in (run_command, validate_command, schema_command, plugins_command, agents_group, doctor_command):
         cli.add_command(cmd)
     return cli
 

@@ -27,10 +27,11 @@ DEFAULT_SUITE = "default"
 @click.option("--base-url", help="Override the backend base URL (not for the oracle).")
 @click.option("--specs", "--root", "specs_root", type=click.Path(file_okay=False, path_type=Path),
               help="Specs directory (default: ./specs or the nearest parent's).")
+@click.option("--no-install", is_flag=True, help="Do not install missing agents; their cases are SKIPPED.")
 @click.option("--results", "results_root", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
               show_default=True, help="Results root; runs go to <results>/runs/<RUN_ID>.")
 def run_command(suite, agents, models, tests, formats, backend, jobs, proxy_mode, timeout_s, base_url, specs_root,
-                results_root) -> None:
+                no_install, results_root) -> None:
     """Run agents × models × tests × formats. With no selection, runs the default suite.
 
     Missing selections are taken from the suite (the default suite unless --suite is given). The last line
@@ -58,7 +59,14 @@ def run_command(suite, agents, models, tests, formats, backend, jobs, proxy_mode
                            explicit=[] if (agents or models or tests or formats) else s.cases)
     if not cases:
         raise UserError("the selection is empty: no case to run")
-    opts = RunOptions(results_root=results_root, jobs=jobs or s.jobs or 1,
+    installed = {}
+    if not no_install:
+        from ..agents import AgentCache
+        from .agents_cmd import ensure_agents_installed
+        agents_used = {c.agent.id: c.agent for c in cases}
+        installed = ensure_agents_installed(gpm, list(agents_used.values()), AgentCache.default(),
+                                            log=lambda m: click.echo(m, err=True))
+    opts = RunOptions(results_root=results_root, jobs=jobs or s.jobs or 1, installed=installed,
                       proxy_mode=proxy_mode or s.telemetry_proxy_mode, timeout_s=timeout_s,
                       base_url_override=base_url, suite=suite_id, specs_root=root, argv=sys.argv[1:])
     reporter = make_reporter(total=len(cases))

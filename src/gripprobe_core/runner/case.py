@@ -47,6 +47,7 @@ class RunConfig:
     timeout_s: float | None = None
     base_url_override: str | None = None
     capture_cap: int = DEFAULT_CAPTURE_CAP
+    installed: dict[str, Any] = field(default_factory=dict)
     source_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -137,6 +138,7 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
             model_name=pc.backend.agent_model_id or pc.backend.model_id,
             api_key=rc.source_env.get(pc.backend.api_key_env) if pc.backend.api_key_env else None,
             timeout_s=phase_timeout(pc, rc), run_context=dict(rc.run_context),
+            agent_executable=getattr(rc.installed.get(pc.agent.id), "executable", None),
         )
         make_phase_dirs(home, tmpdir, ctx.xdg)
         proxy = await open_phase_proxy(rc.gpm, ctx, mode=rc.proxy_mode or pc.agent.telemetry_proxy_mode,
@@ -178,10 +180,13 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
         outputs = PhaseOutputs(stdout_path=stdout_path, stderr_path=stderr_path, process=process, extra=extra)
         events, parse_error = _parse_events(rc, pc, ctx, outputs, proxy)
         info = reg.agents.get(pc.agent.plugin)
+        proxy_kw = proxy.summary_kwargs()
+        # The backend refusing tools is evidence whichever tier saw it (proxy record or agent output).
+        proxy_kw["backend_tool_unsupported"] = bool(proxy_kw.get("backend_tool_unsupported")) or any(
+            e.error_type == "backend_tool_unsupported" for e in events)
         summary = summarize_phase(
             events, observability=getattr(info, "observability", "none"),
-            capture_missing=not stdout_path.exists(), parse_error=parse_error is not None,
-            **proxy.summary_kwargs(),
+            capture_missing=not stdout_path.exists(), parse_error=parse_error is not None, **proxy_kw,
         )
         if parse_error:
             summary.telemetry_capture_skip_reason = "wrapper_parse_error"
@@ -280,7 +285,8 @@ async def run_case(pc: PlannedCase, rc: RunConfig) -> CaseResult:
     (case_dir / "artifacts").mkdir(exist_ok=True)
     base = dict(run_id=rc.run_id, case_id=pc.case_id, key=pc.key, tags=list(pc.test.tags),
                 language=pc.test.language, started_at=started_at, run_context=dict(rc.run_context),
-                agent_version=pc.agent.version, model_hash=pc.backend.model_hash,
+                agent_version=getattr(rc.installed.get(pc.agent.id), "version", None) or pc.agent.version,
+                model_hash=pc.backend.model_hash,
                 telemetry_proxy_mode=rc.proxy_mode or pc.agent.telemetry_proxy_mode)
 
     def finish(**kw: Any) -> CaseResult:
@@ -290,6 +296,9 @@ async def run_case(pc: PlannedCase, rc: RunConfig) -> CaseResult:
 
     if pc.skip_reason:
         return finish(verdict=_skipped_verdict(pc.skip_reason), telemetry=_not_run_summary(), skip_reason=pc.skip_reason)
+    if rc.gpm.hook.agent_install_recipe(agent=pc.agent) is not None and pc.agent.id not in rc.installed:
+        reason = f"agent {pc.agent.id!r} is not installed; run `gripprobe agents install {pc.agent.id}`"
+        return finish(verdict=_skipped_verdict(reason), telemetry=_not_run_summary(), skip_reason=reason)
     missing = missing_tool_kinds(pc.agent, pc.test)
     if missing:
         summary = _not_run_summary()

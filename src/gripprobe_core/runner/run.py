@@ -36,6 +36,8 @@ class RunOptions:
     suite: str | None = None
     specs_root: Path | None = None
     argv: list[str] | None = None
+    installed: dict | None = None
+    """agent id -> InstalledAgent, for agents installed from a registry (see cli/agents_cmd.py)."""
 
 
 @dataclass
@@ -121,7 +123,7 @@ def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: Run
     with tempfile.TemporaryDirectory(prefix=f"gripprobe-{run_id}-") as work:
         rc = RunConfig(run_id=run_id, run_dir=run_dir, gpm=gpm, run_context=make_run_context(),
                        work_root=Path(work), proxy_mode=opts.proxy_mode, timeout_s=opts.timeout_s,
-                       base_url_override=opts.base_url_override)
+                       base_url_override=opts.base_url_override, installed=dict(opts.installed or {}))
         atomic_write_json(run_dir.manifest, _manifest(rc, opts, cases, status="running", started_at=started_at))
         interrupted = False
         try:
