@@ -66,7 +66,7 @@ def test_default_run_layout(default_run):
 
 def test_perfect_case_has_tier_b_events_and_source_pointer(default_run):
     case = read_json(default_run / "cases" / "reference__oracle-perfect__oracle__tool__save_file" / "case.json")
-    assert case["telemetry"]["telemetry_source_tier"] == "B"
+    assert case["telemetry"]["telemetry_source_tier"] == "A"  # the recording proxy, auto mode
     assert case["verdict"]["invoked"] == "yes" and case["verdict"]["trajectory"] == "clean"
     events = [json.loads(l) for l in (default_run / "cases" / case["case_id"] / "artifacts" /
                                       "events.measured.jsonl").read_text().splitlines()]

@@ -116,7 +116,8 @@ def test_third_party_agent_runs_end_to_end_without_core_changes(installed_plugin
     status = {p.parent.name: read_json(p)["verdict"] for p in (run_dir / "cases").glob("*/case.json")}
     assert status["fixture-bash__oracle-perfect__oracle__tool__shell_pwd"]["status"] == "PASS"
     case = read_json(run_dir / "cases" / "fixture-bash__oracle-perfect__oracle__tool__shell_pwd" / "case.json")
-    assert case["telemetry"]["telemetry_source_tier"] == "C"
+    # the proxy confirms at tier A (the plugin's tier C events are the same calls: merged into them)
+    assert case["telemetry"]["telemetry_source_tier"] == "A"
     # phase_artifacts: the session file the agent kept under its (deleted) HOME was copied per phase
     kept = run_dir / "cases" / case["case_id"] / "artifacts"
     assert (kept / "warmup.session.jsonl").is_file() and (kept / "measured.session.jsonl").is_file()
@@ -127,3 +128,10 @@ def test_third_party_agent_runs_end_to_end_without_core_changes(installed_plugin
     v = status["fixture-bash__oracle-perfect__oracle__tool__save_file"]
     assert v["status"] == "TOOL_UNSUPPORTED" and v["failure_reason"] == "agent_tool_unsupported"
     assert not (run_dir / "cases" / "fixture-bash__oracle-perfect__oracle__tool__save_file" / "measured.stdout").exists()
+    # without the proxy, the plugin's own text markers (tier C) confirm
+    res = gripprobe("run", "--specs", str(root), "--results", str(tmp_path / "r2"), "-a", "fixture-bash",
+                    "-m", "oracle-perfect", "-t", "shell_pwd", "--telemetry-proxy", "off",
+                    pythonpath=[installed_plugins["gripprobe_fixture_agent"]])
+    assert res.returncode == 0, res.stderr[-3000:]
+    case = read_json(next(Path(res.stdout.strip().splitlines()[-1]).glob("cases/*/case.json")))
+    assert case["verdict"]["status"] == "PASS" and case["telemetry"]["telemetry_source_tier"] == "C"

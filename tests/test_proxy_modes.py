@@ -30,8 +30,10 @@ class BindFails:
         raise OSError(98, "Address already in use")
 
 
-def _run(tmp_path: Path, mode: str, *extra, test: str = "shell_pwd"):
+def _run(tmp_path: Path, mode: str, *extra, test: str = "shell_pwd", without: tuple[str, ...] = ()):
     gpm = make_plugin_manager(load_entry_points=False, extra=list(extra))
+    for name in without:  # core without one of its default plugins, e.g. no proxy at all
+        gpm.pm.unregister(name=name)
     specs = load_specs(SPECS, registry=gpm.registry)
     cases = plan_cases(specs, agents=["reference"], models=["oracle-perfect"], tests=[test])
     out = execute_run(cases, gpm, RunOptions(results_root=tmp_path, proxy_mode=mode))
@@ -39,14 +41,22 @@ def _run(tmp_path: Path, mode: str, *extra, test: str = "shell_pwd"):
     return out.results[0]
 
 
+def test_auto_with_the_builtin_proxy_collects_tier_a(tmp_path):
+    r = _run(tmp_path, "auto")
+    assert r.verdict.status == "PASS"
+    assert r.telemetry.telemetry_proxy_status == "collected" and r.telemetry.telemetry_source_tier == "A"
+    assert r.verdict.protocol_match == 1.0
+
+
 def test_off_records_skipped_disabled(tmp_path):
     r = _run(tmp_path, "off")
     assert r.verdict.status == "PASS"
     assert r.telemetry.telemetry_proxy_status == "skipped" and r.telemetry.telemetry_proxy_skip_reason == "disabled"
+    assert r.telemetry.telemetry_source_tier == "B"  # the reference agent's own JSON events
 
 
 def test_auto_without_a_proxy_plugin_is_skipped_not_failed(tmp_path):
-    r = _run(tmp_path, "auto")
+    r = _run(tmp_path, "auto", without=("gripprobe_core.builtins.proxy",))
     assert r.verdict.status == "PASS"
     assert r.telemetry.telemetry_proxy_status == "skipped"
     assert r.telemetry.telemetry_proxy_skip_reason == "unsupported_backend"

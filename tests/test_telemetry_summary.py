@@ -263,3 +263,22 @@ def test_flags_and_counts_pass_through() -> None:
 def test_empty_phase() -> None:
     s = summarize([], observability="none")
     assert (s.telemetry_source_tier, s.telemetry_event_count, s.tiers_present) == ("none", 0, [])
+
+
+def test_merge_takes_a_definite_status_from_a_lower_tier_duplicate():
+    """Tier A sees a tool result whose content does not say success; tier B knows. The merged event
+    keeps tier A's identity and takes B's status, so a recovery is seen as one."""
+    from gripprobe_core.models.events import Event
+    from gripprobe_core.telemetry import merge_events
+
+    a = Event(event_type="tool_call_result", event_id="A-1", source_tier="A", source="proxy", tool_call_id="c1",
+              status="unknown", payload={"name": "write"})
+    b = Event(event_type="tool_call_result", event_id="B-1", source_tier="B", source="agent_output",
+              tool_call_id="c1", status="success", exit_code=0, latency_ms=3.0, payload={"name": "write"})
+    merged = merge_events([[a], [b]])
+    assert len(merged) == 1
+    assert merged[0].source_tier == "A" and merged[0].event_id == "A-1"
+    assert merged[0].status == "success" and merged[0].exit_code == 0 and merged[0].latency_ms == 3.0
+    # a definite status on the kept event is never overwritten
+    a2 = a.model_copy(update={"status": "error"})
+    assert merge_events([[a2], [b]])[0].status == "error"

@@ -36,6 +36,9 @@ class PhaseContext:
     """The backend's API key, for the agent's environment only. Never write it to an artifact."""
     timeout_s: float = 120.0
     run_context: dict[str, Any] = field(default_factory=dict)
+    marker_patterns: list[MarkerPattern] = field(default_factory=list)
+    """Tier C :class:`MarkerPattern` objects for this agent, collected by the runner from every
+    plugin's ``tier_c_patterns`` hook before parsing; the generic tier C parser applies them."""
     agent_executable: Path | None = None
     """The installed agent's command (from ``agent_install_recipe``), None when the agent needs no install."""
 
@@ -74,6 +77,9 @@ class PhaseOutputs:
     process: ProcessResult
     extra: dict[str, Path] = field(default_factory=dict)
     """Other artifacts the agent plugin asked the runner to keep (session files ...), by name."""
+    final_text: str | None = None
+    """The agent's final answer text (from the ``final_output_text`` hook, filled by the runner);
+    the tier D self-report parser reads it. None when no plugin could say."""
 
 
 @dataclass(frozen=True)

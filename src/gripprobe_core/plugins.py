@@ -27,6 +27,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "gripprobe_core.builtins.challenges",
     "gripprobe_core.builtins.refagent",
     "gripprobe_core.builtins.oracle_dialects",
+    "gripprobe_core.builtins.proxy",
+    "gripprobe_core.builtins.telemetry",
 )
 
 

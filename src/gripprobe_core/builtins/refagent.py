@@ -17,16 +17,10 @@ from gripprobe_core.context import AgentCommand, AgentInfo, PhaseContext, PhaseO
 from gripprobe_core.errors import WrapperParseError
 from gripprobe_core.models.events import Event
 from gripprobe_core.models.specs import BackendSpec, CliAgentSpec
+from gripprobe_core.telemetry.toolnames import normalize
 
 NAME = "reference"
 
-#: reference agent tool name → (normalized name, kind)
-TOOL_KINDS: dict[str, tuple[str, str]] = {
-    "shell": ("shell", "execute"),
-    "read": ("read", "read"),
-    "write": ("write", "write"),
-    "edit": ("edit", "write"),
-}
 RESULT_STATUSES = ("success", "error", "timeout")
 
 
@@ -132,7 +126,7 @@ class _StdoutParser:
         elif kind == "tool.start":
             call_id = _str(obj.get("call_id"))
             raw_name = _str(obj.get("name"))
-            name, tool_kind = TOOL_KINDS.get(raw_name or "", (raw_name, "other"))
+            name, tool_kind = _tool_name(raw_name)
             self._add(lineno, event_type="tool_call_start", tool_call_id=call_id, timestamp=ts, status="started",
                       parent_id=self._parent(call_id),
                       payload={"raw_name": raw_name, "name": name, "kind": tool_kind,
@@ -140,7 +134,7 @@ class _StdoutParser:
         elif kind == "tool.result":
             call_id = _str(obj.get("call_id"))
             raw_name = _str(obj.get("name"))
-            name, tool_kind = TOOL_KINDS.get(raw_name or "", (raw_name, "other"))
+            name, tool_kind = _tool_name(raw_name)
             status = obj.get("status")
             exit_code = obj.get("exit_code")
             self._add(lineno, event_type="tool_call_result", tool_call_id=call_id, timestamp=ts,
@@ -157,6 +151,12 @@ class _StdoutParser:
         return self.last_response
 
 
+def _tool_name(raw_name: str | None) -> tuple[str | None, str]:
+    """``(normalized name, kind)`` via :func:`gripprobe_core.telemetry.toolnames.normalize`."""
+    name, kind = normalize(raw_name)
+    return name or None, kind
+
+
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -166,3 +166,23 @@ def _num(value: Any) -> float | None:
         return None
     f = float(value)
     return f if f == f and f not in (float("inf"), float("-inf")) else None
+
+
+@hookimpl
+def final_output_text(agent, ctx, outputs):
+    """The text of the reference agent's ``final`` event (its last answer)."""
+    if agent.plugin != NAME:
+        return None
+    text = None
+    try:
+        with open(outputs.stdout_path, "rb") as fh:
+            for raw in fh:
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict) and obj.get("type") == "final" and isinstance(obj.get("text"), str):
+                    text = obj["text"]
+    except OSError:
+        return None
+    return text

@@ -45,6 +45,17 @@ def ensure_agents_installed(gpm, agents, cache: AgentCache, *, log) -> dict:
     return out
 
 
+def find_installed_agents(gpm, agents, cache: AgentCache) -> dict:
+    """Agents already in the cache (installs nothing). Returns id -> InstalledAgent."""
+    out = {}
+    for agent in agents:
+        recipe = gpm.hook.agent_install_recipe(agent=agent)
+        inst = cache.installed(agent.id, recipe) if recipe is not None else None
+        if inst is not None:
+            out[agent.id] = inst
+    return out
+
+
 @click.group("agents", context_settings=_CTX)
 def agents_group() -> None:
     """Install and list the real CLI agents at their pinned versions."""

@@ -59,12 +59,13 @@ def run_command(suite, agents, models, tests, formats, backend, jobs, proxy_mode
                            explicit=[] if (agents or models or tests or formats) else s.cases)
     if not cases:
         raise UserError("the selection is empty: no case to run")
-    installed = {}
-    if not no_install:
-        from ..agents import AgentCache
-        from .agents_cmd import ensure_agents_installed
-        agents_used = {c.agent.id: c.agent for c in cases}
-        installed = ensure_agents_installed(gpm, list(agents_used.values()), AgentCache.default(),
+    from ..agents import AgentCache
+    from .agents_cmd import ensure_agents_installed, find_installed_agents
+    agents_used = list({c.agent.id: c.agent for c in cases}.values())
+    if no_install:  # use what the cache already has; the others' cases are SKIPPED with the fix
+        installed = find_installed_agents(gpm, agents_used, AgentCache.default())
+    else:
+        installed = ensure_agents_installed(gpm, agents_used, AgentCache.default(),
                                             log=lambda m: click.echo(m, err=True))
     opts = RunOptions(results_root=results_root, jobs=jobs or s.jobs or 1, installed=installed,
                       proxy_mode=proxy_mode or s.telemetry_proxy_mode, timeout_s=timeout_s,

@@ -65,6 +65,8 @@ def validate_command(ctx: click.Context, root: Path | None) -> None:
     except UserError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(exc.exit_code) from None
+    for note in specs.notes:
+        click.echo(f"note: {note.format()}", err=True)
     click.echo(f"ok: {specs.summary()}")
 
 

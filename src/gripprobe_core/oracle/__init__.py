@@ -5,16 +5,21 @@ Public API::
     oracle = OracleServer(actions, dialects=..., record_path=..., default_profile="perfect", format="tool")
     await oracle.start(); oracle.base_url; ...; await oracle.stop(); oracle.ground_truth
 
-See docs/oracle.md for profiles, endpoints and dialect matching.
+It speaks Chat Completions, the Responses API and Ollama's native API. See docs/oracle.md for
+endpoints, profiles and dialect matching.
 """
 
-from .dialects import Dialect, ToolsDialect, shell_command_for
-from .plan import ChatRequest, Reply, ToolCall, ToolInfo, Turn, parse_chat_request
-from .profiles import LazyProfile, PerfectProfile, Profile, ProfileContext, builtin_profiles
+from .dialects import Dialect, ToolsDialect, add_file_patch, shell_command_for, update_file_patch
+from .plan import ChatRequest, Reply, TextCall, ToolCall, ToolInfo, Turn, parse_chat_request
+from .profiles import (
+    EXPECTED_REFERENCE_STATUS, LazyProfile, PerfectProfile, Profile, ProfileContext, builtin_profiles,
+)
+from .responses_api import parse_responses_request
 from .server import OracleServer
 
 __all__ = [
-    "ChatRequest", "Dialect", "LazyProfile", "OracleServer", "PerfectProfile", "Profile", "ProfileContext",
-    "Reply", "ToolCall", "ToolInfo", "ToolsDialect", "Turn", "builtin_profiles", "parse_chat_request",
-    "shell_command_for",
+    "ChatRequest", "Dialect", "EXPECTED_REFERENCE_STATUS", "LazyProfile", "OracleServer", "PerfectProfile",
+    "Profile", "ProfileContext", "Reply", "TextCall", "ToolCall", "ToolInfo", "ToolsDialect", "Turn",
+    "add_file_patch", "builtin_profiles", "parse_chat_request", "parse_responses_request", "shell_command_for",
+    "update_file_patch",
 ]

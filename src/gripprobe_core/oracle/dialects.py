@@ -2,15 +2,17 @@
 
 A :class:`Dialect` turns one reference action into one assistant :class:`~.plan.Turn` for a given
 request. The built-in :class:`ToolsDialect` reads the function tools the request offers and fills a
-matching tool's parameters; agents whose edits are parsed from reply text register their own dialect
-through the ``register_oracle_dialects`` hook.
+matching tool's parameters, and says writes and edits as a V4A patch when the request offers codex's
+freeform ``apply_patch`` tool; agents whose edits are parsed from reply text register their own
+dialect through the ``register_oracle_dialects`` hook.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from ..models.specs import ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell, ReferenceWrite
 from .plan import ChatRequest, ToolCall, ToolInfo, Turn, action_kind, describe_action
@@ -28,6 +30,17 @@ class Dialect(Protocol):
     - ``say(action, index, request)``: the turn that performs ``action`` (``index`` in the plan), or a
       text turn explaining why it cannot.
     - ``finish(request, text)``: the closing turn once every action is done.
+
+    Optional (profiles use them when present, see ``profiles.say_step`` and ``profiles.failing_turn``):
+
+    - ``say_in_plan(actions, index, request)``: like ``say`` but knowing the whole plan (so an edit can
+      be said against the file content earlier actions wrote).
+    - ``failing_call(request)``: a tool call that is bound to fail (a command exiting non-zero), for
+      the ``error-then-recover`` and ``retry-loop`` profiles; None when no tool can fail on purpose.
+    - ``failing_turn(request)``: a whole turn bound to fail, for dialects whose actions are reply text
+      (aider's edit blocks); preferred over ``failing_call`` when present. None when it cannot.
+    - ``malformed_turn(actions, index, request)``: for text dialects, the turn of ``actions[index:]``
+      with its first edit block broken (the ``malformed-args`` profile); None when it cannot.
     """
 
     def accepts(self, request: ChatRequest, format: str) -> bool: ...
@@ -47,6 +60,10 @@ SHELL_NAMES = {"shell", "bash", "execcommand", "runcommand", "execute", "exec", 
 WRITE_NAMES = {"write", "writefile", "save", "savefile", "createfile", "writetofile"}
 EDIT_NAMES = {"edit", "editfile", "strreplace", "replace", "patch", "replaceinfile", "strreplaceeditor"}
 READ_NAMES = {"read", "readfile", "view", "cat", "viewfile", "openfile"}
+PATCH_NAMES = {"applypatch"}
+
+MISSING_FILE = "gripprobe-missing-file.txt"
+"""A path no test creates: reading it is the oracle's deliberately failing call."""
 
 COMMAND_PARAMS = ("command", "cmd")
 PATH_PARAMS = ("path", "filepath", "filename", "file", "targetfile")
@@ -119,7 +136,7 @@ class ToolsDialect:
         return True
 
     def is_task_request(self, request: ChatRequest) -> bool:
-        return bool(request.tools)
+        return request.has_tools
 
     def steps_taken(self, request: ChatRequest) -> int:
         return request.tool_call_turns()
@@ -167,6 +184,17 @@ class ToolsDialect:
                     return t
         return None
 
+    def patch_tool(self, request: ChatRequest) -> ToolInfo | None:
+        """codex's ``apply_patch``: the freeform (custom) tool, else a function tool of that name taking
+        one string (older codex versions)."""
+        for t in request.custom_tools:
+            if norm(t.name) in PATCH_NAMES:
+                return t
+        for t in request.tools:
+            if norm(t.name) in PATCH_NAMES and (self._single_string_param(t) or "input" in t.properties):
+                return t
+        return None
+
     @staticmethod
     def _single_string_param(tool: ToolInfo) -> str | None:
         strings = [p for p in tool.required if accepts_type(tool.properties.get(p), "string")]
@@ -175,6 +203,69 @@ class ToolsDialect:
     # ------------------------------------------------------------------------------- speaking
 
     def say(self, action: ReferenceAction, index: int, request: ChatRequest) -> Turn:
+        return self._say(action, index, request, known=None)
+
+    def say_in_plan(self, actions: Sequence[ReferenceAction], index: int, request: ChatRequest) -> Turn:
+        """:meth:`say` for ``actions[index]``, knowing what earlier actions wrote (see :func:`known_content`)."""
+        action = actions[index]
+        known = known_content(actions, index, action.edit.path) if isinstance(action, ReferenceEdit) else None
+        return self._say(action, index, request, known=known)
+
+    def _say(self, action: ReferenceAction, index: int, request: ChatRequest, known: str | None) -> Turn:
+        turn = self._patch_turn(action, index, request, known)
+        return turn if turn is not None else self.say_with_functions(action, index, request)
+
+    def _patch_turn(self, action: ReferenceAction, index: int, request: ChatRequest,
+                    known: str | None) -> Turn | None:
+        """A write or edit as ``apply_patch`` when offered. A patch that cannot say the action exactly
+        (content without a final newline, an edit whose surrounding lines are unknown) is used only
+        when there is no shell tool to do it exactly instead."""
+        tool = self.patch_tool(request)
+        if tool is None or not isinstance(action, (ReferenceWrite, ReferenceEdit)):
+            return None
+        if isinstance(action, ReferenceWrite):
+            patch = add_file_patch(action.write.path, action.write.content)
+        else:
+            patch = update_file_patch(action.edit.path, action.edit.old, action.edit.new, known)
+        if patch is None:
+            if self.shell_tool(request) is not None or self.say_with_functions(action, index, request).tool_call:
+                return None
+            if isinstance(action, ReferenceWrite):
+                patch = add_file_patch(action.write.path, action.write.content + "\n")
+            else:
+                patch = rough_update_patch(action.edit.path, action.edit.old, action.edit.new)
+        if patch is None:
+            return None
+        return Turn(tool_call=self.patch_call(tool, patch), action_index=index)
+
+    def patch_call(self, tool: ToolInfo, patch: str) -> ToolCall:
+        """The call that sends ``patch`` to a patch tool (raw input for a custom tool)."""
+        if tool.kind == "custom":
+            return ToolCall(tool.name, patch, kind="custom")
+        param = self._single_string_param(tool) or "input"
+        return ToolCall.of(tool.name, fill_required(tool, {param: patch}))
+
+    def failing_call(self, request: ChatRequest) -> ToolCall | None:
+        """A call bound to fail: ``cat`` of a missing file through the shell, else reading, patching
+        or editing that missing file; None when the request offers none of these."""
+        shell = self.shell_tool(request)
+        if shell is not None:
+            return self._shell_call(shell, f"cat {MISSING_FILE}")
+        read = self.read_tool(request)
+        if read is not None:
+            return ToolCall.of(read.name, fill_required(read, {find_param(read, PATH_PARAMS): MISSING_FILE}))
+        patch = self.patch_tool(request)
+        if patch is not None:
+            return self.patch_call(patch, rough_update_patch(MISSING_FILE, "missing\n", "present\n") or "")
+        edit = self.edit_tool(request)
+        if edit is not None:
+            return ToolCall.of(edit.name, fill_required(edit, {
+                find_param(edit, PATH_PARAMS): MISSING_FILE, find_param(edit, OLD_PARAMS): "missing",
+                find_param(edit, NEW_PARAMS): "present"}))
+        return None
+
+    def say_with_functions(self, action: ReferenceAction, index: int, request: ChatRequest) -> Turn:
+        """:meth:`say` using function tools only (never a freeform patch)."""
         call = self._direct_call(action, request)
         if call is None:
             command = shell_command_for(action)
@@ -220,6 +311,79 @@ class ToolsDialect:
         if accepts_type(schema, "array") and not accepts_type(schema, "string"):
             value = ["bash", "-lc", command]
         return ToolCall.of(tool.name, fill_required(tool, {param: value}))
+
+
+# ------------------------------------------------------------------------------ V4A patches
+
+def add_file_patch(path: str, content: str) -> str | None:
+    """``*** Add File`` creating ``path`` with exactly ``content``; None when V4A cannot say it
+    (empty content, content without a final newline, a path with a newline)."""
+    if not content.endswith("\n") or "\n" in path or not path:
+        return None
+    body = "".join(f"+{line}\n" for line in content[:-1].split("\n"))
+    return f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch\n"
+
+
+def update_file_patch(path: str, old: str, new: str, content: str | None, context: int = 3) -> str | None:
+    """``*** Update File`` replacing the one occurrence of ``old`` in ``content`` (the file as it is)
+    with ``new``, as whole-line ``-``/``+`` lines after up to ``context`` lines of context.
+
+    None when it cannot be said exactly: content unknown or without a final newline, ``old`` not
+    found exactly once, a replacement that would join two lines, or lines that are not unique."""
+    if content is None or not old or content.count(old) != 1 or not content.endswith("\n") or "\n" in path:
+        return None
+    pos = content.index(old)
+    end = pos + len(old)
+    start = content.rfind("\n", 0, pos) + 1
+    stop = end if content[end - 1] == "\n" else content.index("\n", end) + 1
+    old_block = content[start:stop]
+    new_block = content[start:pos] + new + content[end:stop]
+    if new_block and not new_block.endswith("\n"):
+        return None
+    file_lines = content[:-1].split("\n")
+    first = content.count("\n", 0, start)
+    before = file_lines[max(0, first - context):first]
+    old_lines = old_block[:-1].split("\n")
+    new_lines = new_block[:-1].split("\n") if new_block else []
+    if _count_runs(file_lines, before + old_lines) != 1:
+        return None
+    hunk = ("@@\n" + "".join(f" {line}\n" for line in before) + "".join(f"-{line}\n" for line in old_lines)
+            + "".join(f"+{line}\n" for line in new_lines))
+    return f"*** Begin Patch\n*** Update File: {path}\n{hunk}*** End Patch\n"
+
+
+def rough_update_patch(path: str, old: str, new: str) -> str | None:
+    """An ``*** Update File`` taking ``old`` and ``new`` as whole lines (right when ``old`` is whole lines
+    of the file); the best a patch can do when the file content is unknown."""
+    if not old or "\n" in path or not path:
+        return None
+    old_lines = old.removesuffix("\n").split("\n")
+    new_lines = new.removesuffix("\n").split("\n") if new else []
+    hunk = "@@\n" + "".join(f"-{line}\n" for line in old_lines) + "".join(f"+{line}\n" for line in new_lines)
+    return f"*** Begin Patch\n*** Update File: {path}\n{hunk}*** End Patch\n"
+
+
+def _count_runs(lines: list[str], run: list[str]) -> int:
+    n = len(run)
+    return sum(1 for i in range(len(lines) - n + 1) if lines[i:i + n] == run)
+
+
+def known_content(actions: Sequence[ReferenceAction], index: int, path: str) -> str | None:
+    """The content of ``path`` right before ``actions[index]``, when earlier actions wrote it: a write
+    sets it, an edit of it is replayed, a shell command naming the file makes it unknown again.
+    None when unknown (for example a file the workspace was seeded with)."""
+    target = posixpath.normpath(path)
+    content: str | None = None
+    for action in actions[:index]:
+        if isinstance(action, ReferenceWrite) and posixpath.normpath(action.write.path) == target:
+            content = action.write.content
+        elif isinstance(action, ReferenceEdit) and posixpath.normpath(action.edit.path) == target:
+            e = action.edit
+            content = content.replace(e.old, e.new, 1) if content is not None and e.old and content.count(e.old) == 1 \
+                else None
+        elif isinstance(action, ReferenceShell) and posixpath.basename(target) in action.shell:
+            content = None
+    return content
 
 
 # ------------------------------------------------------------------------------- shell fallbacks

@@ -1,8 +1,9 @@
 """What the oracle reads and what it decides, independent of any wire protocol.
 
-A protocol front end (Chat Completions today; Responses and Ollama NDJSON later) turns an HTTP body
-into a :class:`ChatRequest`, asks a profile for a :class:`Reply`, and encodes the reply's
-:class:`Turn` in its own wire format. Nothing here knows about HTTP.
+A protocol front end (Chat Completions, Responses, Ollama ``/api/chat`` and ``/api/generate``: see
+``chat_api.py``, ``responses_api.py``, ``ollama_api.py``) turns an HTTP body into a :class:`ChatRequest`
+whose ``messages`` are always in the Chat Completions shape, asks a profile for a :class:`Reply`, and
+encodes the reply's :class:`Turn` in its own wire format. Nothing here knows about HTTP.
 """
 
 from __future__ import annotations
@@ -14,17 +15,26 @@ from typing import Any, Literal, Sequence
 from ..models.specs import ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell, ReferenceWrite
 
 ActionKind = Literal["shell", "write", "edit", "read"]
+ToolKind = Literal["function", "custom"]
+ProtocolName = Literal["chat_completions", "responses", "ollama_chat", "ollama_generate"]
+PROTOCOLS: tuple[str, ...] = ("chat_completions", "responses", "ollama_chat", "ollama_generate")
 
 
 # ------------------------------------------------------------------------------------------ request
 
 @dataclass(frozen=True)
 class ToolInfo:
-    """One function tool offered by the request, whatever the wire shape was."""
+    """One tool offered by the request, whatever the wire shape was.
+
+    ``kind`` is ``function`` (JSON ``parameters``) or ``custom`` (a freeform tool such as codex's
+    ``apply_patch``: its input is raw text, optionally constrained by ``format``, e.g. a grammar).
+    """
 
     name: str
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=dict)
+    kind: ToolKind = "function"
+    format: dict[str, Any] = field(default_factory=dict)
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -39,7 +49,12 @@ class ToolInfo:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """A normalized model request: who is asked (``model``), the conversation, the tools offered."""
+    """A normalized model request: who is asked (``model``), the conversation, the tools offered.
+
+    ``messages`` use the Chat Completions shape whatever the protocol (Responses input items and
+    Ollama messages are converted), so step counting works the same everywhere. ``tools`` holds the
+    function tools, ``custom_tools`` the freeform ones. ``protocol`` names the wire it came on.
+    """
 
     model: str
     messages: list[dict[str, Any]]
@@ -47,6 +62,23 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     raw: dict[str, Any] = field(default_factory=dict)
+    protocol: ProtocolName = "chat_completions"
+    custom_tools: list[ToolInfo] = field(default_factory=list)
+
+    @property
+    def has_tools(self) -> bool:
+        """Does the request offer any tool (function or custom)?"""
+        return bool(self.tools or self.custom_tools)
+
+    @property
+    def profile_candidates(self) -> list[str]:
+        """Profile names ``model`` may mean, best first: :attr:`profile_name`, then the name without an
+        Ollama tag (``perfect:latest`` → ``perfect``, ``ollama/slow-stream:7b`` → ``slow-stream``)."""
+        out = [self.profile_name]
+        untagged = self.model.rsplit("/", 1)[-1].split(":", 1)[0]
+        if untagged and untagged not in out:
+            out.append(untagged)
+        return out
 
     @property
     def profile_name(self) -> str:
@@ -79,6 +111,13 @@ class ChatRequest:
     def tool(self, name: str) -> ToolInfo | None:
         return next((t for t in self.tools if t.name == name), None)
 
+    def custom_tool(self, name: str) -> ToolInfo | None:
+        return next((t for t in self.custom_tools if t.name == name), None)
+
+    def assistant_texts(self) -> list[str]:
+        """The text of every assistant message in the whole conversation, in order."""
+        return [message_text(m) for m in self.messages if m.get("role") == "assistant"]
+
 
 class RequestError(ValueError):
     """The body is not a request the oracle understands (→ HTTP 400)."""
@@ -97,7 +136,8 @@ def parse_chat_request(body: Any) -> ChatRequest:
     stream_options = body.get("stream_options")
     include_usage = isinstance(stream_options, dict) and bool(stream_options.get("include_usage"))
     return ChatRequest(model=model, messages=messages, tools=parse_tools(body.get("tools")),
-                       stream=body.get("stream") is True, include_usage=include_usage, raw=body)
+                       stream=body.get("stream") is True, include_usage=include_usage, raw=body,
+                       custom_tools=parse_custom_tools(body.get("tools")))
 
 
 def parse_tools(tools: Any) -> list[ToolInfo]:
@@ -122,6 +162,24 @@ def parse_tools(tools: Any) -> list[ToolInfo]:
     return out
 
 
+def parse_custom_tools(tools: Any) -> list[ToolInfo]:
+    """Freeform tools: the flat Responses shape ``{"type":"custom","name","description","format"}`` or
+    the Chat Completions shape ``{"type":"custom","custom":{...}}``. Everything else is ignored."""
+    out: list[ToolInfo] = []
+    if not isinstance(tools, list):
+        return out
+    for entry in tools:
+        if not isinstance(entry, dict) or entry.get("type") != "custom":
+            continue
+        spec = entry.get("custom") if isinstance(entry.get("custom"), dict) else entry
+        name, desc, fmt = spec.get("name"), spec.get("description"), spec.get("format")
+        if not isinstance(name, str) or not name:
+            continue
+        out.append(ToolInfo(name=name, description=desc if isinstance(desc, str) else "", kind="custom",
+                            format=fmt if isinstance(fmt, dict) else {}))
+    return out
+
+
 def message_text(msg: dict[str, Any]) -> str:
     """The text of a message whose content is a string or a list of text parts."""
     content = msg.get("content")
@@ -138,10 +196,12 @@ def message_text(msg: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class ToolCall:
     """A tool call the oracle decided to make. ``arguments`` is the raw string put on the wire, so a
-    profile may send arguments that are not valid JSON."""
+    profile may send arguments that are not valid JSON. For a ``custom`` (freeform) tool it is the
+    tool's raw input text (a patch for ``apply_patch``)."""
 
     name: str
     arguments: str
+    kind: ToolKind = "function"
 
     @classmethod
     def of(cls, name: str, arguments: dict[str, Any]) -> "ToolCall":
@@ -149,13 +209,23 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class TextCall:
+    """A tool call written into the reply text instead of as a structured call (``text-tools``)."""
+
+    call: ToolCall
+    action_index: int | None = None
+
+
+@dataclass(frozen=True)
 class Turn:
     """One assistant message: text, a tool call, or both. ``action_index`` says which reference
-    action it performs (None for a final answer, a side answer, or an explanation)."""
+    action it performs (None for a final answer, a side answer, or an explanation). ``text_calls``
+    lists the tool calls the text spells out (recorded in the ground truth as nonstructured)."""
 
     text: str = ""
     tool_call: ToolCall | None = None
     action_index: int | None = None
+    text_calls: tuple[TextCall, ...] = ()
 
     @property
     def finish_reason(self) -> str:
@@ -166,8 +236,11 @@ class Turn:
 class Reply:
     """What a profile wants sent: a turn, or an HTTP error, and how to pace it.
 
-    ``http_status`` other than 200 sends ``error`` as an OpenAI-style error body instead of the turn.
-    ``delay_s`` waits before the first byte; ``chunk_delay_s`` waits between stream chunks.
+    ``http_status`` other than 200 sends ``error`` as the protocol's error body instead of the turn
+    (OpenAI ``{"error": {"message": …}}``; Ollama native ``{"error": "…"}``).
+    ``delay_s`` waits before the first byte; ``chunk_delay_s`` waits between stream chunks;
+    ``stream_pieces`` (0: the protocol's default) is how many pieces text and arguments are cut into.
+    ``stall`` accepts the request and never answers (until the client leaves or the server stops).
     """
 
     turn: Turn = field(default_factory=Turn)
@@ -175,6 +248,8 @@ class Reply:
     error: str = ""
     delay_s: float = 0.0
     chunk_delay_s: float = 0.0
+    stream_pieces: int = 0
+    stall: bool = False
 
 
 # ----------------------------------------------------------------------------------------- actions

@@ -11,12 +11,14 @@ To add one, write a class here and list it in :func:`builtin_profiles`; or pass 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+import json
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from ..models.specs import ReferenceAction
 from .dialects import Dialect
-from .plan import ChatRequest, Reply, Turn, describe_plan
+from .ollama_api import ollama_model_ref
+from .plan import ChatRequest, Reply, TextCall, ToolCall, Turn, describe_plan
 
 SIDE_ANSWER = "GripProbe oracle session"
 """Answer to side requests (no tools: an agent's title or summary request). Never advances a plan."""
@@ -63,7 +65,7 @@ class PerfectProfile:
             return Reply(Turn(text=SIDE_ANSWER))
         step = dialect.steps_taken(request)
         if step < len(ctx.actions):
-            return Reply(dialect.say(ctx.actions[step], step, request))
+            return Reply(say_step(ctx, step))
         return Reply(dialect.finish(request, final_text(ctx)))
 
 
@@ -80,7 +82,220 @@ class LazyProfile:
                                "I have not run anything."))
 
 
+def say_step(ctx: ProfileContext, index: int) -> Turn:
+    """The turn performing ``ctx.actions[index]``: the dialect's ``say_in_plan`` when it has one."""
+    in_plan = getattr(ctx.dialect, "say_in_plan", None)
+    if callable(in_plan):
+        return in_plan(ctx.actions, index, ctx.request)
+    return ctx.dialect.say(ctx.actions[index], index, ctx.request)
+
+
+def failing_call(ctx: ProfileContext) -> ToolCall | None:
+    """The dialect's deliberately failing call (``failing_call``), None when it has none."""
+    make = getattr(ctx.dialect, "failing_call", None)
+    return make(ctx.request) if callable(make) else None
+
+
+def failing_turn(ctx: ProfileContext, text: str = "") -> Turn | None:
+    """A turn bound to fail: the dialect's own ``failing_turn(request)`` when it has one (text dialects
+    such as aider's write a failing edit into the reply), else ``text`` plus :func:`failing_call`;
+    None when the dialect can say neither."""
+    make = getattr(ctx.dialect, "failing_turn", None)
+    if callable(make):
+        return make(ctx.request)
+    bad = failing_call(ctx)
+    return Turn(text=text, tool_call=bad) if bad is not None else None
+
+
+def side_reply(ctx: ProfileContext) -> Reply | None:
+    """The side answer when the request is not a task request, else None."""
+    return None if ctx.dialect.is_task_request(ctx.request) else Reply(Turn(text=SIDE_ANSWER))
+
+
+# -------------------------------------------------------------------------------- misbehaviours
+
+TEXT_CALL_OPEN, TEXT_CALL_CLOSE = "<tool_call>", "</tool_call>"
+
+
+def text_call_block(call: ToolCall) -> str:
+    """``<tool_call>{"name": …, "arguments": …}</tool_call>`` (function arguments parsed when they are
+    JSON; a freeform call's input as a string)."""
+    args: Any = call.arguments
+    if call.kind == "function":
+        try:
+            args = json.loads(call.arguments)
+        except ValueError:
+            pass
+    return TEXT_CALL_OPEN + json.dumps({"name": call.name, "arguments": args}, ensure_ascii=False) + TEXT_CALL_CLOSE
+
+
+class TextToolsProfile:
+    """Writes the plan's tool calls as text (``<tool_call>{…}</tool_call>`` blocks), never structured."""
+
+    name = "text-tools"
+    description = "writes every tool call of the plan as <tool_call> JSON text in one reply; no structured call"
+
+    def respond(self, ctx: ProfileContext) -> Reply:
+        if (side := side_reply(ctx)) is not None:
+            return side
+        if any(TEXT_CALL_OPEN in text for text in ctx.request.assistant_texts()):
+            return Reply(Turn(text="I have written the tool calls above; run them to finish the task."))
+        calls = [TextCall(t.tool_call, t.action_index) for i in range(len(ctx.actions))
+                 if (t := say_step(ctx, i)).tool_call is not None]
+        if not calls:
+            return Reply(Turn(text=f"To solve this I would: {describe_plan(ctx.actions)}."))
+        text = "I will use these tools:\n" + "\n".join(text_call_block(c.call) for c in calls)
+        return Reply(Turn(text=text, text_calls=tuple(calls)))
+
+
+def malformed(call: ToolCall, ctx: ProfileContext, index: int) -> ToolCall:
+    """``call`` with broken arguments: JSON cut short (its closing brace dropped); on Ollama, whose
+    arguments are always an object, an empty object (the required parameters missing); a freeform
+    call becomes a function call where the dialect can say one, else a patch without its end marker."""
+    if call.kind == "custom":
+        with_functions = getattr(ctx.dialect, "say_with_functions", None)
+        alt = with_functions(ctx.actions[index], index, ctx.request) if callable(with_functions) else None
+        if alt is not None and alt.tool_call is not None and alt.tool_call.kind == "function":
+            call = alt.tool_call
+        else:
+            return replace(call, arguments=call.arguments.replace("*** End Patch", "").rstrip("\n"))
+    if ctx.request.protocol.startswith("ollama"):
+        return replace(call, arguments="{}")
+    return replace(call, arguments=call.arguments[:-1])
+
+
+class MalformedArgsProfile:
+    """First step: the first action's call with arguments that are not valid JSON; then gives up."""
+
+    name = "malformed-args"
+    description = "sends the first call with arguments that are not valid JSON, then gives up in text"
+
+    def respond(self, ctx: ProfileContext) -> Reply:
+        if (side := side_reply(ctx)) is not None:
+            return side
+        if ctx.dialect.steps_taken(ctx.request) == 0 and ctx.actions:
+            turn = say_step(ctx, 0)
+            if turn.tool_call is None:
+                # text dialects (aider's edit blocks) break their own block when they can
+                make = getattr(ctx.dialect, "malformed_turn", None)
+                broken = make(ctx.actions, 0, ctx.request) if callable(make) else None
+                return Reply(broken if broken is not None else turn)
+            return Reply(Turn(tool_call=malformed(turn.tool_call, ctx, 0), action_index=0))
+        return Reply(Turn(text="My tool call was malformed and I cannot fix it. I give up."))
+
+
+class ErrorThenRecoverProfile:
+    """A call that fails (``cat`` of a missing file), then the whole reference plan, then the answer."""
+
+    name = "error-then-recover"
+    description = "first a failing call (cat of a missing file), then the reference solution, then the answer"
+
+    def respond(self, ctx: ProfileContext) -> Reply:
+        if (side := side_reply(ctx)) is not None:
+            return side
+        step = ctx.dialect.steps_taken(ctx.request)
+        bad = failing_turn(ctx, "Let me look at the existing file first.")
+        if bad is not None and step == 0:
+            return Reply(bad)
+        index = step - (1 if bad is not None else 0)
+        if index < len(ctx.actions):
+            return Reply(say_step(ctx, index))
+        return Reply(ctx.dialect.finish(ctx.request, final_text(ctx)))
+
+
+RETRY_LIMIT = 3
+
+
+class RetryLoopProfile:
+    """The same failing call (same name, same arguments) three times in a row, then gives up."""
+
+    name = "retry-loop"
+    description = f"repeats one failing call {RETRY_LIMIT} times with identical arguments, then gives up"
+
+    def respond(self, ctx: ProfileContext) -> Reply:
+        if (side := side_reply(ctx)) is not None:
+            return side
+        bad = failing_turn(ctx)
+        if bad is not None and ctx.dialect.steps_taken(ctx.request) < RETRY_LIMIT:
+            return Reply(bad)
+        return Reply(Turn(text=f"The same call failed {RETRY_LIMIT} times. I give up."))
+
+
+class Http500Profile:
+    """HTTP 500 on every task request (side requests are still answered)."""
+
+    name = "http-500"
+    description = "answers every task request with HTTP 500"
+
+    def respond(self, ctx: ProfileContext) -> Reply:
+        if (side := side_reply(ctx)) is not None:
+            return side
+        return Reply(http_status=500, error="oracle profile http-500: internal server error")
+
+
+class ToolsUnsupportedProfile:
+    """Ollama's HTTP 400 "… does not support tools" for any request offering tools; without tools it
+    behaves like ``perfect`` (a text-format agent is served normally)."""
+
+    name = "tools-unsupported"
+    description = "rejects any request with tools with Ollama's HTTP 400 'does not support tools'"
+    supports_tools = False
+    """Read by ``/api/show`` (capabilities); a profile without this attribute supports tools."""
+
+    def respond(self, ctx: ProfileContext) -> Reply:
+        if ctx.request.has_tools:
+            return Reply(http_status=400, error=f"{ollama_model_ref(ctx.request.model)} does not support tools")
+        return PerfectProfile().respond(ctx)
+
+
+class StallProfile:
+    """Accepts a task request and never answers (the agent must time out)."""
+
+    name = "stall"
+    description = "accepts every task request and never answers"
+
+    def respond(self, ctx: ProfileContext) -> Reply:
+        if (side := side_reply(ctx)) is not None:
+            return side
+        return Reply(stall=True)
+
+
+SLOW_PIECES, SLOW_DELAY_S = 20, 0.03
+
+
+class SlowStreamProfile:
+    """``perfect``, but streams text and arguments in many small pieces with a pause between chunks
+    (a JSON reply waits as long as the stream would have taken)."""
+
+    name = "slow-stream"
+    description = f"the perfect plan, streamed in ~{SLOW_PIECES} pieces {int(SLOW_DELAY_S * 1000)} ms apart"
+
+    def respond(self, ctx: ProfileContext) -> Reply:
+        reply = PerfectProfile().respond(ctx)
+        if ctx.request.stream:
+            return replace(reply, stream_pieces=SLOW_PIECES, chunk_delay_s=SLOW_DELAY_S)
+        return replace(reply, delay_s=SLOW_PIECES * SLOW_DELAY_S)
+
+
+EXPECTED_REFERENCE_STATUS: dict[str, tuple[str, str | None]] = {
+    "perfect": ("PASS", None),
+    "lazy": ("NO_TOOL_CALL", None),
+    "text-tools": ("NO_TOOL_CALL", "protocol_malformed"),
+    "malformed-args": ("FAIL", "protocol_malformed"),
+    "error-then-recover": ("PASS", None),
+    "retry-loop": ("FAIL", "tool_retry_loop"),
+    "http-500": ("SHELL_ERROR", "nonzero_exit"),
+    "tools-unsupported": ("TOOL_UNSUPPORTED", "backend_tool_unsupported"),
+    "stall": ("TIMEOUT", None),
+    "slow-stream": ("PASS", None),
+}
+"""Per built-in profile: the (status, failure_reason) the reference agent's case should get on a test
+whose reference solution writes a file (docs/oracle.md)."""
+
+
 def builtin_profiles() -> dict[str, Profile]:
     """A fresh name → profile mapping of every built-in profile."""
-    profiles: list[Profile] = [PerfectProfile(), LazyProfile()]
+    profiles: list[Profile] = [
+        PerfectProfile(), LazyProfile(), TextToolsProfile(), MalformedArgsProfile(), ErrorThenRecoverProfile(),
+        RetryLoopProfile(), Http500Profile(), ToolsUnsupportedProfile(), StallProfile(), SlowStreamProfile()]
     return {p.name: p for p in profiles}

@@ -1,8 +1,10 @@
-"""The oracle backend's HTTP server (aiohttp, 127.0.0.1, port 0) and its Chat Completions encoding.
+"""The oracle backend's HTTP server (aiohttp, 127.0.0.1, port 0): routes, pacing, ground truth.
 
-One server per case phase. Each request is normalized (:func:`.plan.parse_chat_request`), handed to
-the profile its model name selects, and the profile's :class:`~.plan.Reply` is encoded as a JSON reply
-or an SSE stream. Every tool call issued is appended to :attr:`OracleServer.ground_truth`.
+One server per case phase. Each model request is parsed by its protocol's adapter (``chat_api``,
+``responses_api``, ``ollama_api``; see :class:`~.wire.WireProtocol`), handed to the profile its model
+name selects, and the profile's :class:`~.plan.Reply` is encoded by the same adapter as one JSON
+reply or a stream. Every tool call issued (structured or written as text) is appended to
+:attr:`OracleServer.ground_truth` and to ``record_path``.
 """
 
 from __future__ import annotations
@@ -10,18 +12,29 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from aiohttp import web
 
 from ..models.specs import ReferenceAction
 from ..timeutil import utc_now_iso
+from .chat_api import ChatCompletionsWire, chat_completion_json, chat_stream_chunks
 from .dialects import Dialect, ToolsDialect
-from .plan import ChatRequest, Reply, RequestError, Turn, parse_chat_request
+from .ollama_api import OLLAMA_VERSION, OllamaChatWire, OllamaGenerateWire, ps_json, show_json, tags_json
+from .plan import ChatRequest, Reply, RequestError, Turn
 from .profiles import Profile, ProfileContext, builtin_profiles
+from .responses_api import ResponsesWire
+from .wire import JSONDict, ReplyMeta, WireProtocol, estimate_usage, openai_error, split_pieces
 
-JSONDict = dict[str, Any]
+__all__ = ["OracleServer", "chat_completion_json", "chat_stream_chunks", "error_response", "estimate_usage",
+           "split_pieces"]
+
+SHUTDOWN_TIMEOUT_S = 1.0
+"""How long :meth:`OracleServer.stop` lets in-flight replies finish before cancelling them."""
+
+STALL_POLL_S = 0.05
 
 
 class OracleServer:
@@ -29,8 +42,8 @@ class OracleServer:
 
     ``dialects`` maps names to :class:`~.dialects.Dialect` objects (the ``tools`` dialect is always
     present); ``profiles`` defaults to :func:`.profiles.builtin_profiles`. A request's model name
-    selects the profile (the part after the last ``/`` or ``:``; unknown → ``default_profile``).
-    ``format`` is the case's format, passed to each dialect's ``accepts``.
+    selects the profile (the part after the last ``/`` or ``:``, else the name without an Ollama tag;
+    unknown → ``default_profile``). ``format`` is the case's format, passed to each dialect's ``accepts``.
     """
 
     def __init__(self, actions: Sequence[ReferenceAction], *, dialects: Mapping[str, Dialect] | None = None,
@@ -46,13 +59,19 @@ class OracleServer:
         self.format = format
         self.record_path = record_path
         self.ground_truth: list[JSONDict] = []
-        """Every tool call issued: {seq, profile, tool_call_id, name, arguments, action_index, ts}."""
+        """Every tool call issued: {seq, profile, protocol, tool_call_id, name, arguments, kind,
+        structured, action_index, ts}. ``structured`` is False for calls written as text
+        (``text-tools``); their ``tool_call_id`` is ``text-<k>`` (k-th call in that reply)."""
         self.request_log: list[JSONDict] = []
-        """One entry per model request: {n, ts, path, model, profile, stream, tools, authorized, reply}
-        (``authorized``: a Bearer token was sent; the token itself is never kept)."""
+        """One entry per model request: {n, ts, path, protocol, model, profile, stream, tools, authorized,
+        reply} (``authorized``: a Bearer token was sent; the token itself is never kept; ``reply``:
+        tool_call | text | error | stall)."""
         self._runner: web.AppRunner | None = None
         self._base_url: str | None = None
         self._requests = 0
+        self._closing = asyncio.Event()
+        self._stalled: set[asyncio.BaseTransport] = set()
+        self._models_seen: set[str] = set()
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -63,15 +82,36 @@ class OracleServer:
             raise RuntimeError("oracle server not started")
         return self._base_url
 
+    @property
+    def pending_stalls(self) -> int:
+        """Requests a stalling profile holds open right now."""
+        return len(self._stalled)
+
     def make_app(self) -> web.Application:
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat_completions)
-        app.router.add_post("/chat/completions", self._chat_completions)
+        model_routes: list[tuple[str, WireProtocol]] = [
+            ("/v1/chat/completions", ChatCompletionsWire()), ("/chat/completions", ChatCompletionsWire()),
+            ("/v1/responses", ResponsesWire()), ("/responses", ResponsesWire()),
+            ("/api/chat", OllamaChatWire()), ("/api/generate", OllamaGenerateWire()),
+        ]
+        for path, wire in model_routes:
+            app.router.add_post(path, self._handler(wire))
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/models", self._models)
+        app.router.add_get("/api/version", self._ollama_version)
+        app.router.add_get("/api/tags", self._ollama_tags)
+        app.router.add_post("/api/show", self._ollama_show)
+        app.router.add_get("/api/ps", self._ollama_ps)
+        app.router.add_get("/", self._root)
         return app
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.make_app(), access_log=None)
+        if self.record_path is not None:
+            self.record_path.parent.mkdir(parents=True, exist_ok=True)
+            self.record_path.write_text("", encoding="utf-8")
+        self._closing = asyncio.Event()
+        self._runner = web.AppRunner(self.make_app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S,
+                                     handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
@@ -79,7 +119,11 @@ class OracleServer:
         self._base_url = f"http://{host}:{port}"
 
     async def stop(self) -> None:
-        """Stop serving and write the ground truth (JSON lines) to ``record_path`` if given."""
+        """Stop serving (stalled requests are dropped at once, others get :data:`SHUTDOWN_TIMEOUT_S`)
+        and write the ground truth (JSON lines) to ``record_path`` if given. Safe to call twice."""
+        self._closing.set()
+        for transport in list(self._stalled):
+            transport.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -107,9 +151,7 @@ class OracleServer:
         return self.dialects["tools"]
 
     def profile_for(self, request: ChatRequest) -> tuple[str, Profile]:
-        name = request.profile_name
-        if name not in self.profiles:
-            name = self.default_profile
+        name = next((n for n in request.profile_candidates if n in self.profiles), self.default_profile)
         return name, self.profiles[name]
 
     def decide(self, request: ChatRequest) -> tuple[str, Reply]:
@@ -117,139 +159,155 @@ class OracleServer:
         ctx = ProfileContext(request=request, actions=self.actions, dialect=self.dialect_for(request))
         return name, profile.respond(ctx)
 
-    def _issue(self, profile: str, turn: Turn) -> str | None:
-        """Record the turn's tool call (if any) in the ground truth; return its tool_call_id."""
+    def _issue(self, profile: str, turn: Turn, protocol: str) -> str | None:
+        """Record the turn's calls in the ground truth (text calls first, as they come first on the
+        wire); return the structured call's tool_call_id."""
+        for k, text_call in enumerate(turn.text_calls, start=1):
+            self._record(profile, protocol, f"text-{k}", text_call.call.name, text_call.call.arguments,
+                         text_call.call.kind, structured=False, action_index=text_call.action_index)
         if turn.tool_call is None:
             return None
-        seq = len(self.ground_truth) + 1
-        call_id = f"call_oracle_{seq:04d}"
-        try:
-            arguments: Any = json.loads(turn.tool_call.arguments)
-        except ValueError:
-            arguments = turn.tool_call.arguments
-        self.ground_truth.append({
-            "seq": seq, "profile": profile, "tool_call_id": call_id, "name": turn.tool_call.name,
-            "arguments": arguments, "action_index": turn.action_index, "ts": utc_now_iso()})
+        call_id = f"call_oracle_{len(self.ground_truth) + 1:04d}"
+        self._record(profile, protocol, call_id, turn.tool_call.name, turn.tool_call.arguments, turn.tool_call.kind,
+                     structured=True, action_index=turn.action_index)
         return call_id
 
-    # -------------------------------------------------------------------------------- handlers
+    def _record(self, profile: str, protocol: str, call_id: str, name: str, raw_arguments: str, kind: str, *,
+                structured: bool, action_index: int | None) -> None:
+        arguments: Any = raw_arguments
+        if kind == "function":
+            try:
+                arguments = json.loads(raw_arguments)
+            except ValueError:
+                pass
+        entry = {"seq": len(self.ground_truth) + 1, "profile": profile, "protocol": protocol, "tool_call_id": call_id,
+                 "name": name, "arguments": arguments, "kind": kind, "structured": structured,
+                 "action_index": action_index, "ts": utc_now_iso()}
+        self.ground_truth.append(entry)
+        if self.record_path is not None:
+            try:
+                with self.record_path.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            except OSError:
+                pass  # the full record is written again on stop()
+
+    # -------------------------------------------------------------------------- model requests
+
+    def _handler(self, wire: WireProtocol) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(http: web.Request) -> web.StreamResponse:
+            return await self._serve(wire, http)
+        return handle
+
+    async def _serve(self, wire: WireProtocol, http: web.Request) -> web.StreamResponse:
+        self._requests += 1
+        n = self._requests
+        try:
+            request = wire.parse(json.loads(await http.read()))
+        except (ValueError, RequestError) as exc:
+            return web.json_response(wire.error_body(400, f"invalid request: {exc}"), status=400)
+        self._models_seen.add(request.model)
+        try:
+            profile, reply = self.decide(request)
+        except Exception as exc:  # a bug in a profile or dialect: say so, do not hang the agent
+            return web.json_response(
+                wire.error_body(500, f"oracle internal error: {type(exc).__name__}: {exc}"), status=500)
+        turn = reply.turn if wire.carries_tool_calls else replace(reply.turn, tool_call=None, action_index=None)
+        self.request_log.append({
+            "n": n, "ts": utc_now_iso(), "path": http.path, "protocol": wire.name, "model": request.model,
+            "profile": profile, "stream": request.stream,
+            "tools": [t.name for t in request.tools] + [t.name for t in request.custom_tools],
+            "authorized": http.headers.get("Authorization", "").startswith("Bearer "),
+            "reply": ("stall" if reply.stall else "error" if reply.http_status != 200 else
+                      "tool_call" if turn.tool_call else "text")})
+        if reply.stall:
+            return await self._stall(http)
+        if reply.delay_s > 0:
+            await asyncio.sleep(reply.delay_s)
+        if reply.http_status != 200:
+            return web.json_response(wire.error_body(reply.http_status, reply.error or "oracle error"),
+                                     status=reply.http_status)
+        call_id = self._issue(profile, turn, wire.name)
+        meta = ReplyMeta(n=n, request=request, call_id=call_id, usage=estimate_usage(request, turn),
+                         created=int(time.time()), pieces=reply.stream_pieces)
+        if not request.stream:
+            return web.json_response(wire.reply_json(turn, meta))
+        return await self._stream(http, wire.reply_frames(turn, meta), wire.stream_content_type, reply.chunk_delay_s,
+                                  min_gaps=reply.stream_pieces)
+
+    async def _stall(self, http: web.Request) -> web.StreamResponse:
+        """Hold the request without answering until the client leaves or the server stops; then drop
+        the connection without a response."""
+        transport = http.transport
+        if transport is None:
+            return web.Response(status=499)
+        self._stalled.add(transport)
+        try:
+            while not self._closing.is_set() and not transport.is_closing():
+                try:
+                    await asyncio.wait_for(self._closing.wait(), STALL_POLL_S)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            self._stalled.discard(transport)
+            transport.close()
+        raise asyncio.CancelledError  # nothing to send: aiohttp drops the connection
+
+    @staticmethod
+    async def _stream(http: web.Request, frames: list[bytes], content_type: str, delay_s: float,
+                      min_gaps: int = 0) -> web.StreamResponse:
+        """Write ``frames`` with ``delay_s`` between them. A stream with fewer than ``min_gaps`` gaps
+        (an Ollama tool call is one line) waits for the missing ones after the headers, so a paced
+        reply takes at least ``min_gaps × delay_s`` on every protocol."""
+        resp = web.StreamResponse(status=200, headers={"Content-Type": content_type, "Cache-Control": "no-cache"})
+        await resp.prepare(http)
+        try:
+            missing = max(0, min_gaps - (len(frames) - 1))
+            if delay_s > 0 and missing:
+                await asyncio.sleep(delay_s * missing)
+            for i, frame in enumerate(frames):
+                await resp.write(frame)
+                if delay_s > 0 and i < len(frames) - 1:
+                    await asyncio.sleep(delay_s)
+            await resp.write_eof()
+        except ConnectionResetError:
+            pass  # the agent hung up mid-stream; nothing to tell it
+        return resp
+
+    # ------------------------------------------------------------------------ listing endpoints
 
     async def _models(self, request: web.Request) -> web.Response:
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "gripprobe-oracle"}
                 for name in sorted(self.profiles)]
         return web.json_response({"object": "list", "data": data})
 
-    async def _chat_completions(self, http: web.Request) -> web.StreamResponse:
-        self._requests += 1
-        n = self._requests
+    async def _ollama_version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": OLLAMA_VERSION})
+
+    async def _ollama_tags(self, request: web.Request) -> web.Response:
+        return web.json_response(tags_json(self.profiles))
+
+    async def _ollama_ps(self, request: web.Request) -> web.Response:
+        names = {m if ":" in m.rsplit("/", 1)[-1] else f"{m}:latest" for m in self._models_seen if m}
+        return web.json_response(ps_json(names))
+
+    async def _ollama_show(self, http: web.Request) -> web.Response:
         try:
             body = json.loads(await http.read())
-            request = parse_chat_request(body)
-        except (ValueError, RequestError) as exc:
-            return error_response(400, f"invalid request: {exc}", "invalid_request_error")
-        try:
-            profile, reply = self.decide(request)
-        except Exception as exc:  # a bug in a profile or dialect: say so, do not hang the agent
-            return error_response(500, f"oracle internal error: {type(exc).__name__}: {exc}", "server_error")
-        self.request_log.append({
-            "n": n, "ts": utc_now_iso(), "path": http.path, "model": request.model, "profile": profile,
-            "stream": request.stream, "tools": [t.name for t in request.tools],
-            "authorized": http.headers.get("Authorization", "").startswith("Bearer "),
-            "reply": ("error" if reply.http_status != 200 else
-                      "tool_call" if reply.turn.tool_call else "text")})
-        if reply.delay_s > 0:
-            await asyncio.sleep(reply.delay_s)
-        if reply.http_status != 200:
-            return error_response(reply.http_status, reply.error or "oracle error", "server_error")
-        call_id = self._issue(profile, reply.turn)
-        response_id = f"chatcmpl-oracle-{n}"
-        usage = estimate_usage(request, reply.turn)
-        if not request.stream:
-            return web.json_response(chat_completion_json(
-                reply.turn, response_id=response_id, model=request.model, tool_call_id=call_id, usage=usage))
-        chunks = chat_stream_chunks(reply.turn, response_id=response_id, model=request.model,
-                                    tool_call_id=call_id, usage=usage if request.include_usage else None)
-        return await self._stream(http, chunks, reply.chunk_delay_s)
+        except ValueError as exc:
+            return web.json_response({"error": f"invalid request: {exc}"}, status=400)
+        model = (body.get("model") or body.get("name")) if isinstance(body, dict) else None
+        if not isinstance(model, str) or not model:
+            return web.json_response({"error": "model is required"}, status=400)
+        _, profile = self.profile_for(ChatRequest(model=model, messages=[], tools=[]))
+        return web.json_response(show_json(model, supports_tools=bool(getattr(profile, "supports_tools", True))))
 
-    @staticmethod
-    async def _stream(http: web.Request, chunks: list[JSONDict], delay_s: float) -> web.StreamResponse:
-        resp = web.StreamResponse(status=200, headers={
-            "Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await resp.prepare(http)
-        try:
-            for chunk in chunks:
-                await resp.write(b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n")
-                if delay_s > 0:
-                    await asyncio.sleep(delay_s)
-            await resp.write(b"data: [DONE]\n\n")
-            await resp.write_eof()
-        except ConnectionResetError:
-            pass  # the agent hung up mid-stream; nothing to tell it
-        return resp
+    async def _root(self, request: web.Request) -> web.Response:
+        return web.Response(text="Ollama is running")
 
 
-# ----------------------------------------------------------------------------- wire encoding
-
-def error_response(status: int, message: str, kind: str) -> web.Response:
-    return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status)
-
-
-def estimate_usage(request: ChatRequest, turn: Turn) -> JSONDict:
-    """Deterministic token counts (~4 characters a token)."""
-    prompt = max(1, len(json.dumps(request.messages, ensure_ascii=False)) // 4)
-    out = len(turn.text) + (len(turn.tool_call.name) + len(turn.tool_call.arguments) if turn.tool_call else 0)
-    completion = max(1, out // 4)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-def _tool_call_json(turn: Turn, tool_call_id: str | None) -> list[JSONDict]:
-    if turn.tool_call is None:
-        return []
-    return [{"id": tool_call_id, "type": "function",
-             "function": {"name": turn.tool_call.name, "arguments": turn.tool_call.arguments}}]
-
-
-def chat_completion_json(turn: Turn, *, response_id: str, model: str, tool_call_id: str | None,
-                         usage: JSONDict) -> JSONDict:
-    """A non-streamed ``chat.completion`` object."""
-    message: JSONDict = {"role": "assistant", "content": turn.text or None}
-    if turn.tool_call is not None:
-        message["tool_calls"] = _tool_call_json(turn, tool_call_id)
-    return {"id": response_id, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": turn.finish_reason}],
-            "usage": usage}
-
-
-def split_pieces(text: str, n: int = 3) -> list[str]:
-    """``text`` cut into at most ``n`` non-empty consecutive pieces (``[]`` for empty text)."""
-    if not text:
-        return []
-    size = max(1, -(-len(text) // n))
-    return [text[i:i + size] for i in range(0, len(text), size)]
-
-
-def chat_stream_chunks(turn: Turn, *, response_id: str, model: str, tool_call_id: str | None,
-                       usage: JSONDict | None) -> list[JSONDict]:
-    """The ``chat.completion.chunk`` objects of a streamed reply, in order (without ``[DONE]``).
-
-    Role first, then text in pieces, then the tool call: id and name with empty arguments, then the
-    arguments in pieces; a finish chunk; a usage chunk (empty choices) when ``usage`` is given.
-    """
-    created = int(time.time())
-
-    def chunk(delta: JSONDict, finish: str | None = None) -> JSONDict:
-        return {"id": response_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-    chunks = [chunk({"role": "assistant", "content": ""})]
-    chunks += [chunk({"content": piece}) for piece in split_pieces(turn.text)]
-    if turn.tool_call is not None:
-        chunks.append(chunk({"tool_calls": [{"index": 0, "id": tool_call_id, "type": "function",
-                                             "function": {"name": turn.tool_call.name, "arguments": ""}}]}))
-        chunks += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
-                   for piece in split_pieces(turn.tool_call.arguments, 4)]
-    chunks.append(chunk({}, turn.finish_reason))
-    if usage is not None:
-        chunks.append({"id": response_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                       "choices": [], "usage": usage})
-    return chunks
+def error_response(status: int, message: str, kind: str | None = None) -> web.Response:
+    """An OpenAI-style JSON error response (kept for callers of the first version)."""
+    body = openai_error(status, message)
+    if kind:
+        body["error"]["type"] = kind
+    return web.json_response(body, status=status)

@@ -85,7 +85,8 @@ def _error_message(exc: urllib.error.HTTPError) -> str:
         return str(exc.reason)
     try:
         doc = json.loads(raw)
-        msg = doc.get("error", {}).get("message") if isinstance(doc, dict) else None
+        err = doc.get("error") if isinstance(doc, dict) else None
+        msg = err.get("message") if isinstance(err, dict) else err  # OpenAI object or Ollama's plain string
         if isinstance(msg, str):
             return msg
     except ValueError:

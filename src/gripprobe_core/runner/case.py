@@ -178,6 +178,8 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
 
         extra = _collect_agent_artifacts(rc, pc, ctx, artifacts, phase)
         outputs = PhaseOutputs(stdout_path=stdout_path, stderr_path=stderr_path, process=process, extra=extra)
+        ctx.marker_patterns = [p for got in hook.tier_c_patterns(agent=pc.agent) or [] for p in got or []]
+        outputs.final_text = _final_text(rc, pc, ctx, outputs, artifacts / f"{phase}.final.txt")
         events, parse_error = _parse_events(rc, pc, ctx, outputs, proxy)
         info = reg.agents.get(pc.agent.plugin)
         proxy_kw = proxy.summary_kwargs()
@@ -218,6 +220,17 @@ def _collect_agent_artifacts(rc: RunConfig, pc: PlannedCase, ctx: PhaseContext, 
                 shutil.copyfile(src, dst)
                 extra[name] = dst
     return extra
+
+
+def _final_text(rc: RunConfig, pc: PlannedCase, ctx: PhaseContext, outputs: PhaseOutputs, keep: Path) -> str | None:
+    """The agent's final answer (for tier D), kept as ``<phase>.final.txt`` so its events can point at it."""
+    try:
+        text = rc.gpm.hook.final_output_text(agent=pc.agent, ctx=ctx, outputs=outputs)
+    except Exception:  # a plugin bug must not lose the case; tier D is only ever an explanation
+        return None
+    if text:
+        atomic_write_text(keep, text)
+    return text or None
 
 
 def _parse_events(rc: RunConfig, pc: PlannedCase, ctx: PhaseContext, outputs: PhaseOutputs,
@@ -296,6 +309,10 @@ async def run_case(pc: PlannedCase, rc: RunConfig) -> CaseResult:
 
     if pc.skip_reason:
         return finish(verdict=_skipped_verdict(pc.skip_reason), telemetry=_not_run_summary(), skip_reason=pc.skip_reason)
+    if pc.agent.plugin not in rc.gpm.registry.agents:
+        reason = (f"agent plugin {pc.agent.plugin!r} is not installed "
+                  f"(pip install gripprobe-{pc.agent.plugin}); see `gripprobe plugins`")
+        return finish(verdict=_skipped_verdict(reason), telemetry=_not_run_summary(), skip_reason=reason)
     if rc.gpm.hook.agent_install_recipe(agent=pc.agent) is not None and pc.agent.id not in rc.installed:
         reason = f"agent {pc.agent.id!r} is not installed; run `gripprobe agents install {pc.agent.id}`"
         return finish(verdict=_skipped_verdict(reason), telemetry=_not_run_summary(), skip_reason=reason)

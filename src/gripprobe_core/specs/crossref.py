@@ -122,8 +122,17 @@ def _check_plugins(report: "_Reporter", specs: "SpecSet", registry: Any) -> None
     validators = set(registered)
     challenges = set(getattr(registry, "challenges", {}) or {})
     agents = set(getattr(registry, "agents", {}) or {})
+    # An agent whose plugin is not installed is not an error: core alone must run with the shipped specs.
+    # It is a note (with the fix), and the runner skips that agent's cases.
+    notes = _Reporter(specs, specs.notes)
     for agent in specs.agents.values():
-        report.uninstalled("cli_agent", agent.id, ("plugin",), "agent plugin", agent.plugin, agents)
+        if agent.plugin not in agents:
+            dist = f"gripprobe-{agent.plugin}"
+            close = suggest(agent.plugin, agents)
+            hint = f"did you mean {close!r}? " if close else ""
+            notes("cli_agent", agent.id, ("plugin",),
+                  f"agent plugin {agent.plugin!r} is not installed; {hint}its cases will be SKIPPED "
+                  f"(install it: pip install {dist}, or ./dev setup installs every in-repo plugin)")
     for test in specs.tests.values():
         for i, validator in enumerate(test.validators):
             report.uninstalled("test", test.id, ("validators", i, "kind"), "validator kind", validator.kind,

@@ -60,6 +60,8 @@ class SpecSet:
     hardware: HardwareProfiles = field(default_factory=HardwareProfiles)
     files: dict[tuple[str, str], Path] = field(default_factory=dict)
     sources: dict[tuple[str, str], SourceMap] = field(default_factory=dict, repr=False)
+    notes: list[SpecIssue] = field(default_factory=list)
+    """Problems that do not stop a run (an agent whose plugin is not installed), as ``file:line: key: message``."""
 
     def where(self, kind: str, spec_id: str, *key_path: Any) -> str:
         """``file:line`` of a spec (or of one of its keys), for messages that point at a spec."""

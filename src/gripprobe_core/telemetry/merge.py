@@ -82,6 +82,19 @@ class _Slot:
     entry: _Entry
     groups: set[int] = field(default_factory=set)
 
+    def fill_from(self, other: Event) -> None:
+        """Take a definite status (and what goes with it) from a duplicate when the kept event lacks one."""
+        kept = self.entry.event
+        if kept.status in _VAGUE and other.status not in _VAGUE:
+            update = {"status": other.status}
+            for name in ("exit_code", "latency_ms", "error_type"):
+                if getattr(kept, name) is None and getattr(other, name) is not None:
+                    update[name] = getattr(other, name)
+            self.entry.event = kept.model_copy(update=update)
+
+
+_VAGUE = ("unknown", "started")
+
 
 def _id_key(event: Event) -> Hashable | None:
     if event.is_tool_event() and event.tool_call_id:
@@ -133,7 +146,10 @@ def merge_events(groups: list[list[Event]]) -> list[Event]:
     ``tool_call_id`` (model responses: the same ``response_id``); failing that, when they are tool
     events with the same ``event_type``, tool name and canonical arguments, at the same occurrence
     index *k* of that (type, name, arguments) signature in their groups. Of a set of duplicates the
-    event of the best tier is kept (ties: the earlier group), unchanged but for ``sequence``.
+    event of the best tier is kept (ties: the earlier group), unchanged but for ``sequence`` and for
+    what it did not know: when the kept event's status is ``unknown``/``started`` and a duplicate says
+    ``success``/``error``/``timeout`` (a tool result's content on the wire rarely says; the agent's own
+    log does), that status, with its exit code, latency and error type, is taken from the duplicate.
 
     Order: by timestamp (an event without one inherits its group neighbour's, see
     :func:`_inherit_timestamps`); events of groups with no timestamps at all go last; ties keep
@@ -147,6 +163,7 @@ def merge_events(groups: list[list[Event]]) -> list[Event]:
         slot = _find_duplicate(entry, by_id, by_content)
         if slot is not None:
             slot.groups.add(entry.group)
+            slot.fill_from(entry.event)
             continue
         slot = _Slot(entry, {entry.group})
         slots.append(slot)

@@ -1,0 +1,369 @@
+"""Tier C events from aider's outputs: its stdout (``--no-pretty``) and its LLM history file.
+
+aider 0.86.2 prints plain text. What it prints *itself* (as opposed to echoing the model's reply):
+
+- ``Applied edit to <path>`` — one line per file it wrote after a reply (success);
+- ``The LLM did not conform to the edit format.`` — the reply's edits were rejected; the lines after
+  it (until the next reply) say why: ``# N SEARCH/REPLACE block failed to match!`` with
+  ``…failed to exactly match lines in <path>`` (diff), ``UnifiedDiffNoMatch: hunk failed to apply!``
+  / ``<path> does not contain lines…`` (udiff), ``No filename provided before ``` in file listing``
+  (whole), ``Expected `>>>>>>> REPLACE` or `=======``` (a broken block) …;
+- ``Exception while updating files:`` — applying the edits crashed (the next line says how);
+- ``Unable to create <path>, skipping edits.`` / ``Skipping edits to <path>`` — aider refused a file;
+- ``litellm.<Name>Error: <message>`` — a model request failed (HTTP 4xx/5xx, connection refused…);
+  aider retries on its own and still exits 0.
+
+The model's reply is echoed verbatim on the same stdout, so a reply could *contain* those words.
+The LLM history file (``--llm-history-file``) holds every request (``TO LLM <time>``) and every reply
+(``LLM RESPONSE <time>``, one ``ASSISTANT <line>`` per line, logged even when the request failed, then
+empty) with aider's own timestamps (local time, seconds; the plugin runs aider with ``TZ=UTC``). The
+replies found there are masked out of stdout before markers are matched, and their times date the
+events. Without the history file every stdout line is read as aider's (best effort).
+
+Events (tier C, source ``wrapper``, ids ``<phase>-C-aider-<n>``):
+
+- ``model_response`` per reply (status success, ``payload.text``) and per failed request (status
+  error, ``error_type`` ``backend_tool_unsupported`` / ``http_<status>`` / ``backend_unreachable`` /
+  ``backend_timeout`` / ``agent_error``);
+- a ``tool_call_start`` + ``tool_call_result`` pair per applied file (``raw_name`` ``edit`` → edit/write,
+  ``arguments`` ``{"path": …}``) and per rejected reply (status error; ``error_type``
+  ``edit_no_match`` when the block was well formed but matched nothing, ``protocol_malformed`` when
+  aider could not parse it, ``edit_failed`` when applying crashed or a file was refused). aider has
+  no tool call ids: ``tool_call_id`` is None and results pair with their start by order.
+
+Nothing here raises on bad bytes; only an unreadable stdout raises ``OSError`` for the caller.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from gripprobe_core import Event
+
+try:  # the shared table; a local fallback keeps an older core working
+    from gripprobe_core.telemetry.toolnames import normalize as _normalize
+except ImportError:  # pragma: no cover - only against an older core
+    _normalize = None
+
+#: aider's own name for what it does with a reply's edit blocks.
+EDIT_TOOL = "edit"
+#: Characters of reply text / error detail kept in a payload.
+TEXT_LIMIT = 2000
+#: Characters of a file read (stdout or history); more is ignored.
+READ_LIMIT = 32 * 1024 * 1024
+
+APPLIED = re.compile(r"^Applied edit to (?P<path>\S.*?)\s*$")
+NOT_CONFORM = "The LLM did not conform to the edit format."
+UPDATE_CRASH = "Exception while updating files:"
+REFUSED = re.compile(r"^(?:Unable to create (?P<a>\S.*?), skipping edits\.|Skipping edits to (?P<b>\S.*?))\s*$")
+LITELLM_ERROR = re.compile(r"^litellm\.(?P<name>[A-Za-z]+):\s*(?P<message>.*)$")
+EDIT_FORMAT_LINE = re.compile(r"^Model: \S+ with (?P<fmt>[\w-]+) edit format")
+USAGE_LINE = re.compile(r"^Tokens: ")
+
+#: Paths named in aider's error detail, per format.
+FAILED_PATHS = (
+    re.compile(r"SearchReplaceNoExactMatch: This SEARCH block failed to exactly match lines in (?P<path>\S.*?)\s*$"),
+    re.compile(r"^(?P<path>\S.*?) does not contain lines that match the diff you provided!"),
+    re.compile(r"^(?P<path>\S.*?) contains multiple sets of lines that match the diff you provided!"),
+)
+NO_MATCH_MARKERS = ("failed to match!", "UnifiedDiffNoMatch", "UnifiedDiffNotUnique")
+
+#: litellm exception → HTTP status (the proxy's tier A says ``http_<status>`` for the same failure).
+LITELLM_STATUS: dict[str, int] = {
+    "BadRequestError": 400, "AuthenticationError": 401, "PermissionDeniedError": 403, "NotFoundError": 404,
+    "UnprocessableEntityError": 422, "RateLimitError": 429, "InternalServerError": 500,
+    "ServiceUnavailableError": 503, "ContextWindowExceededError": 400, "ContentPolicyViolationError": 400,
+}
+TOOLS_UNSUPPORTED = "does not support tools"
+
+_HISTORY_HEAD = re.compile(r"^(?P<kind>TO LLM|LLM RESPONSE) (?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\s*$")
+
+
+def normalize_tool(raw_name: str) -> tuple[str, str]:
+    """``(normalized name, kind)``; ``edit`` → ``("edit", "write")``."""
+    if _normalize is not None:
+        try:
+            return _normalize(raw_name)
+        except Exception:  # pragma: no cover - the shared table never raises
+            pass
+    return ("edit", "write") if raw_name == EDIT_TOOL else (raw_name, "other")
+
+
+def history_time(stamp: str) -> str | None:
+    """aider's LLM history time (naive; UTC because the plugin sets ``TZ=UTC``) as ISO-8601 UTC ms."""
+    try:
+        dt = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    dt = dt.astimezone(timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def error_type_for(name: str, message: str) -> str:
+    """``error_type`` of a failed model request from litellm's exception name and message."""
+    if TOOLS_UNSUPPORTED in message:
+        return "backend_tool_unsupported"
+    if "Connection error" in message or name == "APIConnectionError":
+        return "backend_unreachable"
+    if name in ("Timeout", "APITimeoutError"):
+        return "backend_timeout"
+    status = LITELLM_STATUS.get(name)
+    return f"http_{status}" if status else "agent_error"
+
+
+# ------------------------------------------------------------------------------------ LLM history
+
+@dataclass
+class Exchange:
+    """One model request aider logged: when it was sent, the reply (empty when it failed), where."""
+
+    sent: str | None
+    sent_line: int
+    received: str | None = None
+    received_line: int | None = None
+    reply: str = ""
+
+
+def read_text(path: Path | None) -> str | None:
+    """A file's text (invalid UTF-8 replaced), None when it does not exist. OSError when unreadable."""
+    if path is None:
+        return None
+    path = Path(path)
+    if not path.exists():
+        return None
+    with path.open("rb") as fh:
+        return fh.read(READ_LIMIT).decode("utf-8", "replace")
+
+
+def parse_llm_history(text: str | None) -> list[Exchange]:
+    """The exchanges in aider's LLM history, in order. Never raises."""
+    out: list[Exchange] = []
+    if not text:
+        return out
+    current: Exchange | None = None
+    reply_lines: list[str] | None = None
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        head = _HISTORY_HEAD.match(line)
+        if head:
+            if reply_lines is not None and current is not None:
+                current.reply = "\n".join(reply_lines).strip("\n")
+            reply_lines = None
+            if head.group("kind") == "TO LLM":
+                current = Exchange(sent=history_time(head.group("ts")), sent_line=lineno)
+                out.append(current)
+            else:
+                if current is None or current.received_line is not None:
+                    current = Exchange(sent=None, sent_line=lineno)
+                    out.append(current)
+                current.received, current.received_line = history_time(head.group("ts")), lineno
+                reply_lines = []
+            continue
+        if reply_lines is not None:
+            if line.startswith("ASSISTANT "):
+                reply_lines.append(line[len("ASSISTANT "):])
+            elif line == "ASSISTANT":
+                reply_lines.append("")
+    if reply_lines is not None and current is not None:
+        current.reply = "\n".join(reply_lines).strip("\n")
+    return out
+
+
+# ------------------------------------------------------------------------------------------ stdout
+
+@dataclass
+class Finding:
+    """Something aider printed about one exchange: an edit applied/rejected, or a request error."""
+
+    kind: str  # applied | rejected | request_error
+    line: int
+    path: str | None = None
+    detail: list[str] = field(default_factory=list)
+    error_type: str | None = None
+    exchange: int | None = None
+
+
+@dataclass
+class AiderOutput:
+    """What one phase's outputs said."""
+
+    events: list[Event]
+    final_text: str | None
+    edit_format: str | None
+    exchanges: list[Exchange]
+
+
+def _mask_replies(lines: list[str], exchanges: list[Exchange]) -> dict[int, int]:
+    """0-based stdout line → index of the exchange whose reply echo covers it. Replies are searched
+    in order, each after the previous one, as whole runs of lines."""
+    owner: dict[int, int] = {}
+    start = 0
+    for k, ex in enumerate(exchanges):
+        reply = [r.rstrip() for r in ex.reply.split("\n")] if ex.reply.strip() else []
+        while reply and not reply[-1]:
+            reply.pop()
+        while reply and not reply[0]:
+            reply.pop(0)
+        if not reply:
+            continue
+        n = len(reply)
+        for i in range(start, len(lines) - n + 1):
+            if lines[i].rstrip() == reply[0] and [x.rstrip() for x in lines[i:i + n]] == reply:
+                for j in range(i, i + n):
+                    owner[j] = k
+                start = i + n
+                break
+    return owner
+
+
+def scan_stdout(text: str, exchanges: list[Exchange]) -> tuple[list[Finding], str | None]:
+    """aider's own findings in its stdout (replies masked out), with the exchange each belongs to;
+    and the edit format it announced."""
+    lines = text.split("\n")
+    owner = _mask_replies(lines, exchanges)
+    findings: list[Finding] = []
+    edit_format = None
+    last_reply: int | None = None  # exchange of the latest reply echo seen
+    next_attempt = 0  # next exchange a request error can belong to
+    open_detail: Finding | None = None
+    for i, raw in enumerate(lines):
+        if i in owner:
+            last_reply = owner[i]
+            next_attempt = max(next_attempt, owner[i] + 1)
+            open_detail = None
+            continue
+        line = raw.rstrip("\r")
+        if edit_format is None and (m := EDIT_FORMAT_LINE.match(line)):
+            edit_format = m.group("fmt")
+        if m := APPLIED.match(line):
+            findings.append(Finding("applied", i + 1, path=m.group("path"), exchange=last_reply))
+            open_detail = None
+        elif line.strip() == NOT_CONFORM or line.strip() == UPDATE_CRASH:
+            open_detail = Finding("rejected", i + 1, exchange=last_reply,
+                                  error_type="edit_failed" if line.strip() == UPDATE_CRASH else None)
+            findings.append(open_detail)
+        elif m := REFUSED.match(line):
+            findings.append(Finding("rejected", i + 1, path=m.group("a") or m.group("b"), exchange=last_reply,
+                                    error_type="edit_failed"))
+            open_detail = None
+        elif m := LITELLM_ERROR.match(line):
+            exchange = next_attempt if next_attempt < len(exchanges) else None
+            next_attempt += 1
+            findings.append(Finding("request_error", i + 1, detail=[line], exchange=exchange,
+                                    error_type=error_type_for(m.group("name"), m.group("message"))))
+            open_detail = None
+        elif open_detail is not None:
+            if USAGE_LINE.match(line):
+                open_detail = None
+            else:
+                open_detail.detail.append(line)
+    for f in findings:
+        if f.kind == "rejected" and f.error_type is None:
+            f.error_type = _rejection_type(f.detail)
+        if f.kind == "rejected" and f.path is None:
+            f.path = _failed_path(f.detail)
+    return findings, edit_format
+
+
+def _rejection_type(detail: list[str]) -> str:
+    text = "\n".join(detail)
+    return "edit_no_match" if any(m in text for m in NO_MATCH_MARKERS) else "protocol_malformed"
+
+
+def _failed_path(detail: list[str]) -> str | None:
+    for line in detail:
+        for pattern in FAILED_PATHS:
+            if m := pattern.search(line):
+                return m.group("path")
+    return None
+
+
+# ------------------------------------------------------------------------------------------ events
+
+class _Builder:
+    def __init__(self, phase: str, stdout_ref: str, history_ref: str) -> None:
+        self.phase, self.stdout_ref, self.history_ref = phase, stdout_ref, history_ref
+        self.events: list[Event] = []
+
+    def add(self, **kw: Any) -> Event | None:
+        n = len(self.events) + 1
+        try:
+            event = Event(event_id=f"{self.phase}-C-aider-{n}", phase=self.phase, source_tier="C",  # type: ignore[arg-type]
+                          source="wrapper", sequence=n, **kw)
+        except (ValidationError, ValueError, TypeError):
+            return None
+        self.events.append(event)
+        return event
+
+
+def parse_outputs(stdout_path: Path, llm_history_path: Path | None, phase: str, *,
+                  stdout_name: str | None = None, history_name: str | None = None) -> AiderOutput:
+    """Tier C events from one phase (see the module docstring). ``*_name`` name the files in
+    ``raw_artifact_ref`` (default: the files' names). Raises OSError only when stdout cannot be read."""
+    stdout = read_text(stdout_path) or ""
+    try:
+        history = read_text(llm_history_path)
+    except OSError:
+        history = None
+    exchanges = parse_llm_history(history)
+    findings, edit_format = scan_stdout(stdout, exchanges)
+    b = _Builder(phase, stdout_name or Path(stdout_path).name,
+                 history_name or (Path(llm_history_path).name if llm_history_path else "llm_history"))
+    name, kind = normalize_tool(EDIT_TOOL)
+    by_exchange: dict[int | None, list[Finding]] = {}
+    for f in findings:
+        key = f.exchange if f.exchange is not None and f.exchange < len(exchanges) else None
+        by_exchange.setdefault(key, []).append(f)
+    for k, ex in enumerate(exchanges):
+        here = by_exchange.get(k, [])
+        errors = [f for f in here if f.kind == "request_error"]
+        for f in errors:
+            _request_error(b, f, ex, edit_format)
+        parent = None
+        if not errors and ex.received_line is not None:
+            parent = b.add(event_type="model_response", status="success", timestamp=ex.received,
+                           raw_artifact_ref=f"{b.history_ref}:{ex.received_line}",
+                           payload={"text": ex.reply[:TEXT_LIMIT], "edit_format": edit_format})
+        for f in here:
+            if f.kind != "request_error":
+                _edit(b, f, ex, parent, (name, kind), edit_format)
+    for f in by_exchange.get(None, []):
+        if f.kind == "request_error":
+            _request_error(b, f, None, edit_format)
+        else:
+            _edit(b, f, None, None, (name, kind), edit_format)
+    final = next((ex.reply for ex in reversed(exchanges) if ex.reply.strip()), None)
+    return AiderOutput(events=b.events, final_text=final, edit_format=edit_format, exchanges=exchanges)
+
+
+def _request_error(b: _Builder, f: Finding, ex: Exchange | None, edit_format: str | None) -> None:
+    message = f.detail[0] if f.detail else ""
+    b.add(event_type="model_response", status="error", error_type=f.error_type,
+          timestamp=ex.sent if ex else None, raw_artifact_ref=f"{b.stdout_ref}:{f.line}",
+          payload={"error": message[:TEXT_LIMIT], "edit_format": edit_format})
+
+
+def _edit(b: _Builder, f: Finding, ex: Exchange | None, parent: Event | None, normalized: tuple[str, str],
+          edit_format: str | None) -> None:
+    """A start + result pair for one applied file or one rejected reply."""
+    ts = ex.received if ex else None
+    ref = f"{b.stdout_ref}:{f.line}"
+    parent_id = parent.event_id if parent is not None else None
+    common = {"raw_name": EDIT_TOOL, "name": normalized[0], "kind": normalized[1],
+              "arguments": {"path": f.path} if f.path else {}, "edit_format": edit_format}
+    b.add(event_type="tool_call_start", status="started", timestamp=ts, raw_artifact_ref=ref,
+          parent_id=parent_id, payload=dict(common))
+    if f.kind == "applied":
+        b.add(event_type="tool_call_result", status="success", timestamp=ts, raw_artifact_ref=ref,
+              parent_id=parent_id, payload=dict(common))
+        return
+    detail = "\n".join(x for x in f.detail if x.strip())
+    b.add(event_type="tool_call_result", status="error", error_type=f.error_type, timestamp=ts,
+          raw_artifact_ref=ref, parent_id=parent_id, payload={**common, "output": detail[:TEXT_LIMIT]})

@@ -1,0 +1,169 @@
+"""GripProbe hooks for Continue's CLI (``plugin: continue``; npm ``@continuedev/cli``, command ``cn``).
+
+One phase runs ``cn -p --auto --verbose --config <home>/.continue/config.yaml -- "<prompt>"`` in the
+workspace with stdin closed. ``--auto`` is what makes ``cn`` offer Write/Edit in headless mode;
+``--verbose`` makes its log time every stream and tool call. Tier B comes from the session file,
+timed by the (redacted) log; see :mod:`.parse` and :mod:`.config`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from gripprobe_core import (
+    AgentCommand, AgentInfo, BackendSpec, CliAgentSpec, Event, InstallRecipe, PhaseContext, PhaseOutputs,
+    RouteDecision, WrapperParseError, hookimpl,
+)
+
+from . import config
+from .parse import final_text, load_session, parse_log, redact_text, session_events, stderr_events
+
+NAME = "continue"
+PACKAGE = "@continuedev/cli"
+VERSION = "1.5.47"
+EXECUTABLE = "cn"
+SESSION_ARTIFACT = "session.json"
+LOG_ARTIFACT = "cn.log"
+#: The redacted log copy written next to cn.log after the run (the original holds the API key).
+REDACTED_LOG_NAME = "cn.redacted.log"
+#: At most this much of the log is kept (verbose logs every streamed chunk).
+LOG_COPY_LIMIT = 8 * 1024 * 1024
+
+
+def _ours(agent: CliAgentSpec) -> bool:
+    return agent.plugin == NAME
+
+
+@hookimpl
+def register_agents(register: Callable[[AgentInfo], None]) -> None:
+    register(AgentInfo(
+        name=NAME, observability="structured",
+        description="Continue CLI (cn) headless with --auto: tool calls from its session file, timed by its log",
+        install_hint=f"gripprobe agents install <id> (npm {PACKAGE}@{VERSION})"))
+
+
+@hookimpl
+def agent_install_recipe(agent: CliAgentSpec) -> InstallRecipe | None:
+    if not _ours(agent):
+        return None
+    return InstallRecipe(kind="npm", package=PACKAGE, version=VERSION, executable=EXECUTABLE)
+
+
+@hookimpl
+def build_env(agent: CliAgentSpec, ctx: PhaseContext) -> dict[str, str] | None:
+    if not _ours(agent):
+        return None
+    config.write_config(ctx.home, model_name=ctx.model_name, api_base=ctx.openai_base_url, api_key=ctx.api_key)
+    return config.agent_env(ctx.home, api_base=ctx.openai_base_url)
+
+
+@hookimpl
+def build_command(agent: CliAgentSpec, ctx: PhaseContext) -> AgentCommand | None:
+    if not _ours(agent):
+        return None
+    exe = str(ctx.agent_executable) if ctx.agent_executable else agent.executable
+    return AgentCommand([exe, *agent.default_args, "-p", "--auto", "--verbose",
+                         "--config", str(config.config_path(ctx.home)), "--", ctx.prompt])
+
+
+@hookimpl
+def route_base_url(agent: CliAgentSpec, backend: BackendSpec) -> RouteDecision | None:
+    if not _ours(agent):
+        return None
+    return RouteDecision(True)
+
+
+@hookimpl
+def phase_artifacts(agent: CliAgentSpec, ctx: PhaseContext) -> dict[str, Path] | None:
+    if not _ours(agent):
+        return None
+    found: dict[str, Path] = {}
+    session = newest_session(config.sessions_dir(ctx.home))
+    if session is not None:
+        found[SESSION_ARTIFACT] = session
+    redacted = write_redacted_log(config.log_path(ctx.home), ctx.api_key)
+    if redacted is not None:
+        found[LOG_ARTIFACT] = redacted
+    return found
+
+
+@hookimpl
+def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs) -> list[Event] | None:
+    if not _ours(agent):
+        return None
+    session_path = outputs.extra.get(SESSION_ARTIFACT)
+    clean_exit = outputs.process.status == "ok" and outputs.process.exit_code == 0
+    events: list[Event] = []
+    if session_path is not None:
+        try:
+            data = session_path.read_bytes()
+        except OSError as exc:
+            raise WrapperParseError(f"cannot read the continue session file {session_path}: {exc}") from exc
+        session = load_session(data)
+        if session is None and clean_exit:
+            raise WrapperParseError(f"{session_path.name} is not a continue session (no history list)")
+        if session is not None:
+            log_path = outputs.extra.get(LOG_ARTIFACT)
+            timeline = parse_log(_read(log_path), anchor=outputs.process.started_at)
+            events = session_events(session, phase=ctx.phase, file_name=session_path.name,
+                                    text=data.decode("utf-8", "replace"), timeline=timeline)
+    elif clean_exit:
+        raise WrapperParseError("cn exited 0 but left no session file under $CONTINUE_GLOBAL_DIR/sessions")
+    events += stderr_events(_read(outputs.stderr_path), phase=ctx.phase, file_name=outputs.stderr_path.name,
+                            first_sequence=len(events) + 1)
+    return events
+
+
+@hookimpl
+def final_output_text(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs) -> str | None:
+    if not _ours(agent):
+        return None
+    session_path = outputs.extra.get(SESSION_ARTIFACT)
+    text = final_text(load_session(_read(session_path))) if session_path else None
+    if text is None:
+        text = _read(outputs.stdout_path).decode("utf-8", "replace").strip() or None
+    return text
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+
+def newest_session(sessions: Path) -> Path | None:
+    """The most recently written ``<uuid>.json`` in ``sessions`` (not the ``sessions.json`` index)."""
+    try:
+        candidates = [p for p in sessions.glob("*.json") if p.name != "sessions.json" and p.is_file()]
+    except OSError:
+        return None
+    if not candidates:
+        return None
+    return max(candidates, key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+
+def write_redacted_log(log: Path, api_key: str | None) -> Path | None:
+    """Write a redacted copy of ``cn.log`` beside it (first :data:`LOG_COPY_LIMIT` bytes); its path or None.
+
+    The verbose log prints the model config, key included, so the original never leaves HOME.
+    """
+    try:
+        with log.open("rb") as fh:
+            data = fh.read(LOG_COPY_LIMIT)
+    except OSError:
+        return None
+    cut = data.rfind(b"\n") + 1 if len(data) == LOG_COPY_LIMIT else len(data)
+    text = redact_text(data[:cut].decode("utf-8", "replace"), (api_key,) if api_key else ())
+    target = log.with_name(REDACTED_LOG_NAME)
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError:
+        return None
+    return target
+
+
+def _read(path: Path | None) -> bytes:
+    if path is None:
+        return b""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""

@@ -1,0 +1,12 @@
+"""GripProbe agent plugin for opencode (npm ``opencode-ai``).
+
+``plugin`` holds the hook implementations, ``config`` writes the isolated opencode configuration,
+``parse`` turns ``opencode run --format json`` output into normalized events.
+"""
+
+__version__ = "0.1.0"
+
+#: Agent plugin name (``plugin:`` in ``specs/cli_agents/opencode.yaml``).
+NAME = "opencode"
+#: The pinned npm release this plugin was measured against.
+PINNED_VERSION = "1.18.33"

@@ -1,0 +1,295 @@
+"""Tier B events from ``opencode run --format json`` (one JSON object per stdout line).
+
+Each line is ``{type, timestamp, sessionID, part | error}`` (opencode-ai 1.18.33):
+
+- ``step_start`` / ``step_finish``: one model step (one Chat Completions request's answer); the
+  finish part carries ``reason`` (``tool-calls``, ``stop`` …), ``tokens`` and ``cost``;
+- ``tool_use``: printed once the tool is *done*: ``part.tool``, ``part.callID`` (the model's tool call
+  id), ``part.state{status: completed|error, input, output, error, metadata{exit,…}, time{start,end}}``.
+  A call opencode could not decode (bad JSON, unknown tool) is reported as tool ``invalid`` with
+  ``input{tool, error}``;
+- ``text``: assistant text (``part.text``); ``reasoning`` parts only help date their step;
+- ``error``: the turn failed (``error{name: APIError, data{statusCode, message, …}}``).
+
+Each step becomes one ``model_response`` event, followed by a ``tool_call_start`` and a
+``tool_call_result`` per tool it ran (parented to that response). Timestamps are opencode's own
+(epoch milliseconds): the tool's ``time.start``/``time.end``, the step's earliest moment.
+Nothing here raises on bad input: lines that are not JSON objects, or parts of an unknown shape, are
+skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from pydantic import ValidationError
+
+from gripprobe_core import Event
+
+try:  # the shared table (gripprobe-core ≥ the telemetry release); a local copy keeps older cores working
+    from gripprobe_core.telemetry.toolnames import normalize as _normalize
+except ImportError:  # pragma: no cover - exercised only against an older core
+    _normalize = None
+
+#: opencode tool → (normalized name, kind), used only when the core has no shared table.
+FALLBACK_TOOL_KINDS: dict[str, tuple[str, str]] = {
+    "bash": ("shell", "execute"), "write": ("write", "write"), "edit": ("edit", "write"),
+    "multiedit": ("edit", "write"), "apply_patch": ("edit", "write"), "patch": ("edit", "write"),
+    "read": ("read", "read"), "list": ("list", "read"), "glob": ("search", "search"),
+    "grep": ("search", "search"), "webfetch": ("fetch", "fetch"), "websearch": ("web_search", "search"),
+}
+
+#: The pseudo tool opencode reports for a call it could not decode.
+INVALID_TOOL = "invalid"
+#: Output kept in an event payload, characters.
+OUTPUT_LIMIT = 2000
+#: Error text (an Ollama-style backend) that means the model cannot take tools at all.
+TOOLS_UNSUPPORTED_MARKERS = ("does not support tools",)
+
+
+def normalize_tool(raw_name: str | None) -> tuple[str, str]:
+    """``(normalized name, kind)`` of an opencode tool name. Never raises."""
+    if not isinstance(raw_name, str) or not raw_name:
+        return "", "other"
+    if _normalize is not None:
+        try:
+            return _normalize(raw_name)
+        except Exception:  # noqa: BLE001 - a broken shared table must not break parsing
+            pass
+    return FALLBACK_TOOL_KINDS.get(raw_name.lower(), (raw_name.lower(), "other"))
+
+
+def iso_from_ms(value: Any) -> str | None:
+    """Epoch milliseconds → ISO-8601 UTC with milliseconds (``…T10:15:04.508Z``); None when unusable."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    try:
+        moment = datetime.fromtimestamp(value / 1000.0, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def read_lines(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every stdout line that is a JSON object. Raises OSError if unreadable."""
+    data = path.read_bytes()
+    for lineno, raw in enumerate(data.splitlines(), start=1):
+        try:
+            obj = json.loads(raw.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict):
+            yield lineno, obj
+
+
+@dataclass
+class _Tool:
+    lineno: int
+    part: dict[str, Any]
+
+
+@dataclass
+class _Step:
+    lineno: int
+    timestamp: float | None
+    message_id: str | None = None
+    texts: list[str] = field(default_factory=list)
+    tools: list[_Tool] = field(default_factory=list)
+    moments: list[float] = field(default_factory=list)
+
+
+class OpencodeParser:
+    """Feed it the stdout objects in order (:meth:`feed`), then :meth:`finish`; read :attr:`events`.
+
+    ``file_name`` goes into every event's ``raw_artifact_ref`` (``<file_name>:<line>``).
+    """
+
+    def __init__(self, phase: str, file_name: str) -> None:
+        self.phase = phase
+        self.file_name = file_name
+        self.events: list[Event] = []
+        self.texts: list[list[str]] = []
+        """Text of every step that had any, in order (for :func:`final_text`)."""
+        self._step: _Step | None = None
+
+    # ----------------------------------------------------------------------------------- input
+
+    def feed(self, lineno: int, obj: dict[str, Any]) -> None:
+        kind = obj.get("type")
+        part = obj.get("part") if isinstance(obj.get("part"), dict) else {}
+        ts = _num(obj.get("timestamp"))
+        if kind == "step_start":
+            self._flush(None, None)
+            self._step = _Step(lineno, ts, message_id=_str(part.get("messageID")))
+            return
+        if kind == "step_finish":
+            step = self._current(lineno, ts)
+            if ts is not None:
+                step.moments.append(ts)
+            self._flush(lineno, part)
+            return
+        if kind == "tool_use":
+            step = self._current(lineno, ts)
+            step.tools.append(_Tool(lineno, part))
+            times = _dict(_dict(part.get("state")).get("time"))
+            step.moments.extend(t for t in (_num(times.get("start")), ts) if t is not None)
+            return
+        if kind in ("text", "reasoning"):
+            text = part.get("text")
+            if isinstance(text, str) and text.strip():
+                step = self._current(lineno, ts)
+                if kind == "text":
+                    step.texts.append(text)
+                start = _num(_dict(part.get("time")).get("start"))
+                step.moments.extend(t for t in (start, ts) if t is not None)
+            return
+        if kind == "error":
+            self._flush(None, None)
+            self._error(lineno, ts, obj.get("error"))
+
+    def finish(self) -> list[Event]:
+        """Emit what an unfinished step left (the run was killed mid-step) and return the events."""
+        self._flush(None, None)
+        return self.events
+
+    # ---------------------------------------------------------------------------------- output
+
+    def _current(self, lineno: int, ts: float | None) -> _Step:
+        if self._step is None:  # a part without its step_start (truncated output): open one
+            self._step = _Step(lineno, ts)
+        return self._step
+
+    def _add(self, lineno: int, **fields: Any) -> Event | None:
+        n = len(self.events) + 1
+        try:
+            event = Event(event_id=f"{self.phase}-B-{n}", sequence=n, phase=self.phase, source_tier="B",
+                          source="agent_output", raw_artifact_ref=f"{self.file_name}:{lineno}", **fields)
+        except (ValidationError, ValueError, TypeError):
+            return None
+        self.events.append(event)
+        return event
+
+    def _flush(self, finish_line: int | None, finish: dict[str, Any] | None) -> None:
+        step, self._step = self._step, None
+        if step is None:
+            return
+        if step.texts:
+            self.texts.append(list(step.texts))
+        finish = finish or {}
+        payload: dict[str, Any] = {"tool_call_count": len(step.tools)}
+        if step.texts:
+            payload["text"] = _clip("\n".join(step.texts))
+        if isinstance(finish.get("reason"), str):
+            payload["finish_reason"] = finish["reason"]
+        if isinstance(finish.get("tokens"), dict):
+            payload["usage"] = finish["tokens"]
+        if step.message_id:
+            payload["message_id"] = step.message_id
+        moments = [m for m in (step.timestamp, *step.moments) if m is not None]
+        response = self._add(
+            finish_line or step.lineno, event_type="model_response",
+            timestamp=iso_from_ms(min(moments)) if moments else None,
+            status="success" if finish_line is not None else "unknown", payload=payload)
+        parent = response.event_id if response is not None else None
+        for tool in step.tools:
+            self._tool_events(tool, parent)
+
+    def _tool_events(self, tool: _Tool, parent: str | None) -> None:
+        part = tool.part
+        state = _dict(part.get("state"))
+        times = _dict(state.get("time"))
+        metadata = _dict(state.get("metadata"))
+        raw_name = _str(part.get("tool"))
+        call_id = _str(part.get("callID"))
+        arguments: Any = state.get("input")
+        error_type: str | None = None
+        extra: dict[str, Any] = {}
+        if raw_name == INVALID_TOOL:
+            # The model asked for a real tool (input.tool) with arguments opencode could not decode.
+            inp = _dict(state.get("input"))
+            raw_name = _str(inp.get("tool")) or INVALID_TOOL
+            arguments = None
+            error_type = "malformed_arguments"
+            extra = {"agent_tool": INVALID_TOOL, "error": _clip(_str(inp.get("error")) or "")}
+        name, kind = normalize_tool(raw_name)
+        common = {"raw_name": raw_name, "name": name, "kind": kind, **extra}
+        start_ms, end_ms = _num(times.get("start")), _num(times.get("end"))
+        self._add(tool.lineno, event_type="tool_call_start", tool_call_id=call_id, timestamp=iso_from_ms(start_ms),
+                  status="started", parent_id=parent, payload={**common, "arguments": arguments})
+        agent_status = state.get("status")
+        exit_code = metadata.get("exit")
+        exit_code = exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None
+        if agent_status not in ("completed", "error"):
+            return  # pending/running: opencode prints tool_use only when done, so this is a torn line
+        if error_type is not None or agent_status == "error" or (exit_code not in (None, 0)):
+            status = "error"
+        else:
+            status = "success"
+        output = _str(state.get("output")) or _str(state.get("error"))
+        latency = end_ms - start_ms if start_ms is not None and end_ms is not None and end_ms >= start_ms else None
+        self._add(tool.lineno, event_type="tool_call_result", tool_call_id=call_id,
+                  timestamp=iso_from_ms(end_ms if end_ms is not None else start_ms), status=status,
+                  parent_id=parent, exit_code=exit_code, latency_ms=latency, error_type=error_type,
+                  payload={**common, "output": _clip(output) if output is not None else None})
+
+    def _error(self, lineno: int, ts: float | None, error: Any) -> None:
+        err = _dict(error)
+        data = _dict(err.get("data"))
+        name = _str(err.get("name")) or "error"
+        message = _str(data.get("message")) or _str(err.get("message")) or ""
+        code = data.get("statusCode")
+        code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        if any(marker in message.lower() for marker in TOOLS_UNSUPPORTED_MARKERS):
+            error_type = "backend_tool_unsupported"
+        elif code is not None:
+            error_type = f"http_{code}"
+        else:
+            error_type = name
+        payload: dict[str, Any] = {"error_name": name, "message": _clip(message)}
+        if code is not None:
+            payload["status_code"] = code
+        self._add(lineno, event_type="model_response", timestamp=iso_from_ms(ts), status="error",
+                  error_type=error_type, payload=payload)
+
+
+def parse_stdout(path: Path, phase: str) -> OpencodeParser:
+    """Parse one phase's stdout file. Raises OSError when it cannot be read (the caller decides)."""
+    parser = OpencodeParser(phase, path.name)
+    for lineno, obj in read_lines(path):
+        try:
+            parser.feed(lineno, obj)
+        except (RecursionError, ValueError, TypeError):  # pragma: no cover - defensive: odd nesting
+            continue
+    parser.finish()
+    return parser
+
+
+def final_text(parser: OpencodeParser) -> str | None:
+    """The agent's last answer: the text of the last step that said anything; None when none did."""
+    return "\n".join(parser.texts[-1]) if parser.texts else None
+
+
+# ------------------------------------------------------------------------------------- helpers
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    f = float(value)
+    return f if math.isfinite(f) else None
+
+
+def _clip(text: str, limit: int = OUTPUT_LIMIT) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more characters]"

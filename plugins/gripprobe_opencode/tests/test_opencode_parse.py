@@ -1,0 +1,211 @@
+"""The --format json parser on real opencode 1.18.33 outputs (fixtures/*/stdout.txt), plus garbage."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gripprobe_core import Event, PhaseOutputs, ProcessResult, WrapperParseError
+from gripprobe_core.telemetry.summary import summarize_phase
+from gripprobe_opencode.parse import OpencodeParser, final_text, iso_from_ms, normalize_tool, parse_stdout
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def parse(name: str, phase: str = "measured") -> OpencodeParser:
+    return parse_stdout(FIXTURES / name / "stdout.txt", phase)
+
+
+def tool_events(events: list[Event]) -> list[Event]:
+    return [e for e in events if e.is_tool_event()]
+
+
+def test_success_bash_call_gives_response_start_result_in_order():
+    p = parse("success")
+    assert [e.event_type for e in p.events] == [
+        "model_response", "tool_call_start", "tool_call_result", "model_response"]
+    first, start, result, last = p.events
+    assert all(e.source_tier == "B" and e.source == "agent_output" for e in p.events)
+    assert first.payload["finish_reason"] == "tool-calls" and first.payload["tool_call_count"] == 1
+    assert first.payload["usage"]["total"] == 120
+    assert start.tool_call_id == result.tool_call_id == "call_7a5df18c50"
+    assert start.parent_id == result.parent_id == first.event_id
+    assert start.payload == {"raw_name": "bash", "name": "shell", "kind": "execute",
+                             "arguments": {"command": "printf 'hello world\\n' > hello.txt"}}
+    assert start.status == "started"
+    assert result.status == "success" and result.exit_code == 0 and result.payload["output"] == "(no output)"
+    # the agent's own clock: the tool's time.start / time.end (epoch ms), not the parse time
+    assert start.timestamp == iso_from_ms(1795342480645) == "2026-11-22T10:14:40.645Z"
+    assert result.timestamp == iso_from_ms(1795342481084)
+    assert result.latency_ms == 439
+    assert start.raw_artifact_ref == result.raw_artifact_ref == "stdout.txt:2"
+    assert first.raw_artifact_ref == "stdout.txt:3" and last.raw_artifact_ref == "stdout.txt:6"
+    assert last.payload["text"] == "I created hello.txt containing hello world."
+    assert last.payload["finish_reason"] == "stop" and last.parent_id is None
+    # a response is never later than the tool calls it asked for
+    assert first.timestamp <= start.timestamp
+    assert final_text(p) == "I created hello.txt containing hello world."
+
+
+def test_event_ids_are_unique_and_sequenced_per_phase():
+    p = parse("success", phase="warmup")
+    assert [e.event_id for e in p.events] == [f"warmup-B-{n}" for n in range(1, 5)]
+    assert [e.sequence for e in p.events] == [1, 2, 3, 4] and {e.phase for e in p.events} == {"warmup"}
+
+
+def test_write_tool_is_a_write():
+    start, result = tool_events(parse("write_tool").events)
+    assert (start.payload["raw_name"], start.payload["name"], start.payload["kind"]) == ("write", "write", "write")
+    assert start.payload["arguments"]["content"] == "hello world\n"
+    assert result.status == "success" and result.exit_code is None
+    assert result.payload["output"] == "Wrote file successfully."
+
+
+def test_malformed_call_reported_as_invalid_is_a_failed_call_with_malformed_arguments():
+    start, result = tool_events(parse("bad_args").events)
+    assert start.tool_call_id == result.tool_call_id == "call_444381f60e"
+    assert start.payload["raw_name"] == "bash" and start.payload["name"] == "shell"
+    assert start.payload["agent_tool"] == "invalid" and start.payload["arguments"] is None
+    assert "JSON parsing failed" in start.payload["error"]
+    assert result.status == "error" and result.error_type == "malformed_arguments"
+    assert final_text(parse("bad_args")) == "Sorry, my tool call was malformed."
+
+
+def test_nonzero_exit_is_an_error_result_with_its_exit_code():
+    start, result = tool_events(parse("bash_exit_nonzero").events)
+    assert start.payload["arguments"] == {"command": "ls /nonexistent-gripprobe; exit 3"}
+    assert result.status == "error" and result.exit_code == 3
+    assert "No such file or directory" in result.payload["output"]
+
+
+def test_tool_error_state_keeps_the_error_text():
+    start, result = tool_events(parse("read_error").events)
+    assert (start.payload["name"], start.payload["kind"]) == ("read", "read")
+    assert result.status == "error" and result.payload["output"].startswith("File not found:")
+
+
+def test_no_tool_run_has_only_a_model_response():
+    p = parse("no_tool")
+    assert [e.event_type for e in p.events] == ["model_response"]
+    assert p.events[0].payload["tool_call_count"] == 0
+    assert final_text(p) == "I will not use any tools. Bye."
+
+
+def test_http_error_is_an_errored_model_response():
+    p = parse("http500_fast")
+    (event,) = p.events
+    assert event.event_type == "model_response" and event.status == "error"
+    assert event.error_type == "http_500" and event.payload["status_code"] == 500
+    assert event.payload["message"] == "fake internal error"
+    assert event.timestamp == iso_from_ms(1795342504508)
+    assert final_text(p) is None
+
+
+def test_backend_rejecting_tools_is_flagged(tmp_path):
+    line = json.loads((FIXTURES / "http500_fast" / "stdout.txt").read_text())
+    line["error"]["data"].update(statusCode=400, message="registry.ollama.ai/library/x does not support tools")
+    path = tmp_path / "stdout.txt"
+    path.write_text(json.dumps(line) + "\n")
+    (event,) = parse_stdout(path, "measured").events
+    assert event.error_type == "backend_tool_unsupported"
+
+
+def test_run_killed_mid_step_still_reports_the_tool_and_an_unfinished_response(tmp_path):
+    lines = (FIXTURES / "success" / "stdout.txt").read_text().splitlines()
+    path = tmp_path / "stdout.txt"
+    path.write_text("\n".join(lines[:2]) + "\n" + lines[2][:40])  # torn last line
+    events = parse_stdout(path, "measured").events
+    assert [e.event_type for e in events] == ["model_response", "tool_call_start", "tool_call_result"]
+    assert events[0].status == "unknown"
+
+
+def test_parsed_evidence_drives_the_real_telemetry_summary():
+    used = summarize_phase(parse("success").events, observability="structured", capture_missing=False,
+                           parse_error=False)
+    assert used.tool_event_verdict == "confirmed_tool_use" and used.telemetry_source_tier == "B"
+    idle = summarize_phase(parse("no_tool").events, observability="structured", capture_missing=False,
+                           parse_error=False)
+    assert (idle.tool_event_verdict, idle.tool_event_verdict_reason) == (
+        "no_tool_event_observed", "structured_event_absent")
+
+
+def test_normalized_names_of_every_opencode_tool():
+    tools = json.loads((FIXTURES / "tools_openai_compatible.json").read_text())["tools"]
+    names = {t["function"]["name"]: normalize_tool(t["function"]["name"]) for t in tools}
+    assert names["bash"] == ("shell", "execute")
+    assert names["write"] == ("write", "write") and names["edit"] == ("edit", "write")
+    assert names["read"] == ("read", "read") and names["webfetch"] == ("fetch", "fetch")
+    assert names["grep"][1] == names["glob"][1] == "search"
+    assert names["todowrite"][1] == names["task"][1] == names["skill"][1] == "other"
+    assert normalize_tool("apply_patch") == ("edit", "write")
+    assert normalize_tool(None) == ("", "other") and normalize_tool("") == ("", "other")
+
+
+# ------------------------------------------------------------------------------- through the hooks
+
+def outputs_for(stdout: Path, stderr: Path) -> PhaseOutputs:
+    return PhaseOutputs(stdout_path=stdout, stderr_path=stderr, process=ProcessResult(status="ok"))
+
+
+def test_hooks_parse_only_opencode_and_find_the_final_text(gpm, ctx, agent, tmp_path):
+    stdout = tmp_path / "measured.stdout"
+    shutil.copyfile(FIXTURES / "success" / "stdout.txt", stdout)
+    out = outputs_for(stdout, tmp_path / "measured.stderr")
+    impls = {i.plugin_name: i.function for i in gpm.hook.parse_wrapper_events.get_hookimpls()}
+    ours = impls["opencode"]
+    events = ours(agent=agent, ctx=ctx, outputs=out)
+    assert [e.raw_artifact_ref for e in events][1] == "measured.stdout:2"
+    other = agent.model_copy(update={"id": "x", "plugin": "reference"})
+    assert ours(agent=other, ctx=ctx, outputs=out) is None
+    assert gpm.hook.final_output_text(agent=agent, ctx=ctx, outputs=out) == \
+        "I created hello.txt containing hello world."
+
+
+def test_missing_stdout_is_a_wrapper_parse_error(gpm, ctx, agent, tmp_path):
+    impls = {i.plugin_name: i.function for i in gpm.hook.parse_wrapper_events.get_hookimpls()}
+    out = outputs_for(tmp_path / "nope.stdout", tmp_path / "nope.stderr")
+    with pytest.raises(WrapperParseError, match="cannot read opencode stdout"):
+        impls["opencode"](agent=agent, ctx=ctx, outputs=out)
+
+
+def test_empty_stdout_is_no_evidence_not_an_error(tmp_path):
+    path = tmp_path / "stdout.txt"
+    path.write_bytes(b"")
+    assert parse_stdout(path, "measured").events == []
+
+
+# ------------------------------------------------------------------------------------ garbage
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=2000))
+def test_arbitrary_bytes_never_raise(tmp_path, data):
+    path = tmp_path / "stdout.txt"
+    path.write_bytes(data)
+    parser = parse_stdout(path, "measured")
+    assert all(isinstance(e, Event) for e in parser.events)
+
+
+JSON_LEAF = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
+JSON = st.recursive(JSON_LEAF, lambda kids: st.lists(kids, max_size=4)
+                    | st.dictionaries(st.text(max_size=8), kids, max_size=4), max_leaves=20)
+KNOWN = st.sampled_from(["step_start", "step_finish", "tool_use", "text", "reasoning", "error", "other"])
+KEYS = st.sampled_from(["tool", "callID", "state", "text", "time", "reason", "tokens", "messageID", "status",
+                        "input", "output", "metadata", "exit", "start", "end", "error", "data", "statusCode"])
+SHAPED = st.recursive(JSON_LEAF, lambda kids: st.dictionaries(KEYS, kids, max_size=5), max_leaves=25)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.fixed_dictionaries(
+    {"type": KNOWN}, optional={"timestamp": JSON_LEAF, "part": SHAPED | JSON, "error": SHAPED | JSON}), max_size=8))
+def test_odd_but_well_formed_lines_never_raise(tmp_path, lines):
+    path = tmp_path / "stdout.txt"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    parser = parse_stdout(path, "measured")
+    for e in parser.events:
+        Event.model_validate(e.model_dump())  # every event honours the contract
+    assert final_text(parser) is None or isinstance(final_text(parser), str)
