@@ -338,8 +338,7 @@ class ExchangeObserver:
                 ttfb_ms: float | None, proxy_error: str | None) -> dict[str, Any]:
         self._close_decoders()
         red = self.redactor
-        request_value, request_cut = self._request_record()
-        body = loads_or_none(self.request_body) if self.request_body else None
+        body, request_value, request_cut = self._request_record()
         if self.protocol == "other":
             self.protocol = detect_protocol(self.method, self.path, body)
 
@@ -418,20 +417,20 @@ class ExchangeObserver:
         keep = {PREFIX + "request", PREFIX + "response"}
         return {k: (v if k in keep else red.value(v)) for k, v in out.items()}
 
-    def _request_record(self) -> tuple[Any, bool]:
-        """The request body for the record: parsed JSON if it is JSON, else text; redacted; fit to budget."""
+    def _request_record(self) -> tuple[Any, Any, bool]:
+        """(parsed body or None, the body for the record, cut?). The record's copy is parsed JSON if the body
+        is JSON, else text; redacted; fit to budget. The body is parsed once for both uses."""
         if not self.request_body:
-            return None, False
+            return None, None, False
         sentinel = object()
-        value = loads_or_none(self.request_body, sentinel)
-        if value is sentinel:
+        parsed = loads_or_none(self.request_body, sentinel)
+        if parsed is sentinel:
             raw = self.request_body[: self.budget * 4 + 16]
-            value = raw.decode("utf-8", "replace")
-        value = self.redactor.value(value)
-        if isinstance(value, str):
+            value = self.redactor.value(raw.decode("utf-8", "replace"))
             cut = len(self.request_body) > self.budget
-            return (_clip(value, self.budget) if cut else value), cut
-        return fit_json(value, self.budget)
+            return None, (_clip(value, self.budget) if cut else value), cut
+        value, cut = fit_json(self.redactor.value(parsed), self.budget)
+        return parsed, value, cut
 
     def _minimal(self, status: Any, duration_ms: Any, ttfb_ms: Any, proxy_error: Any, error: str) -> dict[str, Any]:
         try:
