@@ -187,7 +187,7 @@ class SuiteSpec(_Strict):
     agents: list[str] = Field(default_factory=list)
     models: list[str] = Field(default_factory=list)
     tests: list[str] = Field(default_factory=list, description="Test ids; 'tag:<tag>' selects by tag.")
-    formats: list[str] = Field(default_factory=list, description="Empty means every format the agent supports.")
+    formats: list[str] = Field(default_factory=list, description="Formats to run, for each agent those of them it supports (an agent with none gets its first); empty means every format the agent supports.")
     cases: list[SuiteCase] = Field(default_factory=list, description="Explicit cases, added to the matrix.")
     telemetry_proxy_mode: ProxyMode | None = None
     jobs: int | None = Field(default=None, ge=1)

@@ -224,8 +224,11 @@ class OracleServer:
         if reply.delay_s > 0:
             await asyncio.sleep(reply.delay_s)
         if reply.http_status != 200:
+            # Retry right away if you retry at all: agents that honour these headers (the OpenAI SDKs,
+            # opencode) then finish their retry storm in a second instead of minutes of back-off, so a
+            # backend failure is cheap to detect. How many times they retry is still theirs to decide.
             return web.json_response(wire.error_body(reply.http_status, reply.error or "oracle error"),
-                                     status=reply.http_status)
+                                     status=reply.http_status, headers={"retry-after-ms": "0", "retry-after": "0"})
         call_id = self._issue(profile, turn, wire.name)
         meta = ReplyMeta(n=n, request=request, call_id=call_id, usage=estimate_usage(request, turn),
                          created=int(time.time()), pieces=reply.stream_pieces)

@@ -53,13 +53,20 @@ def _lookup(kind: str, table: dict, key: str):
 
 
 def plan_cases(specs, *, agents: list[str], models: list[str], tests: list[str], formats: list[str] | None = None,
-               backend: str | None = None, explicit: list | None = None) -> list[PlannedCase]:
-    """Cross product agents × models × tests × formats (formats empty: every format the agent declares)."""
+               backend: str | None = None, explicit: list | None = None,
+               only_supported_formats: bool = False) -> list[PlannedCase]:
+    """Cross product agents × models × tests × formats (formats empty: every format the agent declares).
+
+    A format an agent does not declare gives a SKIPPED case, unless ``only_supported_formats`` (suites:
+    ``formats: [tool, whole]`` means "whichever of these each agent has"; an agent with none of them gets
+    its first declared format)."""
     planned: dict[str, PlannedCase] = {}
     test_specs = select_tests(specs.tests, tests) if tests else []
     for agent_id in agents:
         agent = _lookup("agent", specs.agents, agent_id)
         fmts = list(formats) if formats else list(agent.formats)
+        if only_supported_formats and formats:
+            fmts = [f for f in fmts if f in agent.formats] or [agent.formats[0]]
         for model_id in models:
             model = _lookup("model", specs.models, model_id)
             be = _backend(model, backend)
@@ -76,7 +83,7 @@ def plan_cases(specs, *, agents: list[str], models: list[str], tests: list[str],
 
 def plan_suite(specs, suite: SuiteSpec, *, backend: str | None = None) -> list[PlannedCase]:
     return plan_cases(specs, agents=suite.agents, models=suite.models, tests=suite.tests, formats=suite.formats,
-                      backend=backend, explicit=suite.cases)
+                      backend=backend, explicit=suite.cases, only_supported_formats=True)
 
 
 def _backend(model: ModelSpec, backend_id: str | None) -> BackendSpec:

@@ -63,7 +63,7 @@ UNSUPPORTED_MARKER = "does not support tools"
 #: What the stdout items stand for: item type → the tool that produces it.
 STDOUT_ITEM_TOOLS: dict[str, str] = {"command_execution": "exec_command", "file_change": "apply_patch"}
 
-_EXIT_PATTERNS = (re.compile(r"Process exited with code (-?\d+)"), re.compile(r"^Exit code: (-?\d+)", re.M))
+_EXIT_PATTERNS = (re.compile(r"Process exited with code (-?\d{1,9})\b"), re.compile(r"^Exit code: (-?\d{1,9})\b", re.M))
 _ERROR_OUTPUTS = ("failed to parse function arguments", "unsupported call", "apply_patch verification failed",
                   "invalid patch", "unknown tool", "execution error")
 
@@ -223,7 +223,9 @@ def error_type_for(info: Any, message: str | None) -> str:
     """``error_type`` of a failed turn from codex's ``codex_error_info`` (a name or ``{name: …}``)."""
     if message and UNSUPPORTED_MARKER in message:
         return "backend_tool_unsupported"
-    name = info if isinstance(info, str) else next(iter(info), None) if isinstance(info, dict) and info else None
+    name = info
+    if isinstance(info, dict) and info:
+        name = next(iter(info))  # a variant with data: {"http_connection_failed": {...}}
     if isinstance(name, str):
         return ERROR_TYPES.get(name, name)
     return "agent_error"
