@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT, gripprobe
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3000)]  # ~60 real agent cases
 
 spec = importlib.util.spec_from_file_location("conformance", ROOT / "scripts" / "conformance.py")
 conformance = importlib.util.module_from_spec(spec)

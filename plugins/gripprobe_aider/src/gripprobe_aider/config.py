@@ -14,9 +14,13 @@ Measured on aider-chat 0.86.2. Everything aider would fetch, ask or write elsewh
   (``extra_params.max_retries: 0`` in a ``--model-settings-file``). aider's *own* back-off loop
   (0.25 s doubling up to 32 s, about 64 s in all, ``aider.models.RETRY_TIMEOUT = 60``) has no switch
   in this version;
-- config and history files → ``--config`` (an empty file of ours, so no ``.aider.conf.yml`` from the
-  workspace is read), ``--env-file``, ``--chat-history-file``, ``--input-history-file`` and
-  ``--llm-history-file``, all under ``<HOME>/.gripprobe-aider/`` (the workspace gets no ``.aider*`` files).
+- history files → ``--chat-history-file``, ``--input-history-file``, ``--llm-history-file`` and the
+  ``--env-file`` all under ``<HOME>/.gripprobe-aider/`` (the workspace gets no ``.aider*`` files).
+
+aider still reads ``.aider.conf.yml``, ``.env`` and ``.aider.model.*`` files from its working directory
+(the workspace) and from HOME, whatever the flags say (``--config`` adds a file, it does not replace the
+search). HOME is fresh per phase; a workspace only holds what the test seeds, so such a file is part
+of the test.
 
 The base URL is passed three ways because ``OPENAI_BASE_URL`` in the environment OVERRIDES
 ``--openai-api-base`` (litellm reads it first): the flag, ``OPENAI_BASE_URL`` and ``OPENAI_API_BASE``
@@ -59,9 +63,6 @@ QUIET_FLAGS: tuple[str, ...] = (
     "--no-suggest-shell-commands", "--encoding", "utf-8",
 )
 
-#: ``--config`` file: must be a YAML mapping; everything that matters is on the command line as well.
-CONFIG_YAML = "# GripProbe: every setting is also on the command line.\ncheck-update: false\nanalytics-disable: true\n"
-
 #: Environment variables that would re-route or re-configure aider behind its flags' back. The runner
 #: passes none of them on (allowlist), but a backend spec's ``env`` could: they are overridden here.
 URL_ENV: tuple[str, ...] = ("OPENAI_BASE_URL", "OPENAI_API_BASE")
@@ -72,10 +73,6 @@ class AiderFiles:
     """Where one phase's aider files live (all under ``<HOME>/.gripprobe-aider/``)."""
 
     root: Path
-
-    @property
-    def config(self) -> Path:
-        return self.root / "aider.conf.yml"
 
     @property
     def env_file(self) -> Path:
@@ -138,13 +135,12 @@ def model_settings_yaml(model_name: str, edit_format: str) -> str:
 
 
 def write_files(home: Path, model_name: str, edit_format: str) -> AiderFiles:
-    """Write the phase's config, env, model metadata and model settings files; return the layout.
+    """Write the phase's env, model metadata and model settings files; return the layout.
 
     History files are aider's to write; stale ones (none in a fresh HOME) are removed so a phase's
     artifacts are its own."""
     files = files_for(home)
     files.root.mkdir(parents=True, exist_ok=True)
-    files.config.write_text(CONFIG_YAML, encoding="utf-8")
     files.env_file.write_text("", encoding="utf-8")
     files.model_metadata.write_text(json.dumps(model_metadata(model_name), indent=2) + "\n", encoding="utf-8")
     files.model_settings.write_text(model_settings_yaml(model_name, edit_format), encoding="utf-8")
@@ -206,7 +202,6 @@ def build_argv(executable: str, files: AiderFiles, *, base_url: str, model_name:
     read as a flag); each chat file as ``--file=<path>``."""
     return [
         executable,
-        f"--config={files.config}",
         f"--model={model_ref(model_name)}",
         f"--openai-api-base={base_url}",
         f"--edit-format={edit_format}",

@@ -82,18 +82,20 @@ def fence_of(messages: Sequence[Any]) -> tuple[str, str]:
     return DEFAULT_FENCE
 
 
-def parse_file_listings(text: str, fence: tuple[str, str]) -> dict[str, str]:
+def parse_file_listings(text: str) -> dict[str, str]:
     """``{path: content}`` from aider's chat files message (after its prefix paragraph).
 
-    A listing is a path line, a line that is exactly the opening fence, the content, and the closing
-    fence at the start of a line (or, for content without a final newline, at the end of its last
-    line). aider chose the fence so that no content line starts with it."""
+    A listing is a path line, a line that is exactly an opening fence (aider uses the fence it chose
+    for the chat, one of :data:`FENCES`; the udiff prompt never shows it, so it is read here), the
+    content, and the closing fence at the start of a line (or, for content without a final newline,
+    at the end of its last line). aider chose the fence so that no content line starts with it."""
     out: dict[str, str] = {}
     lines = text.split("\n")
     i = 0
     while i + 1 < len(lines):
         path, opener = lines[i].strip(), lines[i + 1]
-        if not path or opener != fence[0]:
+        closer = FENCES.get(opener)
+        if not path or closer is None:
             i += 1
             continue
         body: list[str] = []
@@ -101,12 +103,12 @@ def parse_file_listings(text: str, fence: tuple[str, str]) -> dict[str, str]:
         closed = False
         while j < len(lines):
             line = lines[j]
-            if line.startswith(fence[1]):
+            if line.startswith(closer):
                 out[path] = "".join(b + "\n" for b in body)
                 closed = True
                 break
-            if line.endswith(fence[1]) and (j + 1 == len(lines) or not lines[j + 1].strip()):
-                out[path] = "".join(b + "\n" for b in body) + line[: -len(fence[1])]
+            if line.endswith(closer) and (j + 1 == len(lines) or not lines[j + 1].strip()):
+                out[path] = "".join(b + "\n" for b in body) + line[: -len(closer)]
                 closed = True
                 break
             body.append(line)
@@ -151,7 +153,7 @@ def _read_chat(messages: list[Any]) -> AiderChat | None:
         if msg.get("role") != "user":
             continue
         if text.startswith(FILES_PREFIX):
-            files = parse_file_listings(text[len(FILES_PREFIX):], fence)
+            files = parse_file_listings(text[len(FILES_PREFIX):])
         elif text.startswith(NO_FILES_PREFIXES):
             files = {}
         elif text.startswith(EXAMPLES_END):

@@ -180,7 +180,10 @@ class AiderDialect:
 def plan_edits(actions: Sequence[ReferenceAction], chat: AiderChat) -> tuple[list[FileEdit], list[str]]:
     """The file edits performing ``actions`` against the chat's files (in order), and sentences for
     what cannot be said exactly or at all. Files not in the chat are taken as absent (the plugin adds
-    every file the workspace holds to the chat)."""
+    every file the workspace holds to the chat). An edit of a file whose content is unknown is given
+    as whole lines (``diff``/``udiff``: aider finds them if they are whole lines of the file); ``whole``
+    cannot say it at all (it needs the entire new content)."""
+    whole = chat.edit_format == "whole"
     state: dict[str, str] = dict(chat.files)
     edits: list[FileEdit] = []
     notes: list[str] = []
@@ -203,8 +206,11 @@ def plan_edits(actions: Sequence[ReferenceAction], chat: AiderChat) -> tuple[lis
                 state[path] = full
             else:
                 why = "is not in the chat" if current is None else "does not hold the old text exactly once"
-                notes.append(f"({path} {why}: the change is given as whole lines.)")
-                edits.append(FileEdit(path, ensure_newline(old), ensure_newline(new), None))
+                if whole:
+                    notes.append(f"I cannot list {path} in full: it {why}.")
+                else:
+                    notes.append(f"({path} {why}: the change is given as whole lines.)")
+                    edits.append(FileEdit(path, ensure_newline(old), ensure_newline(new), None))
                 state.pop(path, None)
         elif isinstance(action, ReferenceShell):
             notes.append(f"I cannot run `{action.shell}`: I have no shell here.")

@@ -48,8 +48,13 @@ def line_block(content: str, old: str, new: str) -> tuple[str, str, tuple[str, .
     end = pos + len(old)
     start = content.rfind("\n", 0, pos) + 1
     stop = end if end > 0 and content[end - 1] == "\n" else content.index("\n", end) + 1
+    new_block = content[start:pos] + new + content[end:stop]
+    while new_block and not new_block.endswith("\n") and stop < len(content):
+        # the replacement joins this line with the next one: take that line in too
+        stop = content.index("\n", stop) + 1
+        new_block = content[start:pos] + new + content[end:stop]
     old_block = content[start:stop]
-    new_block = ensure_newline(content[start:pos] + new + content[end:stop])
+    new_block = ensure_newline(new_block)
     before = content[:start].split("\n")[:-1][-3:]
     return old_block, new_block, tuple(before)
 

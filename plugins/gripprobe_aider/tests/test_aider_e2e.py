@@ -1,0 +1,210 @@
+"""End to end: the REAL aider through the real `gripprobe run`, against the oracle backend speaking the
+plugin's text dialects.
+
+Skipped (with the fix in the reason) only when aider is not installed in the agent cache; CI runs
+``gripprobe agents install aider`` first. Each real case costs two aider runs (warmup + measured,
+~5 s each on an idle 2-core machine); the four runs below start at once and take about a minute
+and a half together:
+
+- perfect × save_file, patch_file in each edit format → PASS on tier C; shell_pwd → TOOL_UNSUPPORTED
+  without running (aider has no shell);
+- lazy / malformed-args / retry-loop / error-then-recover in ``diff`` → NO_TOOL_CALL / FAIL
+  (protocol_malformed) / FAIL (tool_retry_loop) / PASS (recovered);
+- a file whose content is a JSON tool-call object, in ``whole`` (the proxy's nonstructured detector
+  counts it): the oracle's ground truth and the proxy agree, and the backend's key is in no stored file;
+- proxy off: aider's own output alone confirms the edit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gripprobe_core import CliAgentSpec
+
+pytestmark = pytest.mark.e2e
+
+REPO_SPECS = Path(__file__).resolve().parents[3] / "specs"
+MODELS = ("perfect", "lazy", "malformed-args", "retry-loop", "error-then-recover")
+SPEC_FILES = ("cli_agents/aider.yaml", *(f"models/oracle-{m}.yaml" for m in MODELS),
+              "tests/shell_pwd.yaml", "tests/save_file.yaml", "tests/patch_file.yaml")
+FORMATS = ("whole", "diff", "udiff")
+JSON_CALL = '{"name": "write", "arguments": {"path": "a.txt", "content": "x"}}'
+JSON_TEST = f"""id: json_call_file
+title: Save a file whose content looks like a tool call
+prompt: |
+  Create call.json holding exactly this line:
+  {JSON_CALL}
+requires: [write]
+validators:
+  - kind: file_equals
+    path: call.json
+    expected: '{JSON_CALL}'
+reference:
+  - write:
+      path: call.json
+      content: |
+        {JSON_CALL}
+"""
+
+
+def installed_aider(gpm):
+    from gripprobe_core.agents import AgentCache
+    agent = CliAgentSpec(id="aider", plugin="aider", executable="aider", tool_kinds=["write"])
+    return AgentCache.default().installed("aider", gpm.hook.agent_install_recipe(agent=agent))
+
+
+@pytest.fixture(scope="module")
+def specs_root(tmp_path_factory, gpm) -> Path:
+    """The repo's own spec files for this agent, the oracle models and tests used here (only those:
+    other agents' specs name plugins that need not be installed next to this one)."""
+    if installed_aider(gpm) is None:
+        pytest.skip("aider is not installed: run `gripprobe agents install aider` (CI does)")
+    if not REPO_SPECS.is_dir():
+        pytest.skip("not inside the GripProbe repository (no specs/ to run)")
+    root = tmp_path_factory.mktemp("specs")
+    for rel in SPEC_FILES:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO_SPECS / rel, root / rel)
+    (root / "tests" / "json_call_file.yaml").write_text(JSON_TEST)
+    model = (root / "models" / "oracle-perfect.yaml").read_text()
+    (root / "models" / "oracle-keyed.yaml").write_text(
+        model.replace("id: oracle-perfect", "id: oracle-keyed").replace(
+            "model_id: perfect", "model_id: perfect\n    api_key_env: GRIPPROBE_TEST_AIDER_KEY"))
+    (root / "suites").mkdir()
+    (root / "suites" / "default.yaml").write_text(
+        "id: default\ntitle: aider x oracle\nagents: [aider]\nmodels: [oracle-perfect]\ntests: [save_file]\n")
+    return root
+
+
+def start_run(specs: Path, results: Path, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start the real `gripprobe run` in a subprocess (see :func:`finish_run`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_") and k != "PYTHONPATH"}
+    env.update(extra_env or {})
+    return subprocess.Popen([sys.executable, "-m", "gripprobe_core.cli", "run", "--specs", str(specs),
+                             "--results", str(results), "-a", "aider", "--jobs", "2", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            stdin=subprocess.DEVNULL)
+
+
+def finish_run(proc: subprocess.Popen) -> Path:
+    """Wait for a run; returns the run directory it printed last."""
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err[-3000:]
+    return Path(out.strip().splitlines()[-1])
+
+
+KEY = "sk-canary-e2e-aider-5150"
+
+
+@pytest.fixture(scope="module")
+def runs(specs_root, tmp_path_factory) -> dict[str, Path]:
+    """Four `gripprobe run`s started at once (each case is mostly aider's start-up; running them side
+    by side keeps the file near a minute on two cores)."""
+    res = lambda: tmp_path_factory.mktemp("results")  # noqa: E731
+    procs = {
+        "perfect": start_run(specs_root, res(), "-m", "oracle-perfect", "-t", "save_file", "-t", "patch_file",
+                             "-t", "shell_pwd"),
+        "profiles": start_run(specs_root, res(), "-f", "diff", "-t", "save_file",
+                              *(a for m in ("lazy", "malformed-args", "retry-loop", "error-then-recover")
+                                for a in ("-m", f"oracle-{m}"))),
+        "keyed": start_run(specs_root, res(), "-m", "oracle-keyed", "-t", "json_call_file", "-f", "whole",
+                           extra_env={"GRIPPROBE_TEST_AIDER_KEY": KEY}),
+        "proxy_off": start_run(specs_root, res(), "-m", "oracle-perfect", "-t", "save_file", "-f", "udiff",
+                               "--telemetry-proxy", "off"),
+    }
+    return {name: finish_run(proc) for name, proc in procs.items()}
+
+
+def cases_of(run_dir: Path) -> dict[tuple[str, str, str], tuple[Path, dict]]:
+    out = {}
+    for p in sorted((run_dir / "cases").glob("*/case.json")):
+        case = json.loads(p.read_text())
+        key = (case["key"]["model"].removeprefix("oracle-"), case["key"]["format"], case["key"]["test"])
+        out[key] = (p.parent, case)
+    return out
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def status(case: dict) -> tuple[str, str | None]:
+    return case["verdict"]["status"], case["verdict"]["failure_reason"]
+
+
+def assert_truth_matches_proxy(case_dir: Path) -> tuple[int, int]:
+    """The oracle's ground truth and the proxy's tier A counts agree; returns (structured, nonstructured)."""
+    truth = jsonl(case_dir / "artifacts" / "oracle.measured.jsonl")
+    records = jsonl(case_dir / "artifacts" / "proxy.measured.http.jsonl")
+    counts = (sum(r["x_gripprobe_tool_call_count"] for r in records),
+              sum(r["x_gripprobe_tool_call_nonstructured_count"] for r in records))
+    assert counts == (sum(t["structured"] for t in truth), sum(not t["structured"] for t in truth)), (truth, counts)
+    return counts
+
+
+def test_perfect_passes_every_writing_test_in_every_format_and_shell_is_unsupported(runs):
+    cases = cases_of(runs["perfect"])
+    assert {k: status(c) for k, (_, c) in cases.items()} == {
+        **{("perfect", f, t): ("PASS", None) for f in FORMATS for t in ("save_file", "patch_file")},
+        **{("perfect", f, "shell_pwd"): ("TOOL_UNSUPPORTED", "agent_tool_unsupported") for f in FORMATS}}
+    for (_, fmt, test), (case_dir, case) in cases.items():
+        if test == "shell_pwd":
+            assert case["phases"] == [] and not (case_dir / "measured.stdout").exists()  # never ran
+            continue
+        assert case["agent_version"] == "0.86.2"
+        assert [p["process"]["status"] for p in case["phases"]] == ["ok", "ok"]
+        assert case["telemetry"]["telemetry_source_tier"] == "C"
+        assert case["verdict"]["tool_event_verdict"] == "confirmed_tool_use"
+        target = "greeting.txt" if test == "save_file" else "settings.py"
+        events = jsonl(case_dir / "artifacts" / "events.measured.jsonl")
+        edits = [e for e in events if e["event_type"] == "tool_call_result" and e["source_tier"] == "C"]
+        assert [(e["status"], e["payload"]["arguments"], e["payload"]["edit_format"]) for e in edits] == [
+            ("success", {"path": target}, fmt)]
+        assert edits[0]["timestamp"] and edits[0]["raw_artifact_ref"].startswith("measured.stdout:")
+        assert sorted(p.name for p in (case_dir / "workspace").iterdir()) == [target]  # no .aider* files
+        assert (case_dir / "artifacts" / "measured.aider.llm.history.txt").is_file()
+        assert (case_dir / "artifacts" / "measured.aider.chat.history.md").is_file()
+        # which requests aider makes: one streamed Chat Completions request per phase, nothing else
+        records = jsonl(case_dir / "artifacts" / "proxy.measured.http.jsonl")
+        assert [(r["x_gripprobe_method"], r["x_gripprobe_path"], r["x_gripprobe_stream"]) for r in records] == [
+            ("POST", "/v1/chat/completions", True)]
+        assert assert_truth_matches_proxy(case_dir) == (0, 0)
+
+
+def test_misbehaving_profiles_in_diff(runs):
+    cases = cases_of(runs["profiles"])
+    assert {k[0]: status(c) for k, (_, c) in cases.items()} == {
+        "lazy": ("NO_TOOL_CALL", "no_tool_call_observed"),
+        "malformed-args": ("FAIL", "protocol_malformed"),
+        "retry-loop": ("FAIL", "tool_retry_loop"),
+        "error-then-recover": ("PASS", None)}
+    assert cases[("error-then-recover", "diff", "save_file")][1]["verdict"]["trajectory"] == "recovered"
+    assert cases[("retry-loop", "diff", "save_file")][1]["telemetry"]["telemetry_retry_loop_detected"] is True
+    for case_dir, _ in cases.values():
+        assert assert_truth_matches_proxy(case_dir) == (0, 0)
+
+
+def test_text_the_detector_counts_is_ground_truth_and_the_key_is_stored_nowhere(runs):
+    key, run = KEY, runs["keyed"]
+    ((case_dir, case),) = cases_of(run).values()
+    assert status(case) == ("PASS", None)
+    assert assert_truth_matches_proxy(case_dir) == (0, 1)
+    assert case["telemetry"]["telemetry_proxy_tool_call_nonstructured_count"] == 1
+    assert not [p for p in run.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+    records = jsonl(case_dir / "artifacts" / "proxy.measured.http.jsonl")
+    assert records and all(json.dumps(r).find(key) < 0 for r in records)
+
+
+def test_proxy_off_aiders_own_output_confirms_the_edit(runs):
+    ((case_dir, case),) = cases_of(runs["proxy_off"]).values()
+    assert status(case) == ("PASS", None)
+    assert case["telemetry"]["telemetry_proxy_status"] == "skipped"
+    assert case["telemetry"]["telemetry_source_tier"] == "C"
+    assert not (case_dir / "artifacts" / "proxy.measured.http.jsonl").exists()

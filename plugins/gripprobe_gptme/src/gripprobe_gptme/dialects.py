@@ -1,0 +1,359 @@
+"""Oracle dialects for gptme: how the oracle backend says a reference action in gptme's own terms.
+
+gptme has three tool formats (``--tool-format``), and each needs the oracle to talk differently:
+
+- ``tool`` (:class:`GptmeToolDialect`, registered as ``gptme-tool``): OpenAI function tools (save,
+  append, patch, shell, complete ...). The generic ``tools`` dialect already picks ``save`` and
+  ``shell``; this one adds what gptme needs on top: the final turn calls ``complete`` (without it
+  gptme nudges "No tool call detected" and, since the nudge is a new user message, the generic
+  dialect would start the plan again, forever), edits go through gptme's ``patch`` tool (conflict
+  markers), writes whose content ``save`` cannot reproduce (no final newline: gptme adds one) go
+  through the shell, and gptme's nudges never reset the step count.
+- ``markdown`` (:class:`GptmeMarkdownDialect`, ``gptme-markdown``): no tools are offered; a tool use
+  is a fenced block in the reply text (```` ```save <path> ````, ```` ```shell ````,
+  ```` ```patch <path> ````, ```` ```complete ````).
+- ``xml`` (:class:`GptmeXmlDialect`, ``gptme-xml``): ``<tool-use><save args="path">…</save></tool-use>``.
+
+A request is gptme's when one of its system messages starts with gptme's identity line ("You are
+gptme v…", wrapped in ``<role>`` in the xml format). The background title request (system "Generate
+concise conversation titles.") is not a task request: it gets the oracle's side answer and never
+advances the plan.
+
+Ground truth: the recording proxy counts tool calls written as text only in the syntaxes of
+``gripprobe_core.proxy.text_tools`` (Hermes ``<tool_call>``, JSON call objects, ...), which
+deliberately excludes gptme's fenced blocks and ``<tool-use>``. So a text-format turn records
+exactly the calls that scanner finds in the reply text (normally none): ground truth and the proxy's
+``tool_call_nonstructured_count`` agree by construction. gptme's own log shows the text tool uses
+(tier B, :mod:`gripprobe_gptme.parse`).
+
+The prose around a tool use is made inert first: a tool output quoted in the final answer must never
+become a tool use gptme would run. In the tool and markdown formats :func:`defuse` indents fence
+lines and ``@tool(id): {…}`` lines; in the xml format the prose is XML-escaped, because gptme
+(installed without lxml) parses the whole reply as one XML document and runs nothing at all when it
+is not well-formed.
+
+What a text format cannot carry exactly goes through gptme's shell instead: ``save`` adds a missing
+final newline, a markdown block cannot safely hold fence lines, xml strips the text around a body.
+The fallback is the generic dialect's exact shell command, else the content decoded from base64
+(``printf … | base64 -d > path``, or ``eval "$(… | base64 -d)"`` for a command): gptme's shell
+denies piping into ``bash`` or ``python``.
+
+The text formats have no structured call, so :meth:`_GptmeTextDialect.failing_call` is None: the
+``error-then-recover`` profile then plays the plan directly and ``retry-loop`` gives up at once, and
+``malformed-args`` sends the first action well-formed (the profile only breaks structured calls);
+see the plugin README for the statuses each profile gets.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shlex
+from typing import Any, Sequence
+from xml.sax.saxutils import escape, quoteattr
+
+from gripprobe_core.models.specs import ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell, ReferenceWrite
+from gripprobe_core.oracle.dialects import (
+    COMMAND_PARAMS, ToolsDialect, accepts_type, fill_required, find_param, shell_command_for,
+)
+from gripprobe_core.oracle.plan import ChatRequest, TextCall, ToolCall, ToolInfo, Turn, describe_action, message_text
+from gripprobe_core.proxy.text_tools import scan_text_tool_calls
+
+from .parse import BLOCK_TOOLS
+
+__all__ = [
+    "GptmeMarkdownDialect", "GptmeToolDialect", "GptmeXmlDialect", "TOOL_NAMES", "b64_write_command",
+    "conflict_patch", "defuse", "is_gptme_request", "is_nudge", "real_user_index", "register_all",
+]
+
+#: gptme 0.35.1's tool block languages (fenced blocks with other languages are not tool uses).
+TOOL_NAMES = BLOCK_TOOLS
+
+_IDENTITY = re.compile(r"^\s*(?:<role>\s*)?You are gptme v\d", re.I)
+_MD_TOOL_FENCE = re.compile(r"^`{3,}[ \t]*([A-Za-z_][\w-]*)", re.M)
+_XML_TOOL_USE = re.compile(r"<tool-use>\s*<([A-Za-z_][\w-]*)[\s>]", re.I)
+_TOOLCALL_LINE = re.compile(r"^@[^\r\n(]+\([\w\-:.]+\):", re.M)
+_FENCE_LINE = re.compile(r"^(?=`{3,}|~{3,})", re.M)
+_XML_TAGS = re.compile(r"<(?=/?(?:tool-use|function_calls)\b)", re.I)
+_SAFE_PATH = re.compile(r"[A-Za-z0-9_.@+,%=/:-]+")
+_PLACEHOLDER = re.compile(r"^[ \t]*(#|//|\") \.\.\. ?.*$", re.M)
+
+ORIGINAL, DIVIDER, UPDATED = "<<<<<<< ORIGINAL\n", "\n=======\n", "\n>>>>>>> UPDATED"
+
+
+# ------------------------------------------------------------------------------ recognising gptme
+
+def is_gptme_request(request: ChatRequest) -> bool:
+    """Does a system message of ``request`` carry gptme's identity line ("You are gptme v0.35.1 …")?"""
+    return any(m.get("role") == "system" and _IDENTITY.match(message_text(m)) for m in request.messages)
+
+
+def is_nudge(message: dict[str, Any]) -> bool:
+    """A user message gptme wrote itself: a ``<system>…</system>`` wrapper (the "No tool call detected"
+    nudge, a folded system notice), not something the user asked."""
+    return message.get("role") == "user" and message_text(message).lstrip().startswith("<system>")
+
+
+def real_user_index(request: ChatRequest) -> int:
+    """Index of the last user message that is not one of gptme's own nudges (-1 when none)."""
+    last = -1
+    for i, msg in enumerate(request.messages):
+        if msg.get("role") == "user" and not is_nudge(msg):
+            last = i
+    return last
+
+
+def _since_real_user(request: ChatRequest) -> list[dict[str, Any]]:
+    return request.messages[real_user_index(request) + 1:]
+
+
+def defuse(text: str) -> str:
+    """``text`` with everything gptme would execute made inert: a fence at the start of a line gets
+    four spaces before it, an ``@tool(id): {…}`` line one, ``<tool-use>``/``<function_calls>`` tags
+    become ``&lt;…``; line breaks are normalized to ``\n`` first, as gptme's block reader does.
+    Plain prose is unchanged."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _FENCE_LINE.sub("    ", text)
+    text = _TOOLCALL_LINE.sub(lambda m: " " + m.group(0), text)
+    return _XML_TAGS.sub("&lt;", text)
+
+
+def text_calls_in(text: str) -> tuple[TextCall, ...]:
+    """The calls the recording proxy's nonstructured scanner finds in ``text``, as ground truth
+    (``structured: false``, no action index): what makes ground truth and tier A agree."""
+    return tuple(TextCall(ToolCall(c.name, c.arguments)) for c in scan_text_tool_calls(text))
+
+
+def _turn(text: str, *, tool_call: ToolCall | None = None, action_index: int | None = None) -> Turn:
+    return Turn(text=text, tool_call=tool_call, action_index=action_index, text_calls=text_calls_in(text))
+
+
+# ------------------------------------------------------------------------------ gptme's patch tool
+
+def conflict_patch(old: str, new: str) -> str | None:
+    """gptme's patch text replacing ``old`` with ``new``; None when gptme would not read it back
+    exactly (empty or identical texts, conflict markers inside them, lines gptme takes for
+    ``# ...`` placeholders)."""
+    if not old or old == new or "\r" in old + new:
+        return None
+    if _PLACEHOLDER.search(old) or _PLACEHOLDER.search(new):
+        return None
+    patch = f"{ORIGINAL}{old}{DIVIDER}{new}{UPDATED}"
+    return patch if _read_conflict_patch(patch) == (old, new) else None
+
+
+def _read_conflict_patch(patch: str) -> tuple[str, str] | None:
+    """How gptme 0.35.1 splits one conflict-marker patch (exact split rules), for the round trip check."""
+    block = patch.strip()
+    if block.count(ORIGINAL) != 1 or not block.startswith(ORIGINAL):
+        return None
+    after = block[len(ORIGINAL):]
+    if DIVIDER not in after:
+        return None
+    original, rest = after.split(DIVIDER, 1)
+    if rest.startswith(UPDATED[1:]):
+        return original, ""
+    if UPDATED not in rest:
+        return None
+    updated, tail = rest.split(UPDATED, 1)
+    if tail.strip() or re.search(r"\n=======(?!=)", updated):
+        return None
+    return original, updated
+
+
+# ------------------------------------------------------------------------------ the tool format
+
+class GptmeToolDialect(ToolsDialect):
+    """gptme with ``--tool-format tool``: the generic function-tools dialect, plus ``complete`` to end,
+    ``patch`` for edits, the shell for writes ``save`` cannot reproduce, and nudges that do not
+    restart the plan."""
+
+    name = "gptme-tool"
+    format = "tool"
+
+    def accepts(self, request: ChatRequest, format: str) -> bool:
+        return format == self.format and request.has_tools and is_gptme_request(request)
+
+    def steps_taken(self, request: ChatRequest) -> int:
+        return sum(1 for m in _since_real_user(request)
+                   if m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list) and m["tool_calls"])
+
+    def finish(self, request: ChatRequest, text: str) -> Turn:
+        complete = request.tool("complete")
+        call = ToolCall.of(complete.name, fill_required(complete, {})) if complete is not None else None
+        return _turn(defuse(text), tool_call=call)
+
+    def say_with_functions(self, action: ReferenceAction, index: int, request: ChatRequest) -> Turn:
+        shell = self.shell_tool(request)
+        if isinstance(action, ReferenceWrite) and not action.write.content.endswith("\n") and shell is not None:
+            return Turn(tool_call=self._command_call(shell, shell_command_for(action)), action_index=index)
+        if isinstance(action, ReferenceEdit):
+            patch_tool = request.tool("patch")
+            patch = conflict_patch(action.edit.old, action.edit.new)
+            if patch_tool is not None and patch is not None and {"path", "patch"} <= set(patch_tool.properties):
+                return Turn(tool_call=ToolCall.of(patch_tool.name, fill_required(
+                    patch_tool, {"path": action.edit.path, "patch": patch})), action_index=index)
+        return super().say_with_functions(action, index, request)
+
+    @staticmethod
+    def _command_call(tool: ToolInfo, command: str) -> ToolCall:
+        param = find_param(tool, COMMAND_PARAMS) or "command"
+        value: Any = command
+        if accepts_type(tool.properties.get(param), "array") and not accepts_type(tool.properties.get(param), "string"):
+            value = ["bash", "-lc", command]
+        return ToolCall.of(tool.name, fill_required(tool, {param: value}))
+
+
+# ------------------------------------------------------------------------------ the text formats
+
+class _GptmeTextDialect:
+    """Shared logic of the markdown and xml dialects: gptme's tool uses are written in the reply text;
+    no tools are offered, so a task request is one carrying gptme's system prompt."""
+
+    name = ""
+    format = ""
+
+    def accepts(self, request: ChatRequest, format: str) -> bool:
+        return format == self.format and not request.has_tools and is_gptme_request(request)
+
+    def is_task_request(self, request: ChatRequest) -> bool:
+        return is_gptme_request(request)
+
+    def steps_taken(self, request: ChatRequest) -> int:
+        """Assistant turns since the last real user message whose text holds a gptme tool use."""
+        return sum(1 for m in _since_real_user(request)
+                   if m.get("role") == "assistant" and self.tool_uses(message_text(m)))
+
+    def tool_uses(self, text: str) -> list[str]:
+        """Names of the gptme tool uses written in ``text`` (in this format's syntax)."""
+        raise NotImplementedError
+
+    # -------------------------------------------------------------------- speaking
+
+    def say(self, action: ReferenceAction, index: int, request: ChatRequest) -> Turn:
+        return _turn(f"{self.prose(f'I will {describe_action(action)}.')}\n\n{self.block_for(action)}\n",
+                     action_index=index)
+
+    def say_in_plan(self, actions: Sequence[ReferenceAction], index: int, request: ChatRequest) -> Turn:
+        return self.say(actions[index], index, request)
+
+    def failing_call(self, request: ChatRequest) -> ToolCall | None:
+        """None: a deliberately failing call would have to be a structured call, which a text format
+        does not have (``error-then-recover`` then plays the plan, ``retry-loop`` gives up at once)."""
+        return None
+
+    def finish(self, request: ChatRequest, text: str) -> Turn:
+        return _turn(f"{self.prose(text)}\n\n{self.block('complete', None, '')}\n")
+
+    def prose(self, text: str) -> str:
+        """``text`` made safe to stand next to this format's tool uses (see :func:`defuse`)."""
+        return defuse(text)
+
+    def block_for(self, action: ReferenceAction) -> str:
+        """The tool use performing ``action``: ``save`` / ``patch`` when the format carries the text
+        exactly, else the shell (see :meth:`shell_block`)."""
+        if isinstance(action, ReferenceWrite):
+            path, content = action.write.path, action.write.content
+            if self.path_ok(path) and self.save_ok(content):
+                return self.block("save", path, content[:-1])
+            command = shell_command_for(action)
+            return self.shell_block(command if self.body_ok(command) else b64_write_command(path, content))
+        if isinstance(action, ReferenceEdit):
+            patch = conflict_patch(action.edit.old, action.edit.new)
+            if patch is not None and self.path_ok(action.edit.path) and self.body_ok(patch):
+                return self.block("patch", action.edit.path, patch)
+            return self.shell_block(shell_command_for(action))
+        if isinstance(action, ReferenceRead):
+            return self.shell_block(f"cat -- {shlex.quote(action.read.path)}")
+        if isinstance(action, ReferenceShell):
+            return self.shell_block(action.shell)
+        raise TypeError(f"not a reference action: {action!r}")
+
+    def shell_block(self, command: str) -> str:
+        """A ``shell`` tool use running ``command``; a command the block cannot carry unchanged (a
+        fence-like line, surrounding whitespace in xml, control characters) is sent base64-encoded
+        and ``eval``-ed in gptme's shell (exact; gptme refuses ``… | bash`` outright)."""
+        command = command.rstrip("\n")
+        if self.body_ok(command) and command.strip():
+            return self.block("shell", None, command)
+        return self.block("shell", None, f'eval "$(printf \'%s\' {_b64(command)} | base64 -d)"')
+
+    @staticmethod
+    def path_ok(path: str) -> bool:
+        return bool(_SAFE_PATH.fullmatch(path))
+
+    def save_ok(self, content: str) -> bool:
+        """Can ``save`` write exactly ``content``? gptme adds a final newline when missing, so the
+        content must end with exactly one; the block body is the content without it."""
+        return content.endswith("\n") and not content.endswith("\n\n") and self.body_ok(content[:-1])
+
+    def body_ok(self, body: str) -> bool:
+        """Does gptme read ``body`` back unchanged from this format's block?"""
+        raise NotImplementedError
+
+    def block(self, tool: str, arg: str | None, body: str) -> str:
+        raise NotImplementedError
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def b64_write_command(path: str, content: str) -> str:
+    """A shell command writing exactly ``content`` to ``path`` from base64 (no interpreter involved:
+    gptme's shell denies piping into ``bash``/``python``)."""
+    qpath = shlex.quote(path)
+    mkdir = f"mkdir -p -- \"$(dirname -- {qpath})\" && " if "/" in path.strip("/") else ""
+    return f"{mkdir}printf '%s' {_b64(content)} | base64 -d > {qpath}"
+
+
+class GptmeMarkdownDialect(_GptmeTextDialect):
+    """gptme with ``--tool-format markdown``: ```` ```save <path> ```` / ```` ```shell ```` fenced blocks."""
+
+    name = "gptme-markdown"
+    format = "markdown"
+
+    def tool_uses(self, text: str) -> list[str]:
+        return [m.group(1) for m in _MD_TOOL_FENCE.finditer(text) if m.group(1) in TOOL_NAMES]
+
+    def body_ok(self, body: str) -> bool:
+        """No fence-like line (gptme tracks nested fences, but not every case), no control characters."""
+        return not _CONTROL.search(body) and not re.search(r"^[ \t]*(`{3,}|~{3,})", body, re.M)
+
+    def block(self, tool: str, arg: str | None, body: str) -> str:
+        head = f"{tool} {arg}" if arg else tool
+        return f"```{head}\n```" if tool == "complete" else f"```{head}\n{body}\n```"
+
+
+class GptmeXmlDialect(_GptmeTextDialect):
+    """gptme with ``--tool-format xml``: ``<tool-use><save args="path">…</save></tool-use>``."""
+
+    name = "gptme-xml"
+    format = "xml"
+
+    def tool_uses(self, text: str) -> list[str]:
+        return [m.group(1).lower() for m in _XML_TOOL_USE.finditer(text) if m.group(1).lower() in TOOL_NAMES]
+
+    def body_ok(self, body: str) -> bool:
+        """gptme strips the element's text: no leading or trailing whitespace, no control characters."""
+        return body == body.strip() and not _CONTROL.search(body)
+
+    def prose(self, text: str) -> str:
+        """XML-escaped: gptme (without lxml, as installed) parses the *whole* reply as XML and runs
+        nothing when it is not well-formed, so a stray ``<`` or ``&`` in the prose would cancel the
+        tool use next to it."""
+        return escape(_CONTROL.sub("?", text))
+
+    def block(self, tool: str, arg: str | None, body: str) -> str:
+        attrs = f" args={quoteattr(arg)}" if arg else ""
+        inner = f"\n{escape(body)}\n" if body else "\n"
+        return f"<tool-use>\n<{tool}{attrs}>{inner}</{tool}>\n</tool-use>"
+
+
+def register_all(register: Any) -> None:
+    """``register(name, dialect)`` for the three gptme dialects (the ``register_oracle_dialects`` hook)."""
+    for dialect in (GptmeToolDialect(), GptmeMarkdownDialect(), GptmeXmlDialect()):
+        register(dialect.name, dialect)

@@ -1,0 +1,62 @@
+"""Shared fixtures: the real plugin manager, real spec objects, a phase context under tmp_path, the
+captured gptme outputs.
+
+Test modules never ``import conftest`` (the core's own tests do, and the name would clash in one session)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gripprobe_core import BackendSpec, CliAgentSpec, ModelSpec, PhaseContext, TestSpec
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def gpm():
+    """The real plugin manager: built-ins plus every installed entry point (this plugin among them)."""
+    from gripprobe_core.plugins import make_plugin_manager
+    return make_plugin_manager()
+
+
+@pytest.fixture
+def agent() -> CliAgentSpec:
+    return CliAgentSpec(id="gptme", plugin="gptme", executable="gptme", tool_kinds=["execute", "read", "write"],
+                        formats=["tool", "markdown", "xml"], default_args=["--tools", "save,append,patch,shell"],
+                        version="0.35.1")
+
+
+def make_ctx(tmp_path: Path, agent: CliAgentSpec, *, api_key: str | None = None, model_name: str = "perfect",
+             fmt: str = "tool", phase: str = "measured", base_url: str = "http://127.0.0.1:43210") -> PhaseContext:
+    """A phase context laid out like the runner's (fresh HOME with XDG dirs, workspace, artifacts)."""
+    backend = BackendSpec(id="oracle", kind="oracle", model_id=model_name)
+    model = ModelSpec(id=f"oracle-{model_name}", backends=[backend])
+    test = TestSpec(id="shell_pwd", title="pwd", prompt="Run `pwd` and save it to pwd.txt.\n-- Do not type it.",
+                    validators=[{"kind": "file_exists", "path": "pwd.txt"}], reference=[{"shell": "pwd > pwd.txt"}])
+    ctx = PhaseContext(run_id="r1", case_id="c1", phase=phase, agent=agent, model=model, backend=backend,
+                       test=test, format=fmt, prompt=test.prompt, workspace=tmp_path / "ws",
+                       home=tmp_path / "home", tmpdir=tmp_path / "tmp", artifacts_dir=tmp_path / "artifacts",
+                       base_url=base_url, model_name=model_name, api_key=api_key,
+                       agent_executable=tmp_path / "venv" / "bin" / "gptme")
+    for p in (ctx.workspace, ctx.home, ctx.tmpdir, ctx.artifacts_dir, *map(Path, ctx.xdg.values())):
+        p.mkdir(parents=True, exist_ok=True)
+    return ctx
+
+
+@pytest.fixture
+def ctx_factory(tmp_path, agent):
+    """``ctx_factory(**kw)``: :func:`make_ctx` under this test's tmp_path (keywords as there)."""
+    return lambda **kw: make_ctx(tmp_path, kw.pop("agent", agent), **kw)
+
+
+def load_request(name: str) -> dict:
+    """A request body gptme 0.35.1 really sent (``fixtures/requests/<name>.json``)."""
+    return json.loads((FIXTURES / "requests" / f"{name}.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def request_body():
+    return load_request

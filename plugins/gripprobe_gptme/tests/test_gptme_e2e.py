@@ -1,0 +1,166 @@
+"""End to end: the REAL gptme through the real `gripprobe run`, against the oracle backend.
+
+Skipped (with the fix in the reason) only when gptme is not installed in the agent cache; CI runs
+``gripprobe agents install gptme`` first. One run of twelve cases (oracle-perfect and oracle-lazy ×
+shell_pwd, save_file × the tool, markdown and xml formats), then one case with the proxy off so
+gptme's own log is the only evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gripprobe_core import CliAgentSpec
+from gripprobe_gptme.parse import parse_conversation
+
+pytestmark = pytest.mark.e2e
+
+REPO_SPECS = Path(__file__).resolve().parents[3] / "specs"
+SPEC_FILES = ("cli_agents/gptme.yaml", "models/oracle-perfect.yaml", "models/oracle-lazy.yaml",
+              "tests/shell_pwd.yaml", "tests/save_file.yaml")
+TESTS = ("shell_pwd", "save_file")
+FORMATS = ("tool", "markdown", "xml")
+#: The tool each test's reference action goes through, whatever the format.
+TOOL_OF_TEST = {"shell_pwd": "shell", "save_file": "save"}
+
+
+def installed_gptme(gpm):
+    from gripprobe_core.agents import AgentCache
+    agent = CliAgentSpec(id="gptme", plugin="gptme", executable="gptme", tool_kinds=["execute"], version="0.35.1")
+    return AgentCache.default().installed("gptme", gpm.hook.agent_install_recipe(agent=agent))
+
+
+@pytest.fixture(scope="module")
+def specs_root(tmp_path_factory, gpm) -> Path:
+    """The repo's own spec files for this agent, models and tests (only those: other agents' specs name
+    plugins that need not be installed next to this one)."""
+    if installed_gptme(gpm) is None:
+        pytest.skip("gptme is not installed: run `gripprobe agents install gptme` (CI does)")
+    if not REPO_SPECS.is_dir():
+        pytest.skip("not inside the GripProbe repository (no specs/ to run)")
+    root = tmp_path_factory.mktemp("specs")
+    for rel in SPEC_FILES:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO_SPECS / rel, root / rel)
+    (root / "suites").mkdir()
+    (root / "suites" / "default.yaml").write_text(
+        "id: default\ntitle: gptme x oracle\nagents: [gptme]\nmodels: [oracle-perfect, oracle-lazy]\n"
+        f"tests: [{', '.join(TESTS)}]\n")
+    return root
+
+
+def gripprobe_run(specs: Path, results: Path, *args: str, extra_env: dict[str, str] | None = None) -> Path:
+    """Run the real `gripprobe run` in a subprocess; returns the run directory it printed last."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_") and k != "PYTHONPATH"}
+    env.update(extra_env or {})
+    res = subprocess.run([sys.executable, "-m", "gripprobe_core.cli", "run", "--specs", str(specs),
+                          "--results", str(results), "-a", "gptme", *args],
+                         capture_output=True, text=True, env=env, timeout=600, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return Path(res.stdout.strip().splitlines()[-1])
+
+
+def cases_of(run_dir: Path) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted((run_dir / "cases").glob("*/case.json"))}
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def case_dir(run_dir: Path, model: str, fmt: str, test: str) -> Path:
+    return run_dir / "cases" / f"gptme__{model}__oracle__{fmt}__{test}"
+
+
+@pytest.fixture(scope="module")
+def run_dir(specs_root, tmp_path_factory) -> Path:
+    args = [a for t in TESTS for a in ("-t", t)]
+    return gripprobe_run(specs_root, tmp_path_factory.mktemp("results"), "-m", "oracle-perfect", "-m", "oracle-lazy",
+                         "--jobs", "3", *args)
+
+
+def test_perfect_passes_and_lazy_is_no_tool_call_in_every_format(run_dir):
+    cases = cases_of(run_dir)
+    got = {(c["key"]["model"], c["key"]["format"], c["key"]["test"]): (c["verdict"]["status"],
+                                                                        c["verdict"]["failure_reason"])
+           for c in cases.values()}
+    want = {("oracle-perfect", f, t): ("PASS", None) for f in FORMATS for t in TESTS}
+    want |= {("oracle-lazy", f, t): ("NO_TOOL_CALL", "no_tool_call_observed") for f in FORMATS for t in TESTS}
+    assert got == want, got
+    for c in cases.values():
+        assert c["agent_version"] == "0.35.1"
+        assert all(p["process"]["status"] == "ok" and p["process"]["exit_code"] == 0 for p in c["phases"])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("test", TESTS)
+def test_gptmes_log_shows_the_reference_action_and_complete(run_dir, fmt, test):
+    """Tier B (gptme's conversation.jsonl) shows the action and the closing `complete`, both run.
+    Tool format: the same call ids the oracle issued. Text formats: no structured call exists and the
+    proxy's text scanner counts none, so the ground truth is empty, exactly like tier A."""
+    d = case_dir(run_dir, "oracle-perfect", fmt, test)
+    truth = jsonl(d / "artifacts" / "oracle.measured.jsonl")
+    ours = parse_conversation((d / "artifacts" / "measured.conversation.jsonl").read_bytes(), "measured", fmt).events
+    starts = [e for e in ours if e.event_type == "tool_call_start"]
+    results = [e for e in ours if e.event_type == "tool_call_result"]
+    assert [s.payload["raw_name"] for s in starts] == [TOOL_OF_TEST[test], "complete"]
+    assert [r.status for r in results] == ["success", "success"]
+    assert all(s.parent_id for s in starts)
+    proxy = jsonl(d / "artifacts" / "proxy.measured.http.jsonl")
+    nonstructured = sum(r.get("x_gripprobe_tool_call_nonstructured_count") or 0 for r in proxy)
+    assert nonstructured == len([t for t in truth if not t["structured"]]) == 0
+    case = json.loads((d / "case.json").read_text())
+    assert case["verdict"]["tool_event_verdict"] == "confirmed_tool_use"
+    if fmt == "tool":
+        assert [t["tool_call_id"] for t in truth] == [s.tool_call_id for s in starts]
+        assert [t["name"] for t in truth] == [TOOL_OF_TEST[test], "complete"]
+        assert case["telemetry"]["telemetry_source_tier"] == "A"
+    else:
+        assert truth == [] and all(s.tool_call_id is None for s in starts)
+        assert case["telemetry"]["telemetry_source_tier"] == "B"
+    events = jsonl(d / "artifacts" / "events.measured.jsonl")
+    assert any(e["source_tier"] == "B" and e["event_type"] == "tool_call_result" for e in events) or fmt == "tool"
+    assert (d / "artifacts" / "measured.events.jsonl").is_file()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_lazy_is_nudged_twice_then_gptme_exits(run_dir, fmt):
+    """Three task requests (the answer, two nudges answered) plus the title request; no tool events."""
+    d = case_dir(run_dir, "oracle-lazy", fmt, "shell_pwd")
+    proxy = jsonl(d / "artifacts" / "proxy.measured.http.jsonl")
+    assert len(proxy) == 4 and all(r["x_gripprobe_status"] == 200 for r in proxy)
+    events = jsonl(d / "artifacts" / "events.measured.jsonl")
+    assert not [e for e in events if e["event_type"].startswith("tool_call")]
+    assert len([e for e in events if e["source_tier"] == "B" and e["event_type"] == "model_response"]) == 3
+    log = (d / "artifacts" / "measured.conversation.jsonl").read_text()
+    assert log.count("No tool call detected") == 2
+
+
+def test_no_parallel_agent_warning_with_concurrent_cases(run_dir):
+    """gptme warns when another agent process runs in its workspace; cases never share one."""
+    for log in (run_dir / "cases").glob("*/artifacts/*.conversation.jsonl"):
+        assert "workspace-agents-warning" not in log.read_text(), log
+
+
+def test_keyed_backend_passes_on_gptmes_log_alone_and_no_artifact_holds_the_key(specs_root, tmp_path):
+    """Proxy off: gptme's own log is the only evidence, and it confirms the call (tier B). The backend
+    has an API key; it goes to the agent's environment and into no stored file."""
+    model = (REPO_SPECS / "models" / "oracle-perfect.yaml").read_text()
+    (specs_root / "models" / "oracle-keyed.yaml").write_text(
+        model.replace("id: oracle-perfect", "id: oracle-keyed").replace(
+            "model_id: perfect", "model_id: perfect\n    api_key_env: GRIPPROBE_TEST_GPTME_KEY"))
+    key = "sk-canary-e2e-gptme-555"
+    run = gripprobe_run(specs_root, tmp_path / "r", "-m", "oracle-keyed", "-t", "save_file", "-f", "markdown",
+                        "--telemetry-proxy", "off", extra_env={"GRIPPROBE_TEST_GPTME_KEY": key})
+    (case,) = cases_of(run).values()
+    assert case["verdict"]["status"] == "PASS", case["verdict"]
+    assert case["telemetry"]["telemetry_source_tier"] == "B"
+    assert case["telemetry"]["telemetry_proxy_status"] == "skipped"
+    assert not [p for p in run.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]

@@ -1,0 +1,261 @@
+"""The conversation.jsonl parser on real gptme 0.35.1 outputs, plus garbage that must never raise.
+
+``fixtures/samples/*`` are the field-note captures (a scripted fake model); ``fixtures/captured/*``
+are this plugin's own runs of the real gptme against the oracle (malformed arguments, a failing
+shell command, an xml-escaped command).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from gripprobe_core import PhaseOutputs, ProcessResult, WrapperParseError
+from gripprobe_gptme.parse import (
+    CONVERSATION_ARTIFACT, parse_conversation, parse_phase, result_status, strip_tool_uses, tool_uses,
+)
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+UTC = timezone.utc
+
+
+def parse(case: str, fmt: str, group: str = "samples"):
+    data = (FIXTURES / group / case / "conversation.jsonl").read_bytes()
+    return parse_conversation(data, "measured", fmt, tz=UTC)
+
+
+def tool_events(parsed):
+    return [e for e in parsed.events if e.event_type != "model_response"]
+
+
+def test_tool_format_success_pairs_calls_and_results_by_gptmes_call_ids():
+    p = parse("tool_success", "tool")
+    kinds = [(e.event_type, e.tool_call_id, e.payload.get("raw_name"), e.status) for e in p.events]
+    assert kinds == [
+        ("model_response", None, None, "success"),
+        ("tool_call_start", "call_9349abb64123", "save", "started"),
+        ("tool_call_result", "call_9349abb64123", "save", "success"),
+        ("model_response", None, None, "success"),
+        ("tool_call_start", "call_6071b1da3b2f", "complete", "started"),
+        ("tool_call_result", "call_6071b1da3b2f", "complete", "success"),
+    ]
+    start = p.events[1]
+    assert start.payload["name"] == "write" and start.payload["kind"] == "write"
+    assert start.payload["arguments"] == {"path": "hello.txt", "content": "hello world\n"}
+    assert start.parent_id == p.events[0].event_id == "measured-B-1"
+    assert start.timestamp == "2026-11-22T10:12:17.139Z"  # naive gptme time read as UTC here
+    assert p.events[2].latency_ms == 2.1 and p.events[2].payload["output"] == "Saved to hello.txt"
+    assert p.events[0].latency_ms == pytest.approx(1976.1) and p.events[0].payload["usage"]["input_tokens"] == 9130
+    assert [e.raw_artifact_ref for e in p.events] == ["conversation.jsonl:7"] * 2 + ["conversation.jsonl:8"] + \
+        ["conversation.jsonl:9"] * 2 + ["conversation.jsonl:10"]
+    assert p.final_text == "The file is created."
+
+
+@pytest.mark.parametrize("case,fmt", [("md_success", "markdown"), ("xml_success", "xml")])
+def test_text_formats_read_the_tool_uses_from_the_reply_text(case, fmt):
+    p = parse(case, fmt)
+    starts = [e for e in p.events if e.event_type == "tool_call_start"]
+    results = [e for e in p.events if e.event_type == "tool_call_result"]
+    assert [s.payload["raw_name"] for s in starts] == ["save", "complete"]
+    assert starts[0].payload["arguments"] == {"path": "hello.txt", "content": "hello world"}
+    assert all(s.tool_call_id is None for s in starts)  # gptme gives text tool uses no id
+    assert [r.status for r in results] == ["success", "success"]
+    assert results[0].payload["output"] == "Saved to hello.txt"
+    assert [r.parent_id for r in results] == [s.parent_id for s in starts]
+    assert p.final_text == "The file is created."
+
+
+def test_shell_result_has_exit_code_zero_and_execute_kind():
+    (start, result) = [e for e in tool_events(parse("tool_shell", "tool")) if e.payload["raw_name"] == "shell"]
+    assert start.payload["kind"] == "execute" and start.payload["name"] == "shell"
+    assert start.payload["arguments"] == {"command": "echo 'hello world' > hello.txt && cat hello.txt"}
+    assert result.status == "success" and result.exit_code == 0 and result.latency_ms == 571.6
+
+
+@pytest.mark.parametrize("case,fmt", [("md_notool", "markdown"), ("tool_notool", "tool")])
+def test_no_tool_call_gives_three_responses_and_no_tool_events(case, fmt):
+    """gptme nudges twice after an answer without a tool call: three responses, no tool use."""
+    p = parse(case, fmt)
+    assert [e.event_type for e in p.events] == ["model_response"] * 3
+    assert all(e.payload["tool_call_count"] == 0 for e in p.events)
+    assert p.final_text == "I cannot do that right now."
+
+
+@pytest.mark.parametrize("case,code", [("tool_http400_defaultretries", "http_400"),
+                                       ("md_http500_retries2", "http_500")])
+def test_a_failed_model_request_is_an_errored_response(case, code):
+    (event,) = parse(case, "tool").events
+    assert (event.event_type, event.status, event.error_type) == ("model_response", "error", code)
+    assert event.payload["exit_code"] == 1
+    assert event.timestamp is not None
+
+
+def test_malformed_arguments_are_starts_without_results():
+    """Captured: the oracle's malformed-args profile. gptme logs the broken call and never runs it."""
+    p = parse("tool_malformed_args", "tool", "captured")
+    starts = tool_events(p)
+    assert [s.event_type for s in starts] == ["tool_call_start"] * 3
+    assert [s.tool_call_id for s in starts] == ["call_oracle_0001", "call_oracle_0002", "call_oracle_0003"]
+    assert all(s.error_type == "malformed_arguments" for s in starts)
+    assert starts[0].payload["arguments"] == '{"command": "pwd > pwd.txt"'
+
+
+def test_a_failing_shell_command_is_an_error_with_its_exit_code():
+    """Captured: error-then-recover; `cat` of a missing file returns 1, then the plan succeeds."""
+    results = [e for e in parse("tool_error_then_recover", "tool", "captured").events
+               if e.event_type == "tool_call_result"]
+    assert [(r.payload["raw_name"], r.status, r.exit_code, r.error_type) for r in results] == [
+        ("shell", "error", 1, "tool_error"), ("shell", "success", 0, None), ("complete", "success", None, None)]
+
+
+def test_xml_tool_use_is_unescaped():
+    events = tool_events(parse("xml_shell", "xml", "captured"))
+    (start, result) = [e for e in events if e.payload["raw_name"] == "shell"]
+    assert start.payload["arguments"] == {"command": "pwd > pwd.txt"}
+    assert result.status == "success" and result.exit_code == 0
+
+
+def test_json_stdout_is_the_fallback_and_says_the_same(tmp_path):
+    """--output-format json prints the conversation on stdout: without the log, the same tool events."""
+    stdout = FIXTURES / "samples" / "tool_jsonout" / "stdout.txt"
+    outputs = PhaseOutputs(stdout_path=stdout, stderr_path=tmp_path / "e",
+                           process=ProcessResult(status="ok", exit_code=0))
+    from_stdout = parse_phase(outputs, "measured", "tool", tz=UTC)
+    from_log = parse("tool_jsonout", "tool")
+    def strip(events):
+        return [(e.event_type, e.tool_call_id, e.status, e.payload.get("arguments")) for e in events]
+
+    assert strip(from_stdout.events) == strip(from_log.events) != []
+    assert from_stdout.events[1].raw_artifact_ref == "stdout.txt:2"
+
+
+def test_parse_phase_prefers_the_conversation_artifact(tmp_path):
+    outputs = PhaseOutputs(stdout_path=tmp_path / "missing", stderr_path=tmp_path / "e",
+                           process=ProcessResult(status="ok", exit_code=0),
+                           extra={CONVERSATION_ARTIFACT: FIXTURES / "samples" / "md_success" / "conversation.jsonl"})
+    assert len(parse_phase(outputs, "warmup", "markdown").events) == 6
+
+
+def test_exit_0_without_any_log_is_a_wrapper_parse_error(tmp_path):
+    empty = tmp_path / "stdout"
+    empty.write_bytes(b"not json\n")
+    outputs = PhaseOutputs(stdout_path=empty, stderr_path=tmp_path / "e",
+                           process=ProcessResult(status="ok", exit_code=0))
+    with pytest.raises(WrapperParseError, match="no conversation.jsonl"):
+        parse_phase(outputs, "measured", "tool")
+
+
+@pytest.mark.parametrize("process", [ProcessResult(status="nonzero_exit", exit_code=1),
+                                     ProcessResult(status="timeout")])
+def test_a_crash_without_any_log_gives_no_events(tmp_path, process):
+    outputs = PhaseOutputs(stdout_path=tmp_path / "none", stderr_path=tmp_path / "e", process=process)
+    assert parse_phase(outputs, "measured", "tool").events == []
+
+
+def test_an_unreadable_log_is_a_wrapper_parse_error(tmp_path):
+    outputs = PhaseOutputs(stdout_path=tmp_path / "none", stderr_path=tmp_path / "e",
+                           process=ProcessResult(status="ok", exit_code=0), extra={CONVERSATION_ARTIFACT: tmp_path})
+    with pytest.raises(WrapperParseError):
+        parse_phase(outputs, "measured", "tool")
+
+
+def test_naive_timestamps_are_read_in_the_given_zone():
+    line = json.dumps({"role": "assistant", "content": "hi", "timestamp": "2026-11-22T12:00:00.5"}).encode()
+    (event,) = parse_conversation(line, "measured", "tool", tz=timezone(timedelta(hours=2))).events
+    assert event.timestamp == "2026-11-22T10:00:00.500Z"
+    aware = json.dumps({"role": "assistant", "content": "hi", "timestamp": "2026-11-22T12:00:00+00:00"}).encode()
+    assert parse_conversation(aware, "measured", "tool").events[0].timestamp == "2026-11-22T12:00:00.000Z"
+
+
+# ---------------------------------------------------------------------------- reading tool uses
+
+def test_nested_fences_stay_inside_a_save_block():
+    text = "Writing.\n\n```save README.md\n# T\n```\ncode\n```\nend\n```\n\nDone."
+    (use,) = tool_uses(text, "markdown")
+    assert use.arguments == {"path": "README.md", "content": "# T\n```\ncode\n```\nend"}
+
+
+def test_tool_format_ignores_call_syntax_inside_fences_and_reads_fenced_tools():
+    text = ("Example:\n```text\n@shell(call_x): {\"command\": \"rm -rf /\"}\n```\n"
+            "```shell\nls\n```\n@save(c1): {\"path\": \"a\", \"content\": \"b\"}")
+    uses = tool_uses(text, "tool")
+    assert [(u.name, u.call_id, u.arguments) for u in uses] == [
+        ("shell", None, {"command": "ls"}), ("save", "c1", {"path": "a", "content": "b"})]
+
+
+def test_non_tool_fences_and_unclosed_blocks_are_not_tool_uses():
+    assert tool_uses("```python\nprint(1)\n```\n```shell\nls", "markdown") == []
+
+
+def test_xml_tool_uses_with_attributes_and_several_children():
+    text = '<tool-use>\n<save args="a b.txt">\nx &amp; y\n</save>\n<shell>\nls\n</shell>\n</tool-use>'
+    uses = tool_uses(text, "xml")
+    assert [(u.name, u.arguments) for u in uses] == [
+        ("save", {"path": "a b.txt", "content": "x & y"}), ("shell", {"command": "ls"})]
+
+
+def test_xml_that_is_not_well_formed_runs_nothing_as_in_gptme():
+    """Captured in a tricky-write run: a raw `<<'EOF'` in the prose made gptme run nothing."""
+    assert tool_uses("I will run `cat <<'EOF'`.\n<tool-use>\n<shell>\nls\n</shell>\n</tool-use>", "xml") == []
+    assert tool_uses("No tool here: <b>bold</b>", "xml") == []
+
+
+def test_strip_tool_uses_leaves_the_prose():
+    assert strip_tool_uses("Done.\n@complete(c9): {}", "tool") == "Done."
+    assert strip_tool_uses("Done.\n\n```complete\n```\n", "markdown") == "Done."
+    assert strip_tool_uses("Done.\n<tool-use>\n<complete>\n</complete>\n</tool-use>", "xml") == "Done."
+
+
+@pytest.mark.parametrize("tool,text,expected", [
+    ("shell", "Ran command: `ls`\n\nNo output\n", ("success", 0)),
+    ("shell", "Ran command: `false`\n\nNo output\n\nReturn code: 1\n", ("error", 1)),
+    ("shell", "Command timed out (after 5s)\n", ("timeout", None)),
+    ("patch", "Error executing tool 'patch': Patch failed: original chunk not found", ("error", None)),
+    ("save", "Save aborted: Content contains placeholder lines", ("error", None)),
+    ("append", "Cannot append to x: not a regular file", ("error", None)),
+    ("save", "Saved to greeting.txt", ("success", None)),
+])
+def test_result_status_from_text(tool, text, expected):
+    assert result_status(tool, text) == expected
+
+
+# ---------------------------------------------------------------------------- never raise
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=2000))
+def test_arbitrary_bytes_never_raise(data):
+    for fmt in ("tool", "markdown", "xml"):
+        parse_conversation(data, "measured", fmt)
+
+
+_MESSAGE = st.fixed_dictionaries({"role": st.sampled_from(["assistant", "system", "user", "tool", 3])}, optional={
+    "content": st.one_of(st.text(max_size=200), st.integers(), st.none(), st.sampled_from([
+        "```save x\ny\n```", "@shell(c1): {\"command\": \"ls\"", "<tool-use><shell>ls</shell></tool-use>",
+        "Return code: 7", "Error executing tool 'x': y"])),
+    "timestamp": st.one_of(st.text(max_size=30), st.sampled_from(["2026-11-22T10:12:17", "2026-99-99T99"]), st.none()),
+    "call_id": st.one_of(st.none(), st.sampled_from(["c1", "c2"]), st.integers()),
+    "metadata": st.one_of(st.none(), st.dictionaries(st.sampled_from(["timings", "usage", "error", "model"]),
+                                                     st.one_of(st.booleans(), st.text(max_size=5), st.dictionaries(
+                                                         st.text(max_size=8), st.floats(), max_size=3)))),
+})
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_MESSAGE, max_size=12), st.sampled_from(["tool", "markdown", "xml"]))
+def test_arbitrary_messages_never_raise(messages, fmt):
+    data = "\n".join(json.dumps(m) for m in messages).encode()
+    parsed = parse_conversation(data, "measured", fmt)
+    ids = [e.event_id for e in parsed.events]
+    assert len(ids) == len(set(ids))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("`@<>/(){}:\"\n sahelvtoc-_=&;#")), max_size=300))
+def test_tool_use_reader_never_raises(text):
+    for fmt in ("tool", "markdown", "xml"):
+        tool_uses(text, fmt)
+        strip_tool_uses(text, fmt)
