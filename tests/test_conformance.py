@@ -56,3 +56,26 @@ def test_docs_page_is_what_a_real_run_renders(run_cells):
     want = conformance.render(run_cells, conformance.expectations())
     have = (ROOT / "docs" / "conformance.md").read_text()
     assert have == want, "docs/conformance.md is stale: run `.venv/bin/python scripts/conformance.py`"
+
+
+def test_with_perfect_every_agent_performs_every_sanity_test_it_can(tmp_path):
+    """agents-sanity: PASS wherever the agent has the tool kinds; TOOL_UNSUPPORTED (not run) elsewhere."""
+    import json
+
+    from gripprobe_core.plugins import make_plugin_manager
+    from gripprobe_core.runner.matrix import missing_tool_kinds
+    from gripprobe_core.specs import load_specs
+
+    specs = load_specs(ROOT / "specs", registry=make_plugin_manager().registry)
+    res = gripprobe("run", "--suite", "agents-sanity", "--results", str(tmp_path), timeout=3000)
+    assert res.returncode == 0, res.stderr[-4000:]
+    run_dir = Path(res.stdout.strip().splitlines()[-1])
+    cases = [json.loads(p.read_text()) for p in (run_dir / "cases").glob("*/case.json")]
+    assert {c["key"]["agent"] for c in cases} == {"reference", "codex", "opencode", "continue", "gptme", "aider"}
+    wrong = []
+    for c in cases:
+        agent, test = specs.agents[c["key"]["agent"]], specs.tests[c["key"]["test"]]
+        want = "TOOL_UNSUPPORTED" if missing_tool_kinds(agent, test) else "PASS"
+        if c["verdict"]["status"] != want:
+            wrong.append((c["case_id"], c["verdict"]["status"], want))
+    assert not wrong, wrong
