@@ -29,13 +29,16 @@ class ProxyHandle:
         return self._proxy.base_url
 
     async def stop(self) -> None:
-        """Stop relaying; in-flight exchanges are closed and recorded. Never hangs."""
+        """Stop relaying; in-flight exchanges are closed and recorded; returns once every record is in
+        the file (the recorder process has written them). Never hangs."""
         await self._proxy.stop()
 
     @property
     def status(self) -> dict[str, Any]:
-        """``{"error": str | None, "reason": str | None, "exchanges": int}``: ``error`` is set when an
-        exchange failed because of the upstream (connect, reset, malformed, timeout)."""
+        """``{"error": str | None, "reason": str | None, "exchanges": int, "recorder_error": str | None}``:
+        ``error`` is set when an exchange failed because of the upstream (connect, reset, malformed,
+        timeout); ``recorder_error`` when the recorder process failed and some exchanges were recorded
+        as metadata only (valid after :meth:`stop`)."""
         return self._proxy.status()
 
     def records(self) -> list[dict]:

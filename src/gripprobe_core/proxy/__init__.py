@@ -2,16 +2,37 @@
 
 Public API::
 
-    proxy = RecordingProxy(upstream_url, record_path)   # observer: proxy.observe.ExchangeObserver
+    proxy = RecordingProxy(upstream_url, record_path)   # observed in the recorder process
     await proxy.start(); proxy.base_url; ...; await proxy.stop()
     read_records(record_path) -> list[dict]              # one dict per exchange
+    close_recorder()                                     # stop this process's recorder (end of a run)
 
-Modules: ``server`` (the relay), ``observe`` (per-exchange parsing into the record), ``sse`` /
-``ndjson`` / ``protocols`` / ``text_tools`` / ``redact`` (wire parsing), ``events`` (records → tier A
-events). Only ``server`` is imported here; the parsers load when a proxy starts.
-See docs/proxy.md and docs/telemetry.md.
+Modules: ``server`` (the relay), ``exchange`` (one exchange: timing, hand-over to the recorder),
+``recorder`` (the recorder process: observes exchanges and writes their records) and
+``recorder_client`` (the relay's side of it), ``observe`` (per-exchange parsing
+into the record), ``sse`` / ``ndjson`` / ``protocols`` / ``text_tools`` / ``redact`` (wire parsing),
+``events`` (records → tier A events). Names load lazily: importing this package (as the recorder
+process does) pulls in neither aiohttp nor the parsers. See docs/proxy.md and docs/telemetry.md.
 """
 
-from .server import UPSTREAM_ERRORS, RecordingProxy, read_records
+from __future__ import annotations
 
-__all__ = ["UPSTREAM_ERRORS", "RecordingProxy", "read_records"]
+from importlib import import_module
+from typing import Any
+
+__all__ = ["UPSTREAM_ERRORS", "RecordingProxy", "close_recorder", "read_records"]
+
+_WHERE = {"UPSTREAM_ERRORS": ".server", "RecordingProxy": ".server", "read_records": ".server",
+          "close_recorder": ".recorder_client"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(import_module(_WHERE[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -6,13 +6,17 @@ headers are dropped and ``Host`` is rewritten. Response bodies are never decoded
 (``Content-Encoding`` passes through as is). Streams (SSE, NDJSON, chunked, unknown or large length)
 are forwarded chunk by chunk as they arrive; small bodies of known length are read whole, then sent.
 
-Each exchange gets an *observer* (``observer_factory(**kwargs)``, by default
-:class:`gripprobe_core.proxy.observe.ExchangeObserver`, imported when the proxy starts). The proxy
-feeds it the response bytes *after* writing them to the client, so parsing never delays what the
-client receives; the observer is even created only once the client has its first bytes. (It does
-share the event loop: its CPU time can delay the *next* request when requests come back to back.) When the exchange ends the
-dict returned by ``observer.finish(...)`` is appended to ``record_path`` as one JSON line and
-flushed. The proxy itself never writes headers or bodies to the record.
+Each exchange is *observed*: its request and response bytes go to an
+:class:`~gripprobe_core.proxy.observe.ExchangeObserver`, whose ``finish(...)`` dict is the exchange's
+record (one JSON line appended to ``record_path``). The proxy hands over the response bytes *after*
+writing them to the client, and only once the client has its first bytes, so observing never delays
+what the client receives. By default the observers run in the **recorder process**
+(:mod:`.recorder`, one per Python process, shared by every proxy; :mod:`.recorder_client`): for the
+relay an exchange is then a queue put or two, and the parsing's CPU time can no longer delay the next
+request. With ``observer_factory`` (tests, comparisons) or when the recorder cannot run, observers
+run in-process, on the relay's event loop, and the proxy writes their records itself. Either way
+the proxy never writes headers or bodies to the record; :meth:`RecordingProxy.flush` /
+:meth:`~RecordingProxy.stop` return once every finished exchange's record is on disk.
 
 Faults never crash the proxy and are recorded as ``x_gripprobe_proxy_error``:
 
@@ -34,16 +38,17 @@ import contextlib
 import json
 import logging
 import time
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, TextIO
+from typing import Any, Mapping
 
 import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from ..timeutil import iso
+from .exchange import Exchange, Observer, ObserverFactory
+from .recorder import RecordFile, encode_record
+from .recorder_client import RecorderChild, RecorderClient, get_recorder
 
 log = logging.getLogger(__name__)
 
@@ -61,48 +66,51 @@ ERROR_STATUS = {"proxy_connect_error": 502, "upstream_reset": 502, "upstream_mal
                 "upstream_timeout": 504}
 
 
-class Observer(Protocol):
-    """What the proxy needs from an exchange observer (see ``proxy/observe.py``)."""
-
-    def feed(self, chunk: bytes) -> None: ...
-
-    def finish(self, *, status: int | None, response_headers: Mapping[str, str], duration_ms: float,
-               ttfb_ms: float | None, proxy_error: str | None) -> dict: ...
-
-
-ObserverFactory = Callable[..., Observer]
-
-
 class RecordingProxy:
     """A phase-scoped recording reverse proxy in front of ``upstream_url`` (a server root, e.g.
     ``http://127.0.0.1:11434``; a path prefix is kept and request paths are appended to it).
 
-    ``observer_factory`` is called with the keyword arguments of ``ExchangeObserver`` (method, path,
+    Observing: by default in the process-wide recorder process
+    (:func:`~.recorder_client.get_recorder`), or in ``recorder`` (a
+    :class:`~.recorder_client.RecorderClient`) when given. With ``observer_factory`` the observers run
+    in-process: it is called with the keyword arguments of ``ExchangeObserver`` (method, path,
     query, upstream_url, request_headers, request_body, body_budget). ``upstream_timeout_s`` bounds
-    the wait for the upstream's next byte (headers or body), not a stream's total duration.
+    the wait for the upstream's next byte (headers or body), not a stream's total duration;
+    ``flush_timeout_s`` bounds the wait for the recorder in :meth:`flush`.
 
     Lifecycle: ``await start()`` (``OSError`` when it cannot bind; an old ``record_path`` is removed),
     :attr:`base_url`, then ``await stop()``, which closes in-flight exchanges (recorded as
-    ``proxy_stopped``) and never hangs. The record file is created with the first exchange.
+    ``proxy_stopped``), waits for their records and never hangs. The record file is created with the
+    first record.
     """
 
     def __init__(self, upstream_url: str, record_path: Path, *, observer_factory: ObserverFactory | None = None,
-                 body_budget: int = 256 * 1024, upstream_timeout_s: float = 600) -> None:
+                 recorder: RecorderClient | None = None, body_budget: int = 256 * 1024,
+                 upstream_timeout_s: float = 600, flush_timeout_s: float = 10.0) -> None:
         self.upstream_url = upstream_url.rstrip("/")
         self.record_path = Path(record_path)
         self.body_budget = body_budget
         self.upstream_timeout_s = upstream_timeout_s
+        self.flush_timeout_s = flush_timeout_s
         self._observer_factory = observer_factory
+        self._recorder = recorder
+        self._fallback_factory: ObserverFactory | None = None
+        self._children: set[RecorderChild] = set()
         self._runner: web.ServerRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._base_url: str | None = None
-        self._record_file: TextIO | None = None
+        self._record_file = RecordFile(self.record_path)
         self._inflight: set[asyncio.Task[Any]] = set()
         self._stopping = False
+        self._metadata_only = 0
+        self._recorder_reason: str | None = None
         self.exchange_count = 0
-        """Exchanges recorded so far."""
+        """Exchanges finished so far (each has, or will have after :meth:`flush`, its record)."""
         self.proxy_errors: list[str] = []
-        """``x_gripprobe_proxy_error`` of every recorded exchange that had one, in order."""
+        """``x_gripprobe_proxy_error`` of every finished exchange that had one, in order."""
+        self.recorder_error: str | None = None
+        """Set by :meth:`flush` when the recorder process failed this proxy: some exchanges were then
+        recorded as metadata only (``x_gripprobe_observer_error``)."""
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -114,10 +122,12 @@ class RecordingProxy:
         return self._base_url
 
     async def start(self) -> None:
-        """Bind ``127.0.0.1`` on a free port and start serving. Raises ``OSError`` if binding fails."""
+        """Bind ``127.0.0.1`` on a free port and start serving. Raises ``OSError`` if binding fails.
+        The recorder process is started here if this process has none yet (not per proxy)."""
         if self._observer_factory is None:
-            from .observe import ExchangeObserver  # imported lazily: only a running proxy needs the parsers
-            self._observer_factory = ExchangeObserver
+            if self._recorder is None:
+                self._recorder = get_recorder()
+            self._recorder.child()  # warm before the first exchange; None: observe in-process
         with contextlib.suppress(OSError):  # this run's exchanges only, never a stale file's
             self.record_path.unlink(missing_ok=True)
         # The low-level server: no router or middlewares, every request is ours to relay.
@@ -141,8 +151,9 @@ class RecordingProxy:
             skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"))
 
     async def stop(self) -> None:
-        """Stop serving: close in-flight exchanges (recorded), the listener, the upstream connections and
-        the record file. Safe to call twice, and after a failed :meth:`start`."""
+        """Stop serving: close in-flight exchanges (recorded), the listener and the upstream connections;
+        wait for the records (:meth:`flush`), close the record file. Safe to call twice, and after a
+        failed :meth:`start`."""
         self._stopping = True
         pending = [t for t in self._inflight if not t.done()]
         for task in pending:
@@ -155,9 +166,47 @@ class RecordingProxy:
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
-        if self._record_file is not None:
-            fh, self._record_file = self._record_file, None
-            fh.close()
+        await self.flush()
+        self._record_file.close()
+
+    async def flush(self) -> None:
+        """Return once every exchange finished so far has its record in the file. Never hangs: a
+        recorder that makes no progress for ``flush_timeout_s`` (or is still not done after six times
+        that) is killed, and the exchanges it owed are recorded as metadata only (:attr:`recorder_error`
+        says so)."""
+        for child in list(self._children):
+            await self._flush_child(child)
+            if child.dead:
+                self._children.discard(child)
+                lost = child.lost_by_path.get(str(self.record_path), 0)
+                if lost:
+                    self._metadata_only += lost
+                    self._recorder_reason = child.reason
+        if self._metadata_only:
+            self.recorder_error = (f"{self._metadata_only} exchange(s) recorded as metadata only: "
+                                   f"{self._recorder_reason or 'the recorder process died'}")
+
+    async def _flush_child(self, child: RecorderChild) -> None:
+        done = asyncio.wrap_future(child.flush(self.record_path))
+        try:
+            for _ in range(6):
+                mark = child.handled()
+                try:
+                    await asyncio.wait_for(asyncio.shield(done), self.flush_timeout_s)
+                    return
+                except asyncio.TimeoutError:
+                    if child.handled() == mark:  # no record written meanwhile: stuck
+                        break
+            child.kill(f"the recorder did not write {self.record_path.name} within {self.flush_timeout_s:g} s")
+            deadline = time.monotonic() + 5.0
+            while not child.dead and time.monotonic() < deadline:  # its reader thread writes what was owed
+                await asyncio.sleep(0.01)
+        except Exception:  # RecorderDied: what it owed is already written, metadata only
+            pass
+        finally:
+            if done.done() and not done.cancelled():
+                done.exception()  # retrieved: RecorderDied is expected here, not an unhandled error
+            done.cancel()
 
     async def __aenter__(self) -> "RecordingProxy":
         await self.start()
@@ -176,7 +225,7 @@ class RecordingProxy:
         task = asyncio.current_task()
         if task is not None:
             self._inflight.add(task)
-        ex = _Exchange(self, request)
+        ex = Exchange(self, request)
         try:
             return await self._relay(ex, request)
         except asyncio.CancelledError:
@@ -198,7 +247,7 @@ class RecordingProxy:
             if task is not None:
                 self._inflight.discard(task)
 
-    async def _relay(self, ex: _Exchange, request: web.BaseRequest) -> web.StreamResponse:
+    async def _relay(self, ex: Exchange, request: web.BaseRequest) -> web.StreamResponse:
         ex.request_body = await request.content.read()  # whole body, no size limit (long agent contexts)
         assert self._session is not None
         target = URL(self.upstream_url + request.raw_path, encoded=True)
@@ -240,7 +289,7 @@ class RecordingProxy:
         ex.finish(None)
         return resp
 
-    async def _relay_stream(self, ex: _Exchange, request: web.BaseRequest,
+    async def _relay_stream(self, ex: Exchange, request: web.BaseRequest,
                             up: aiohttp.ClientResponse) -> web.StreamResponse:
         resp = web.StreamResponse(status=up.status, reason=up.reason,
                                   headers=response_headers(up.headers, keep_length=True))
@@ -261,6 +310,9 @@ class RecordingProxy:
                 return _cut(ex, request, resp, "client_disconnect")
             ex.mark_first_byte()
             ex.feed(chunk)
+            child = ex.child
+            if child is not None and child.congested:  # the recorder lags: wait, memory stays flat
+                await child.drain()
         try:
             await resp.write_eof()
         except ConnectionError:
@@ -268,7 +320,7 @@ class RecordingProxy:
         ex.finish(None)
         return resp
 
-    async def _fail(self, ex: _Exchange, request: web.BaseRequest, reason: str, message: str) -> web.StreamResponse:
+    async def _fail(self, ex: Exchange, request: web.BaseRequest, reason: str, message: str) -> web.StreamResponse:
         """Answer a fault that happened before the client got anything: an error JSON, recorded."""
         if self._stopping:
             reason = "proxy_stopped"
@@ -289,141 +341,50 @@ class RecordingProxy:
 
     # -------------------------------------------------------------------------------- recording
 
-    def _new_observer(self, ex: _Exchange) -> Observer:
-        assert self._observer_factory is not None
-        return self._observer_factory(
+    def _recorder_child(self) -> RecorderChild | None:
+        """The recorder process for a new exchange; ``None``: observe in-process."""
+        if self._observer_factory is not None or self._recorder is None:
+            return None
+        return self._recorder.child()
+
+    def _new_observer(self, ex: Exchange) -> Observer:
+        factory = self._observer_factory
+        if factory is None:  # the recorder is unavailable
+            if self._fallback_factory is None:
+                from .observe import ExchangeObserver  # imported lazily: only this path needs the parsers here
+                self._fallback_factory = ExchangeObserver
+            factory = self._fallback_factory
+        return factory(
             method=ex.method, path=ex.path, query=ex.query, upstream_url=self.upstream_url,
             request_headers=ex.request_headers, request_body=ex.request_body, body_budget=self.body_budget)
 
-    def _write_record(self, record: dict) -> None:
-        """Append one record as a JSON line, flushed. Never raises (a full disk costs the record only)."""
+    def _count(self, proxy_error: str | None) -> None:
         self.exchange_count += 1
-        reason = record.get("x_gripprobe_proxy_error")
-        if reason:
-            self.proxy_errors.append(str(reason))
-        try:
-            line = json.dumps(record, ensure_ascii=False, default=str)
-        except (TypeError, ValueError) as exc:
-            log.warning("recording proxy: record not serializable: %s", exc)
-            return
-        try:
-            if self._record_file is None:
-                self.record_path.parent.mkdir(parents=True, exist_ok=True)
-                self._record_file = self.record_path.open("a", encoding="utf-8", errors="replace")
-            self._record_file.write(line + "\n")
-            self._record_file.flush()
-        except (OSError, ValueError) as exc:
-            log.warning("recording proxy: cannot write %s: %s", self.record_path, exc)
+        if proxy_error:
+            self.proxy_errors.append(str(proxy_error))
+
+    def _write_record(self, record: dict) -> None:
+        """Append one record as a JSON line (in-process observing). Never raises (a full disk costs
+        the record only)."""
+        line = encode_record(record)
+        if line is not None:
+            self._record_file.append(line)
 
     def status(self) -> dict[str, Any]:
-        """``{"error": str | None, "reason": str | None, "exchanges": int}``; ``error`` is set when an
-        exchange failed because of the upstream (:data:`UPSTREAM_ERRORS`)."""
+        """``{"error": str | None, "reason": str | None, "exchanges": int, "recorder_error": str | None}``;
+        ``error`` is set when an exchange failed because of the upstream (:data:`UPSTREAM_ERRORS`);
+        ``recorder_error`` when records were degraded to metadata only (see :attr:`recorder_error`)."""
         upstream = [r for r in self.proxy_errors if r in UPSTREAM_ERRORS]
         if not upstream:
-            return {"error": None, "reason": None, "exchanges": self.exchange_count}
+            return {"error": None, "reason": None, "exchanges": self.exchange_count,
+                    "recorder_error": self.recorder_error}
         counts: dict[str, int] = {}
         for r in upstream:
             counts[r] = counts.get(r, 0) + 1
         detail = ", ".join(f"{r} x{n}" for r, n in counts.items())
-        return {"error": f"{len(upstream)} of {self.exchange_count} exchanges with {self.upstream_url} failed: {detail}",
-                "reason": upstream[0], "exchanges": self.exchange_count}
-
-
-class _Exchange:
-    """One request/response through the proxy: timing, the observer, and the single record it yields."""
-
-    def __init__(self, proxy: RecordingProxy, request: web.BaseRequest) -> None:
-        self.proxy = proxy
-        self.t0 = time.perf_counter()
-        self.wall0 = time.time()
-        self.request = request
-        self.request_body = b""
-        self.upstream: aiohttp.ClientResponse | None = None
-        self.response: web.StreamResponse | None = None
-        self.status: int | None = None
-        self.ttfb_ms: float | None = None
-        self.observer: Observer | None = None
-        self.observer_failed = False
-        self.done = False
-
-    # Request facts are read when the observer is made (after the client has its first bytes).
-    @property
-    def method(self) -> str:
-        return self.request.method
-
-    @property
-    def path(self) -> str:
-        return self.request.path
-
-    @property
-    def query(self) -> str:
-        return self.request.query_string
-
-    @property
-    def request_headers(self) -> Mapping[str, str]:
-        return self.request.headers
-
-    def mark_first_byte(self) -> None:
-        if self.ttfb_ms is None:
-            self.ttfb_ms = (time.perf_counter() - self.t0) * 1000
-
-    def _observer(self) -> Observer | None:
-        """Created on first use (after the client has its first bytes), so it never delays them."""
-        if self.observer is None and not self.observer_failed:
-            try:
-                self.observer = self.proxy._new_observer(self)
-            except Exception:
-                log.exception("recording proxy: observer construction failed")
-                self.observer_failed = True
-        return self.observer
-
-    def feed(self, chunk: bytes) -> None:
-        obs = self._observer()
-        if obs is None:
-            return
-        try:
-            obs.feed(chunk)
-        except Exception:
-            log.exception("recording proxy: observer.feed failed; this exchange is no longer observed")
-            self.observer, self.observer_failed = None, True
-
-    def finish(self, proxy_error: str | None) -> None:
-        """Write this exchange's record, once."""
-        if self.done:
-            return
-        self.done = True
-        duration_ms = (time.perf_counter() - self.t0) * 1000
-        headers: Mapping[str, str] = self.response.headers if self.response is not None else {}
-        record: dict | None = None
-        obs = self._observer()
-        if obs is not None:
-            try:
-                record = dict(obs.finish(status=self.status, response_headers=headers, duration_ms=duration_ms,
-                                         ttfb_ms=self.ttfb_ms, proxy_error=proxy_error))
-            except Exception:
-                log.exception("recording proxy: observer.finish failed; writing a minimal record")
-        if record is None:
-            record = self._minimal_record(duration_ms, proxy_error)
-        # the request's start, whenever the observer was made
-        record["x_gripprobe_timestamp"] = iso(datetime.fromtimestamp(self.wall0, timezone.utc))
-        self.proxy._write_record(record)
-
-    def _minimal_record(self, duration_ms: float, proxy_error: str | None) -> dict:
-        """Metadata only (no headers, no bodies): used when the observer itself failed."""
-        return {"x_gripprobe_method": self.method, "x_gripprobe_path": self.path, "x_gripprobe_query": self.query,
-                "x_gripprobe_upstream_url": self.proxy.upstream_url, "x_gripprobe_status": self.status,
-                "x_gripprobe_duration_ms": round(duration_ms, 3), "x_gripprobe_ttfb_ms": self.ttfb_ms,
-                "x_gripprobe_proxy_error": proxy_error, "x_gripprobe_observer_error": True}
-
-    def close_upstream(self) -> None:
-        """Drop the upstream connection unless the response was read to the end (then it is reused)."""
-        up, self.upstream = self.upstream, None
-        if up is None:
-            return
-        if self.done and up.content.at_eof():
-            up.release()
-        else:
-            up.close()
+        error = f"{len(upstream)} of {self.exchange_count} exchanges with {self.upstream_url} failed: {detail}"
+        return {"error": error, "reason": upstream[0], "exchanges": self.exchange_count,
+                "recorder_error": self.recorder_error}
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -481,7 +442,7 @@ def _abort(request: web.BaseRequest) -> None:
         transport.close()
 
 
-def _cut(ex: _Exchange, request: web.BaseRequest, resp: web.StreamResponse, reason: str) -> web.StreamResponse:
+def _cut(ex: Exchange, request: web.BaseRequest, resp: web.StreamResponse, reason: str) -> web.StreamResponse:
     """A stream that cannot go on: record why, then cut the client's connection short."""
     if ex.proxy._stopping and reason != "client_disconnect":
         reason = "proxy_stopped"

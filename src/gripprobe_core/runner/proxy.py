@@ -46,6 +46,10 @@ class PhaseProxy:
             if isinstance(stats, dict) and stats.get("error"):
                 self.status, self.skip_reason = "error", stats.get("reason", "proxy_connect_error")
                 self.error = stats.get("error")
+            elif isinstance(stats, dict) and stats.get("recorder_error"):
+                # the relay went on but some exchanges were recorded without their contents
+                self.status, self.skip_reason = "error", "capture_missing"
+                self.error = f"recorder: {stats['recorder_error']}"
 
     def events(self) -> list[Event]:
         get = getattr(self.handle, "events", None)

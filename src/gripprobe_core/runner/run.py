@@ -130,6 +130,9 @@ def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: Run
             asyncio.run(_run_all(cases, rc, opts.jobs, on_done, results))
         except KeyboardInterrupt:
             interrupted = True
+        finally:
+            from ..proxy import close_recorder
+            close_recorder()  # the telemetry proxies' recorder process (one per run, shared by every phase)
         status = "incomplete" if interrupted or len(results) < len(cases) else "complete"
         atomic_write_json(run_dir.manifest, _manifest(rc, opts, cases, status=status, started_at=started_at,
                                                       results=results, finished_at=utc_now_iso()))

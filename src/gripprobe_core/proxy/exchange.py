@@ -1,0 +1,222 @@
+"""One exchange through the recording proxy: its timing, and where it is observed.
+
+:class:`Exchange` is the relay's (``server.py``) per-request state. Observing starts on first use,
+after the client has its first bytes: by default the exchange's frames (see :mod:`.recorder`) are
+held and handed to the recorder process in one queue put when the exchange ends (a stream's every
+:data:`~.recorder_client.BATCH_BYTES`); with an ``observer_factory``, or when no recorder can run,
+an in-process :class:`Observer` gets the bytes and the proxy writes its record itself. If the
+recorder dies before it took an exchange's first frames, they go whole to a restarted recorder or
+to an in-process observer; if it dies after, the exchange gets a metadata-only record.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+
+import aiohttp
+from aiohttp import web
+
+from .recorder import BEGIN, CHUNK, minimal_record, record_timestamp
+from .recorder_client import BATCH_BYTES, RecorderChild, credential_headers
+
+if TYPE_CHECKING:
+    from .server import RecordingProxy
+
+__all__ = ["Exchange", "Observer", "ObserverFactory"]
+
+log = logging.getLogger(__name__)
+
+
+class Observer(Protocol):
+    """What the proxy needs from an exchange observer (see ``proxy/observe.py``)."""
+
+    def feed(self, chunk: bytes) -> None: ...
+
+    def finish(self, *, status: int | None, response_headers: Mapping[str, str], duration_ms: float,
+               ttfb_ms: float | None, proxy_error: str | None) -> dict: ...
+
+
+ObserverFactory = Callable[..., Observer]
+
+
+class Exchange:
+    """One request/response through the proxy: timing, where it is observed (the recorder process or
+    an in-process observer), and the single record it yields."""
+
+    def __init__(self, proxy: RecordingProxy, request: web.BaseRequest) -> None:
+        self.proxy = proxy
+        self.t0 = time.perf_counter()
+        self.wall0 = time.time()
+        self.request = request
+        self.request_body = b""
+        self.upstream: aiohttp.ClientResponse | None = None
+        self.response: web.StreamResponse | None = None
+        self.status: int | None = None
+        self.ttfb_ms: float | None = None
+        self.opened = False
+        self.frames: list[tuple] | None = None
+        """Frames for the recorder not handed over yet (``None``: observed in-process)."""
+        self.batch = 0
+        """Body bytes in :attr:`frames`."""
+        self.child: RecorderChild | None = None
+        """The recorder process that took this exchange's first frames."""
+        self.xid = 0
+        self.meta: dict[str, Any] | None = None
+        self.observer: Observer | None = None
+        self.observer_failed = False
+        self.done = False
+
+    # Request facts are read when observing starts (after the client has its first bytes).
+    @property
+    def method(self) -> str:
+        return self.request.method
+
+    @property
+    def path(self) -> str:
+        return self.request.path
+
+    @property
+    def query(self) -> str:
+        return self.request.query_string
+
+    @property
+    def request_headers(self) -> Mapping[str, str]:
+        return self.request.headers
+
+    def mark_first_byte(self) -> None:
+        if self.ttfb_ms is None:
+            self.ttfb_ms = (time.perf_counter() - self.t0) * 1000
+
+    def _meta(self) -> dict[str, Any]:
+        """The BEGIN frame's meta (see :mod:`.recorder`)."""
+        proxy = self.proxy
+        return {"method": self.method, "path": self.path, "query": self.query, "upstream_url": proxy.upstream_url,
+                "headers": credential_headers(self.request.headers), "record_path": os.fspath(proxy.record_path),
+                "body_budget": proxy.body_budget, "started": self.wall0}
+
+    def _open(self) -> None:
+        """Start observing, on first use (after the client has its first bytes, so it never delays
+        them): frames for the recorder process, else an in-process observer."""
+        if self.opened:
+            return
+        self.opened = True
+        proxy = self.proxy
+        if proxy._observer_factory is None and proxy._recorder is not None and proxy._recorder.unavailable is None:
+            self.xid, self.meta = proxy._recorder.next_id(), self._meta()
+            self.frames = [(BEGIN, self.xid, self.meta, self.request_body)]
+            self.batch = len(self.request_body)
+            return
+        self._observe_in_process([])
+
+    def _observe_in_process(self, frames: list[tuple]) -> None:
+        """Observe in-process from here on, first replaying the response bytes held in ``frames``."""
+        self.frames = None
+        try:
+            self.observer = self.proxy._new_observer(self)
+        except Exception:
+            log.exception("recording proxy: observer construction failed")
+            self.observer_failed = True
+            return
+        for frame in frames:
+            if frame[0] == CHUNK:
+                self._feed_observer(frame[2])
+
+    def _first_handover(self, frames: list[tuple], nbytes: int, end: dict | None = None) -> bool:
+        """Hand the first frames (BEGIN included; END too when ``end``) to a live recorder, restarting
+        a dead one once. ``False``: no recorder took them (observe in-process)."""
+        assert self.meta is not None
+        for _ in range(2):
+            child = self.proxy._recorder_child()
+            if child is None:
+                return False
+            if end is None:
+                taken = child.send(frames, nbytes)
+            else:
+                taken = child.end(self.xid, self.meta, end, frames, nbytes)
+            if taken:
+                self.child = child
+                self.proxy._children.add(child)
+                return True
+        return False
+
+    def feed(self, chunk: bytes) -> None:
+        self._open()
+        if self.frames is None:
+            self._feed_observer(chunk)
+            return
+        self.frames.append((CHUNK, self.xid, chunk))
+        self.batch += len(chunk)
+        if self.batch < BATCH_BYTES:
+            return
+        frames, nbytes = self.frames, self.batch
+        self.frames, self.batch = [], 0
+        if self.child is not None:
+            self.child.send(frames, nbytes)  # False: the recorder died; finish() records the metadata
+        elif not self._first_handover(frames, nbytes):
+            self._observe_in_process(frames)
+
+    def _feed_observer(self, chunk: bytes) -> None:
+        obs = self.observer
+        if obs is None:
+            return
+        try:
+            obs.feed(chunk)
+        except Exception:
+            log.exception("recording proxy: observer.feed failed; this exchange is no longer observed")
+            self.observer, self.observer_failed = None, True
+
+    def finish(self, proxy_error: str | None) -> None:
+        """Record this exchange, once: END to the recorder, or the in-process observer's record."""
+        if self.done:
+            return
+        self.done = True
+        duration_ms = (time.perf_counter() - self.t0) * 1000
+        headers: Mapping[str, str] = self.response.headers if self.response is not None else {}
+        self.proxy._count(proxy_error)
+        self._open()
+        if self.frames is not None:
+            assert self.meta is not None
+            end = {"status": self.status, "response_headers": [[k, v] for k, v in headers.items()],
+                   "duration_ms": duration_ms, "ttfb_ms": self.ttfb_ms, "proxy_error": proxy_error}
+            frames, nbytes = self.frames, self.batch
+            self.frames, self.batch = [], 0
+            child = self.child
+            if child is None:
+                if self._first_handover(frames, nbytes, end):
+                    return
+                self._observe_in_process(frames)  # no recorder: every byte is still here
+            elif child.end(self.xid, self.meta, end, frames, nbytes):
+                return
+            else:  # the recorder died with this exchange in flight: its bytes are gone, keep the metadata
+                self.proxy._metadata_only += 1
+                self.proxy._recorder_reason = child.reason
+                self.proxy._write_record(minimal_record(self.meta, end, error=f"recorder_died: {child.reason}"))
+                return
+        record: dict | None = None
+        obs = self.observer
+        if obs is not None:
+            try:
+                record = dict(obs.finish(status=self.status, response_headers=headers, duration_ms=duration_ms,
+                                         ttfb_ms=self.ttfb_ms, proxy_error=proxy_error))
+            except Exception:
+                log.exception("recording proxy: observer.finish failed; writing a minimal record")
+        if record is None:
+            meta = {"method": self.method, "path": self.path, "query": self.query,
+                    "upstream_url": self.proxy.upstream_url, "headers": credential_headers(self.request.headers)}
+            record = minimal_record(meta, {"status": self.status, "duration_ms": duration_ms,
+                                           "ttfb_ms": self.ttfb_ms, "proxy_error": proxy_error})
+        record["x_gripprobe_timestamp"] = record_timestamp(self.wall0)  # the request's start
+        self.proxy._write_record(record)
+
+    def close_upstream(self) -> None:
+        """Drop the upstream connection unless the response was read to the end (then it is reused)."""
+        up, self.upstream = self.upstream, None
+        if up is None:
+            return
+        if self.done and up.content.at_eof():
+            up.release()
+        else:
+            up.close()
