@@ -19,32 +19,10 @@ import aiohttp
 from aiohttp import web
 
 from gripprobe_core.proxy import RecordingProxy, read_records
+from proxy_helpers import proxied, run, serving  # noqa: E402
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
-
-@asynccontextmanager
-async def serving(app: web.Application) -> AsyncIterator[str]:
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
-
-
-@asynccontextmanager
-async def proxied(upstream: str, record: Path, **kw: Any) -> AsyncIterator[RecordingProxy]:
-    proxy = RecordingProxy(upstream, record, **kw)
-    await proxy.start()
-    try:
-        yield proxy
-    finally:
-        await proxy.stop()
 
 
 async def wait_for_records(proxy: RecordingProxy, n: int, timeout: float = 5.0) -> None:

@@ -28,6 +28,7 @@ from gripprobe_core.proxy import RecordingProxy, read_records
 from gripprobe_core.proxy.observe import ExchangeObserver
 from gripprobe_core.proxy.recorder import BEGIN, CHUNK
 from gripprobe_core.proxy.recorder_client import RecorderChild, RecorderClient, close_recorder, get_recorder
+from proxy_helpers import proxied, run, serving  # noqa: E402
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
@@ -35,9 +36,6 @@ TIMING = ("x_gripprobe_duration_ms", "x_gripprobe_ttfb_ms", "x_gripprobe_timesta
 CANARY = "sk-canaryRECORDER0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {CANARY}", "X-Api-Key": "canary-xapikey-recorder-77"}
 
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 def untimed(record: dict) -> dict:
@@ -54,26 +52,6 @@ def client() -> Iterator[RecorderClient]:
         c.close()
 
 
-@asynccontextmanager
-async def serving(app: web.Application) -> AsyncIterator[str]:
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
-
-
-@asynccontextmanager
-async def proxied(upstream: str, record: Path, **kw: Any) -> AsyncIterator[RecordingProxy]:
-    proxy = RecordingProxy(upstream, record, **kw)
-    await proxy.start()
-    try:
-        yield proxy
-    finally:
-        await proxy.stop()
 
 
 async def wait_until(cond: Any, timeout: float = 10.0) -> None:

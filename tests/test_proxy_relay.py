@@ -24,6 +24,7 @@ from pydantic import TypeAdapter
 from gripprobe_core.models.specs import ReferenceAction
 from gripprobe_core.oracle import OracleServer
 from gripprobe_core.proxy import RecordingProxy, read_records
+from proxy_helpers import proxied, run, serving  # noqa: E402
 
 ACTIONS = TypeAdapter(list[ReferenceAction]).validate_python([
     {"write": {"path": "hello.txt", "content": "hello world\n"}},
@@ -41,31 +42,7 @@ RESPONSES_TOOLS = [{"type": "function", "name": t["function"]["name"], "paramete
 USER = [{"role": "user", "content": "write hello.txt, then list the files"}]
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
-
-@asynccontextmanager
-async def serving(app: web.Application) -> AsyncIterator[str]:
-    """A real aiohttp server for ``app`` on 127.0.0.1 (port 0); yields its root URL."""
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
-
-
-@asynccontextmanager
-async def proxied(upstream: str, record: Path, **kw: Any) -> AsyncIterator[RecordingProxy]:
-    proxy = RecordingProxy(upstream, record, **kw)
-    await proxy.start()
-    try:
-        yield proxy
-    finally:
-        await proxy.stop()
 
 
 VOLATILE = re.compile(rb'"(created|created_at|[a-z_]*duration)":\s*("[^"]*"|[0-9.]+)')
