@@ -28,12 +28,17 @@ if MISSING and not os.environ.get("CI"):
 
 
 @pytest.fixture(scope="module")
-def run_cells(tmp_path_factory):
+def conformance_run(tmp_path_factory) -> Path:
     assert not MISSING, f"CI must have every agent plugin installed; missing: {MISSING}"
     out = tmp_path_factory.mktemp("conformance")
     res = gripprobe("run", "--suite", "conformance", "--results", str(out), timeout=3000)
     assert res.returncode == 0, res.stderr[-4000:]
-    return conformance.cells(Path(res.stdout.strip().splitlines()[-1]))
+    return Path(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def run_cells(conformance_run):
+    return conformance.cells(conformance_run)
 
 
 def test_every_cell_has_its_expected_status(run_cells):
@@ -79,3 +84,16 @@ def test_with_perfect_every_agent_performs_every_sanity_test_it_can(tmp_path):
         if c["verdict"]["status"] != want:
             wrong.append((c["case_id"], c["verdict"]["status"], want))
     assert not wrong, wrong
+
+
+def test_recompute_from_artifacts_reproduces_every_cell(conformance_run):
+    """rebuild-reports --recompute re-derives every verdict field with each agent plugin's own parsers
+    (tier B/C from the stored outputs and session files, tier A from the proxy records): identical."""
+    from gripprobe_core.plugins import make_plugin_manager
+    from gripprobe_core.runner.recompute import recompute_run
+    from gripprobe_core.store import RunDir
+
+    rows = recompute_run(make_plugin_manager(), RunDir(conformance_run), write=False)
+    assert len(rows) == len(list((conformance_run / "cases").iterdir()))
+    differ = [(r.case_id, r.changed, r.problem) for r in rows if r.changed or r.problem]
+    assert not differ, differ

@@ -13,31 +13,80 @@ from ..plugins import describe_failures, make_plugin_manager
 DEFAULT_SUITE = "default"
 
 
+def _common_options(fn):
+    """Options shared by ``run`` and ``run-suite`` (applied bottom-up, so listed in reverse)."""
+    opts = [
+        click.option("--results", "results_root", type=click.Path(file_okay=False, path_type=Path),
+                     default=Path("results"), show_default=True,
+                     help="Results root; runs go to <results>/runs/<RUN_ID>."),
+        click.option("--no-install", is_flag=True, help="Do not install missing agents; their cases are SKIPPED."),
+        click.option("--hardware", "hardware", envvar="GRIPPROBE_HARDWARE_PROFILE",
+                     help="Hardware profile id from specs/hardware_profiles.yaml, recorded in every case "
+                          "(env GRIPPROBE_HARDWARE_PROFILE). Default: none recorded."),
+        click.option("--specs", "--root", "specs_root", type=click.Path(file_okay=False, path_type=Path),
+                     help="Specs directory (default: ./specs or the nearest parent's)."),
+        click.option("--base-url", help="Override the backend base URL (not for the oracle)."),
+        click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), help="Per-phase agent timeout in seconds."),
+        click.option("--telemetry-proxy", "proxy_mode", type=click.Choice(["off", "auto", "force"]), default=None,
+                     help="Recording proxy mode (default: the agent spec's telemetry_proxy_mode)."),
+        click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Cases run at once (default 1)."),
+        click.option("--backend", help="Backend id of the model specs to use (default: each model's first)."),
+    ]
+    for o in opts:
+        fn = o(fn)
+    return fn
+
+
 @click.command("run", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--suite", "-s", help="Suite id (specs/suites/<id>.yaml). Default: 'default' when nothing is selected.")
 @click.option("--agent", "-a", "agents", multiple=True, help="Agent id (repeatable).")
 @click.option("--model", "-m", "models", multiple=True, help="Model id (repeatable).")
 @click.option("--test", "-t", "tests", multiple=True, help="Test id or tag:<tag> (repeatable).")
 @click.option("--format", "-f", "formats", multiple=True, help="Format (repeatable). Default: every format the agent supports.")
-@click.option("--backend", help="Backend id of the model specs to use (default: each model's first).")
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Cases run at once (default 1).")
-@click.option("--telemetry-proxy", "proxy_mode", type=click.Choice(["off", "auto", "force"]), default=None,
-              help="Recording proxy mode (default: the agent spec's telemetry_proxy_mode).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), help="Per-phase agent timeout in seconds.")
-@click.option("--base-url", help="Override the backend base URL (not for the oracle).")
-@click.option("--specs", "--root", "specs_root", type=click.Path(file_okay=False, path_type=Path),
-              help="Specs directory (default: ./specs or the nearest parent's).")
-@click.option("--no-install", is_flag=True, help="Do not install missing agents; their cases are SKIPPED.")
-@click.option("--results", "results_root", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
-              show_default=True, help="Results root; runs go to <results>/runs/<RUN_ID>.")
-def run_command(suite, agents, models, tests, formats, backend, jobs, proxy_mode, timeout_s, base_url, specs_root,
-                no_install, results_root) -> None:
+@_common_options
+def run_command(suite, agents, models, tests, formats, **common) -> None:
     """Run agents × models × tests × formats. With no selection, runs the default suite.
 
     Missing selections are taken from the suite (the default suite unless --suite is given). The last line
     printed is the run directory.
     """
+    _execute(suite, agents, models, tests, formats, resume=None, **common)
+
+
+@click.command("run-suite", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--suite", "-s", help="Suite id (specs/suites/<id>.yaml); with --resume, default: the run's own suite.")
+@click.option("--resume", "resume", type=click.Path(file_okay=False, path_type=Path),
+              help="Continue this run directory: run only the suite's cases that have no complete case.json "
+                   "(key: agent, model, backend, format, test); each case ends up exactly once.")
+@_common_options
+def run_suite_command(suite, resume, **common) -> None:
+    """Run one suite as it is written, or resume an interrupted run of it.
+
+    The last line printed is the run directory.
+    """
+    if not suite and not resume:
+        raise UserError("run-suite needs --suite S (or --resume RUN_DIR); suites are in specs/suites/")
+    if resume and not suite:
+        suite = _manifest_suite(resume)
+    _execute(suite, (), (), (), (), resume=resume, whole_suite=True, **common)
+
+
+def _manifest_suite(run_dir: Path) -> str:
+    import json
+
+    try:
+        suite = json.loads((run_dir / "manifest.json").read_text()).get("suite")
+    except (OSError, ValueError, AttributeError):
+        suite = None
+    if not suite:
+        raise UserError(f"{run_dir}/manifest.json names no suite (or is unreadable); pass --suite")
+    return str(suite)
+
+
+def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, proxy_mode, timeout_s, base_url,
+             specs_root, hardware, no_install, results_root, whole_suite: bool = False) -> None:
     from ..runner import RunOptions, execute_run, plan_cases, plan_suite
+    from ..runner.run import prepare_resume
     from ..specs import find_specs_root, load_specs
     from .progress import make_reporter
 
@@ -51,7 +100,11 @@ def run_command(suite, agents, models, tests, formats, backend, jobs, proxy_mode
         raise UserError(f"unknown suite {suite_id!r}; suites: {', '.join(sorted(specs.suites)) or 'none'} "
                         f"(in {root}/suites)")
     s = specs.suites[suite_id]
-    if suite and not (agents or models or tests or formats):
+    known_hw = [p.id for p in specs.hardware.profiles]
+    if hardware and hardware not in known_hw:
+        raise UserError(f"unknown hardware profile {hardware!r}; known: {', '.join(known_hw) or 'none'} "
+                        f"(add it to {root}/hardware_profiles.yaml)")
+    if whole_suite or (suite and not (agents or models or tests or formats)):
         cases = plan_suite(specs, s, backend=backend)
     else:
         cases = plan_cases(specs, agents=list(agents or s.agents), models=list(models or s.models),
@@ -59,6 +112,16 @@ def run_command(suite, agents, models, tests, formats, backend, jobs, proxy_mode
                            explicit=[] if (agents or models or tests or formats) else s.cases)
     if not cases:
         raise UserError("the selection is empty: no case to run")
+    state = None
+    if resume is not None:
+        state = prepare_resume(resume, cases, suite=suite_id)
+        click.echo(f"resuming {state.run_dir.path}: {state.done} of {len(cases)} case(s) done, "
+                   f"{len(state.todo)} to run", err=True)
+        cases = state.todo
+        hardware = hardware or state.option("hardware_profile")
+        proxy_mode = proxy_mode or state.option("telemetry_proxy_mode")
+        timeout_s = timeout_s or state.option("timeout_s")
+        base_url = base_url or state.option("base_url_override")
     from ..agents import AgentCache
     from .agents_cmd import ensure_agents_installed, find_installed_agents
     agents_used = list({c.agent.id: c.agent for c in cases}.values())
@@ -69,10 +132,11 @@ def run_command(suite, agents, models, tests, formats, backend, jobs, proxy_mode
                                             log=lambda m: click.echo(m, err=True))
     opts = RunOptions(results_root=results_root, jobs=jobs or s.jobs or 1, installed=installed,
                       proxy_mode=proxy_mode or s.telemetry_proxy_mode, timeout_s=timeout_s,
-                      base_url_override=base_url, suite=suite_id, specs_root=root, argv=sys.argv[1:])
+                      base_url_override=base_url, suite=suite_id, specs_root=root, argv=sys.argv[1:],
+                      hardware_profile=hardware)
     reporter = make_reporter(total=len(cases))
     with reporter:
-        outcome = execute_run(cases, gpm, opts, on_done=reporter.case_done)
+        outcome = execute_run(cases, gpm, opts, on_done=reporter.case_done, resume=state)
     reporter.final(outcome)
     click.echo(str(outcome.run_dir.path))
     if outcome.interrupted:

@@ -142,6 +142,8 @@ class CaseResult(_M):
     key: CaseKey
     agent_version: str | None = None
     model_hash: str | None = None
+    hardware_profile: str | None = Field(
+        default=None, description="Hardware profile id (hardware_profiles.yaml) the run declared, if any.")
     tags: list[str] = Field(default_factory=list)
     language: str = "en"
     started_at: str

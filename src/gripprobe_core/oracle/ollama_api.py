@@ -23,7 +23,19 @@ OLLAMA_VERSION = "0.13.5"
 """What ``/api/version`` reports (codex refuses servers older than 0.13.4)."""
 
 CONTEXT_LENGTH = 131072
-FAKE_DIGEST = "0" * 64
+
+
+def profile_digest(model: str) -> str:
+    """The oracle's model digest (what Ollama calls ``digest``): sha256 of the profile name and the
+    oracle's behaviour version, so a recorded hash changes when a profile's behaviour does."""
+    import hashlib
+
+    name = model.split(":", 1)[0]
+    return hashlib.sha256(f"gripprobe-oracle/{ORACLE_BEHAVIOUR_VERSION}/{name}".encode()).hexdigest()
+
+
+#: Bump when a profile's replies change, so model hashes recorded against the oracle tell runs apart.
+ORACLE_BEHAVIOUR_VERSION = 1
 
 
 class OllamaChatWire:
@@ -185,7 +197,8 @@ def _details() -> JSONDict:
 def tags_json(profile_names: Iterable[str]) -> JSONDict:
     """``GET /api/tags``: one local model per profile (``<profile>:latest``)."""
     return {"models": [{"name": f"{p}:latest", "model": f"{p}:latest", "modified_at": "2026-01-01T00:00:00Z",
-                        "size": 0, "digest": FAKE_DIGEST, "details": _details()} for p in sorted(profile_names)]}
+                        "size": 0, "digest": profile_digest(p), "details": _details()}
+                       for p in sorted(profile_names)]}
 
 
 def show_json(model: str, *, supports_tools: bool) -> JSONDict:
@@ -200,6 +213,6 @@ def show_json(model: str, *, supports_tools: bool) -> JSONDict:
 
 def ps_json(models: Iterable[str]) -> JSONDict:
     """``GET /api/ps``: the models requested so far, as loaded models."""
-    return {"models": [{"name": m, "model": m, "size": 0, "digest": FAKE_DIGEST, "details": _details(),
+    return {"models": [{"name": m, "model": m, "size": 0, "digest": profile_digest(m), "details": _details(),
                         "expires_at": "2099-01-01T00:00:00Z", "size_vram": 0, "context_length": CONTEXT_LENGTH}
                        for m in sorted(models)]}

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from ..context import EvaluationInputs, PhaseContext, PhaseOutputs, ValidatorContext
-from ..errors import WrapperParseError
 from ..models.events import Event
 from ..models.results import (
     CaseResult, PhaseRecord, ProcessResult, TelemetrySummary, ValidatorResult, Verdict,
@@ -24,8 +23,9 @@ from ..models.specs import TestSpec
 from ..plugins import GripProbePluginManager
 from ..runcontext import render_test, template_vars
 from ..store import RunDir, atomic_write_json, atomic_write_text
-from ..telemetry.summary import merge_events, summarize_phase
+from ..telemetry.summary import summarize_phase
 from ..timeutil import utc_now_iso
+from .derive import CASE_INPUTS, ProxyEvidence, derive_telemetry, derive_verdict, run_validators, write_phase_context
 from .env import base_env, make_phase_dirs
 from .matrix import PlannedCase, missing_tool_kinds
 from .process import DEFAULT_CAPTURE_CAP, run_process
@@ -48,6 +48,7 @@ class RunConfig:
     base_url_override: str | None = None
     capture_cap: int = DEFAULT_CAPTURE_CAP
     installed: dict[str, Any] = field(default_factory=dict)
+    hardware_profile: str | None = None
     source_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -148,6 +149,7 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
             summary = summarize_phase([], observability="none", capture_missing=False, parse_error=False,
                                       proxy_status="error", proxy_skip_reason=proxy.skip_reason)
             rec = PhaseRecord(phase=phase, process=process, summary=summary, proxy=proxy.describe(), challenge=facts)
+            write_phase_context(artifacts, ctx, harness_error=proxy.harness_error)
             return PhaseRun(rec, [], workspace, facts, requests, harness_error=proxy.harness_error)
         ctx.base_url = proxy.base_url or upstream
 
@@ -180,18 +182,10 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
         outputs = PhaseOutputs(stdout_path=stdout_path, stderr_path=stderr_path, process=process, extra=extra)
         ctx.marker_patterns = [p for got in hook.tier_c_patterns(agent=pc.agent) or [] for p in got or []]
         outputs.final_text = _final_text(rc, pc, ctx, outputs, artifacts / f"{phase}.final.txt")
-        events, parse_error = _parse_events(rc, pc, ctx, outputs, proxy)
-        info = reg.agents.get(pc.agent.plugin)
-        proxy_kw = proxy.summary_kwargs()
-        # The backend refusing tools is evidence whichever tier saw it (proxy record or agent output).
-        proxy_kw["backend_tool_unsupported"] = bool(proxy_kw.get("backend_tool_unsupported")) or any(
-            e.error_type == "backend_tool_unsupported" for e in events)
-        summary = summarize_phase(
-            events, observability=getattr(info, "observability", "none"),
-            capture_missing=not stdout_path.exists(), parse_error=parse_error is not None, **proxy_kw,
-        )
-        if parse_error:
-            summary.telemetry_capture_skip_reason = "wrapper_parse_error"
+        write_phase_context(artifacts, ctx, extra=extra)
+        events, summary = derive_telemetry(rc.gpm, pc.agent, ctx, outputs,
+                                           ProxyEvidence(proxy.events(), proxy.summary_kwargs()),
+                                           run_id=rc.run_id, case_id=pc.case_id)
         _write_jsonl(artifacts / f"events.{phase}.jsonl", [e.model_dump(mode="json") for e in events])
         rec = PhaseRecord(phase=phase, process=process, summary=summary, proxy=proxy.describe(), challenge=facts)
         return PhaseRun(rec, events, workspace, facts, requests)
@@ -233,51 +227,6 @@ def _final_text(rc: RunConfig, pc: PlannedCase, ctx: PhaseContext, outputs: Phas
     return text or None
 
 
-def _parse_events(rc: RunConfig, pc: PlannedCase, ctx: PhaseContext, outputs: PhaseOutputs,
-                  proxy: PhaseProxy) -> tuple[list[Event], str | None]:
-    """Every parser's events (plus the proxy's tier A), merged and stamped. Never raises."""
-    groups: list[list[Event]] = []
-    parse_error = None
-    caller = rc.gpm.hook.parse_wrapper_events
-    for impl in reversed(caller.get_hookimpls()):
-        try:
-            got = impl.function(**{a: {"agent": pc.agent, "ctx": ctx, "outputs": outputs}[a] for a in impl.argnames})
-        except WrapperParseError as exc:
-            parse_error = f"{impl.plugin_name}: {exc}"
-            continue
-        except Exception as exc:  # a broken parser is a harness problem, not the agent's
-            parse_error = f"{impl.plugin_name}: {type(exc).__name__}: {exc}"
-            continue
-        if got:
-            groups.append(list(got))
-    groups.insert(0, proxy.events())
-    merged = merge_events(groups)
-    trace_id = f"{rc.run_id}/{pc.case_id}/{ctx.phase}"
-    for e in merged:
-        e.run_id, e.case_id, e.phase, e.trace_id = rc.run_id, pc.case_id, ctx.phase, trace_id  # type: ignore[assignment]
-    return merged, parse_error
-
-
-def _run_validators(rc: RunConfig, pc: PlannedCase, measured: PhaseRun) -> tuple[list[ValidatorResult], str | None]:
-    ctx = ValidatorContext(workspace=measured.workspace, test=pc.test, run_context=dict(rc.run_context),
-                           challenge=measured.challenge_facts, challenge_requests=measured.challenge_requests,
-                           events=measured.events)
-    results, error = [], None
-    for spec in pc.test.validators:
-        options = spec.model_dump(exclude={"kind"})
-        fn = rc.gpm.registry.validators.get(spec.kind)
-        if fn is None:
-            error = f"validator kind {spec.kind!r} is not installed"
-            results.append(ValidatorResult(kind=spec.kind, passed=False, message=error))
-            continue
-        try:
-            results.append(fn(ctx, options))
-        except Exception as exc:
-            error = f"validator {spec.kind!r} crashed: {type(exc).__name__}: {exc}"
-            results.append(ValidatorResult(kind=spec.kind, passed=False, message=error))
-    return results, error
-
-
 def _skipped_verdict(reason: str) -> Verdict:
     return Verdict(status="SKIPPED", evaluator_reason_code="skipped", evaluator_reason_text=reason,
                    failure_reason=None, trajectory="clean", invoked="maybe", artifact_match=0.0,
@@ -299,7 +248,7 @@ async def run_case(pc: PlannedCase, rc: RunConfig) -> CaseResult:
     base = dict(run_id=rc.run_id, case_id=pc.case_id, key=pc.key, tags=list(pc.test.tags),
                 language=pc.test.language, started_at=started_at, run_context=dict(rc.run_context),
                 agent_version=getattr(rc.installed.get(pc.agent.id), "version", None) or pc.agent.version,
-                model_hash=pc.backend.model_hash,
+                model_hash=pc.backend.model_hash, hardware_profile=rc.hardware_profile,
                 telemetry_proxy_mode=rc.proxy_mode or pc.agent.telemetry_proxy_mode)
 
     def finish(**kw: Any) -> CaseResult:
@@ -325,6 +274,9 @@ async def run_case(pc: PlannedCase, rc: RunConfig) -> CaseResult:
         return finish(verdict=verdict, telemetry=summary,
                       skip_reason=f"agent {pc.agent.id!r} cannot perform: {', '.join(missing)}")
 
+    atomic_write_json(case_dir / "artifacts" / CASE_INPUTS, {
+        "agent": pc.agent.model_dump(mode="json"), "model": pc.model.model_dump(mode="json"),
+        "backend": pc.backend.model_dump(mode="json"), "test": pc.test.model_dump(mode="json"), "format": pc.format})
     scratch = rc.work_root / pc.case_id
     phases: list[PhaseRun] = []
     try:
@@ -340,14 +292,12 @@ async def run_case(pc: PlannedCase, rc: RunConfig) -> CaseResult:
     harness_error = last.harness_error
     validators: list[ValidatorResult] = []
     if harness_error is None and last.record.phase == "measured":
-        validators, harness_error = _run_validators(rc, pc, last)
-    rules = pc.test.rules.model_dump()
-    if harness_error:
-        rules["harness_error"] = ("proxy_required_but_not_available" if last.harness_error else "validator_error")
-    verdict = rc.gpm.hook.evaluate(inputs=EvaluationInputs(
-        validators=validators, process=last.record.process, events=last.events, summary=last.record.summary,
-        required_kinds=list(pc.test.requires), rules=rules,
-        tool_unsupported="backend_tool_unsupported" if last.record.summary.telemetry_backend_tool_unsupported else None))
+        validators, harness_error = run_validators(rc.gpm, pc.test, ValidatorContext(
+            workspace=last.workspace, test=pc.test, run_context=dict(rc.run_context),
+            challenge=last.challenge_facts, challenge_requests=last.challenge_requests, events=last.events))
+    verdict = derive_verdict(rc.gpm, pc.test, process=last.record.process, events=last.events,
+                             summary=last.record.summary, validators=validators, harness_error=harness_error,
+                             phase_harness_error=bool(last.harness_error))
     return finish(phases=[p.record for p in phases], validators=validators, verdict=verdict,
                   telemetry=last.record.summary, harness_error=harness_error)
 

@@ -67,7 +67,8 @@ class PhaseProxy:
 
     def describe(self) -> dict[str, Any]:
         return {"mode": self.mode, "status": self.status, "skip_reason": self.skip_reason, "error": self.error,
-                "record": self.record_path.name if self.record_path and self.status == "collected" else None}
+                "record": self.record_path.name if self.record_path and self.status == "collected" else None,
+                "started": self.handle is not None}
 
 
 def _has_traffic(path: Path | None) -> bool:

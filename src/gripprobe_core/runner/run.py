@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..context import EvaluationInputs
 from ..models.results import CaseResult, ProcessResult
@@ -38,6 +38,7 @@ class RunOptions:
     argv: list[str] | None = None
     installed: dict | None = None
     """agent id -> InstalledAgent, for agents installed from a registry (see cli/agents_cmd.py)."""
+    hardware_profile: str | None = None
 
 
 @dataclass
@@ -59,7 +60,8 @@ def _manifest(rc: RunConfig, opts: RunOptions, cases: list[PlannedCase], *, stat
         "run_id": rc.run_id, "status": status, "started_at": started_at, "finished_at": finished_at,
         "gripprobe_version": __version__, "suite": opts.suite, "argv": opts.argv or [],
         "specs_root": str(opts.specs_root) if opts.specs_root else None,
-        "jobs": opts.jobs, "telemetry_proxy_mode": opts.proxy_mode, "run_context": rc.run_context,
+        "jobs": opts.jobs, "hardware_profile": opts.hardware_profile, "telemetry_proxy_mode": opts.proxy_mode,
+        "timeout_s": opts.timeout_s, "base_url_override": opts.base_url_override, "run_context": rc.run_context,
         "host": {"python": platform.python_version(), "platform": platform.platform()},
         "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version}
                     for p in rc.gpm.plugins()],
@@ -84,7 +86,8 @@ async def _guarded(pc: PlannedCase, rc: RunConfig) -> CaseResult:
         now = utc_now_iso()
         res = CaseResult(run_id=rc.run_id, case_id=pc.case_id, key=pc.key, started_at=now, finished_at=now,
                          duration_s=0.0, verdict=verdict, telemetry=summary, tags=list(pc.test.tags),
-                         run_context=rc.run_context, harness_error=f"{type(exc).__name__}: {exc}")
+                         run_context=rc.run_context, harness_error=f"{type(exc).__name__}: {exc}",
+                         hardware_profile=rc.hardware_profile)
         case_dir = rc.run_dir.case(pc.case_id)
         case_dir.mkdir(parents=True, exist_ok=True)
         write_case(case_dir, res)
@@ -112,19 +115,37 @@ async def _run_all(cases: list[PlannedCase], rc: RunConfig, jobs: int,
 
 
 def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: RunOptions,
-                on_done: Callable[[CaseResult], None] = lambda r: None) -> RunOutcome:
-    """Run ``cases`` into a new run directory. Returns even when interrupted by Ctrl-C."""
+                on_done: Callable[[CaseResult], None] = lambda r: None,
+                resume: ResumeState | None = None) -> RunOutcome:
+    """Run ``cases`` into a new run directory, or into ``resume.run_dir`` (see :func:`prepare_resume`).
+    Returns even when interrupted by Ctrl-C."""
     t0 = time.monotonic()
-    # Absolute from here on: agents run with the workspace as cwd, so a relative path would point nowhere.
-    run_id, path = allocate_run_dir(opts.results_root.resolve())
-    run_dir = RunDir(path)
-    started_at = utc_now_iso()
+    if resume is None:
+        # Absolute from here on: agents run with the workspace as cwd, so a relative path would point nowhere.
+        run_id, path = allocate_run_dir(opts.results_root.resolve())
+        run_dir = RunDir(path)
+        started_at, run_context, planned, history = utc_now_iso(), make_run_context(), cases, []
+    else:
+        run_dir = resume.run_dir
+        run_id = run_dir.run_id
+        started_at, run_context = resume.started_at, resume.run_context
+        planned, history = resume.planned, [*resume.resumed_at, utc_now_iso()]
     results: list[CaseResult] = []
     with tempfile.TemporaryDirectory(prefix=f"gripprobe-{run_id}-") as work:
-        rc = RunConfig(run_id=run_id, run_dir=run_dir, gpm=gpm, run_context=make_run_context(),
+        rc = RunConfig(run_id=run_id, run_dir=run_dir, gpm=gpm, run_context=run_context,
                        work_root=Path(work), proxy_mode=opts.proxy_mode, timeout_s=opts.timeout_s,
-                       base_url_override=opts.base_url_override, installed=dict(opts.installed or {}))
-        atomic_write_json(run_dir.manifest, _manifest(rc, opts, cases, status="running", started_at=started_at))
+                       base_url_override=opts.base_url_override, installed=dict(opts.installed or {}),
+                       hardware_profile=opts.hardware_profile)
+
+        def manifest(status: str, finished_at: str | None = None) -> dict:
+            present = run_dir.case_results() if resume is not None else results
+            m = _manifest(rc, opts, planned, status=status, started_at=started_at, results=present,
+                          finished_at=finished_at)
+            if history:
+                m["resumed_at"] = history
+            return m
+
+        atomic_write_json(run_dir.manifest, manifest("running"))
         interrupted = False
         try:
             asyncio.run(_run_all(cases, rc, opts.jobs, on_done, results))
@@ -134,10 +155,83 @@ def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: Run
             from ..proxy import close_recorder
             close_recorder()  # the telemetry proxies' recorder process (one per run, shared by every phase)
         status = "incomplete" if interrupted or len(results) < len(cases) else "complete"
-        atomic_write_json(run_dir.manifest, _manifest(rc, opts, cases, status=status, started_at=started_at,
-                                                      results=results, finished_at=utc_now_iso()))
+        atomic_write_json(run_dir.manifest, manifest(status, utc_now_iso()))
     from ..reports import write_run_reports
     write_run_reports(run_dir)
     return RunOutcome(run_dir, sorted(results, key=lambda r: r.case_id), interrupted, time.monotonic() - t0)
 
 
+@dataclass
+class ResumeState:
+    """A run directory to continue: what its manifest fixed, and which planned cases still need a run."""
+
+    run_dir: RunDir
+    started_at: str
+    run_context: dict[str, str]
+    planned: list[PlannedCase]
+    todo: list[PlannedCase]
+    done: int
+    resumed_at: list[str]
+    manifest: dict
+
+    def option(self, name: str) -> Any:
+        """A run option the original run recorded (``telemetry_proxy_mode``, ``hardware_profile``,
+        ``timeout_s``, ``base_url_override``): a resume keeps them unless told otherwise."""
+        return self.manifest.get(name)
+
+
+def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | None) -> ResumeState:
+    """Check ``run_path`` can be resumed with ``cases`` (the plan of ``suite``) and sort done from to-do.
+
+    Granularity is the case key (agent, model, backend, format, test): a case is done when its case.json
+    (written last, atomically) reads back with the same key; any other leftovers of a planned case (a
+    run killed mid-case) are removed before it runs again, so every case ends up exactly once.
+    """
+    import json
+    import shutil
+
+    from ..errors import UserError
+    from ..store.layout import read_case
+
+    path = run_path.resolve()
+    run_dir = RunDir(path)
+    try:
+        manifest = json.loads(run_dir.manifest.read_text())
+        if not isinstance(manifest, dict):
+            raise ValueError("not a JSON object")
+    except FileNotFoundError:
+        raise UserError(f"{run_dir.manifest}: no manifest; --resume takes a run directory "
+                        f"(results/runs/<RUN_ID>), see `gripprobe list-runs`") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{run_dir.manifest}: unreadable ({exc}); this run cannot be resumed") from None
+    if suite and manifest.get("suite") and manifest.get("suite") != suite:
+        raise UserError(f"{path} ran suite {manifest.get('suite')!r}, not {suite!r}; resume it with "
+                        f"--suite {manifest.get('suite')}")
+    run_context = manifest.get("run_context")
+    if not isinstance(run_context, dict) or not run_context:
+        raise UserError(f"{run_dir.manifest}: no run_context recorded; this run cannot be resumed")
+    todo, done = [], 0
+    for pc in cases:
+        case_dir = run_dir.case(pc.case_id)
+        res = read_case(case_dir / "case.json")
+        if res is not None and res.key == pc.key:
+            done += 1
+            continue
+        if case_dir.exists():
+            shutil.rmtree(case_dir)  # a case killed mid-run: its partial artifacts go, the case runs again
+        todo.append(pc)
+    by_id = {pc.case_id: pc for pc in cases}
+    old_ids = [p.get("case_id") for p in manifest.get("planned") or [] if isinstance(p, dict)]
+    planned = [by_id[i] for i in old_ids if i in by_id] + [pc for pc in cases if pc.case_id not in set(old_ids)]
+    _remove_stale_work_dirs(run_dir.run_id)
+    return ResumeState(run_dir=run_dir, started_at=str(manifest.get("started_at") or utc_now_iso()),
+                       run_context={str(k): str(v) for k, v in run_context.items()}, planned=planned, todo=todo,
+                       done=done, resumed_at=[str(x) for x in manifest.get("resumed_at") or []], manifest=manifest)
+
+
+def _remove_stale_work_dirs(run_id: str) -> None:
+    """Scratch folders (agent homes) a killed run left in the temp directory."""
+    import shutil
+
+    for d in Path(tempfile.gettempdir()).glob(f"gripprobe-{run_id}-*"):
+        shutil.rmtree(d, ignore_errors=True)

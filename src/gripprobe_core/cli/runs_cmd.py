@@ -1,0 +1,130 @@
+"""Commands on stored runs: ``rebuild-reports``, ``list-runs``, ``backfill-model-hashes``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import click
+
+from ..errors import UserError
+
+CTX = {"help_option_names": ["-h", "--help"]}
+
+
+def _run_dir(path: Path):
+    from ..store import RunDir
+    from ..store.runs import is_run_dir
+
+    if not path.is_dir() or not is_run_dir(path):
+        raise UserError(f"{path}: not a run directory (expected manifest.json or cases/ inside); "
+                        f"see `gripprobe list-runs`")
+    return RunDir(path.resolve())
+
+
+@click.command("rebuild-reports", context_settings=CTX)
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--recompute", is_flag=True,
+              help="Re-derive every verdict field (events, telemetry, validators, verdict) from the stored "
+                   "artifacts before rendering. A case whose artifacts are missing or corrupt becomes HARNESS_ERROR.")
+@click.option("--dry-run", is_flag=True, help="With --recompute: report what would change, write nothing.")
+def rebuild_reports_command(run_dir: Path, recompute: bool, dry_run: bool) -> None:
+    """Re-render a run's reports (summary.md, summary.html, case pages); optionally recompute verdicts.
+
+    A recomputed case that changed keeps its previous case.json as case.before-recompute.json.
+    """
+    from ..plugins import make_plugin_manager
+    from ..reports import write_run_reports
+
+    rd = _run_dir(run_dir)
+    if recompute:
+        from ..runner.recompute import recompute_run
+
+        rows = recompute_run(make_plugin_manager(), rd, write=not dry_run)
+        changed = [r for r in rows if r.changed]
+        for r in rows:
+            if r.result is None:
+                click.echo(f"{r.case_id}: skipped: {r.problem}", err=True)
+            elif r.changed:
+                click.echo(f"{r.case_id}: {r.result.verdict.status}; changed: {', '.join(r.changed)}"
+                           + (f" ({r.problem})" if r.problem else ""))
+        click.echo(f"recomputed {len(rows)} case(s): {len(rows) - len(changed)} unchanged, {len(changed)} changed"
+                   + (" (dry run: nothing written)" if dry_run else ""))
+        if dry_run:
+            return
+    out = write_run_reports(rd)
+    click.echo(f"report: {out}")
+
+
+@click.command("list-runs", context_settings=CTX)
+@click.option("--results", "results_root", type=click.Path(path_type=Path), default=Path("results"),
+              show_default=True, help="Results root (or its runs/ folder).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run, newest last.")
+def list_runs_command(results_root: Path, as_json: bool) -> None:
+    """List stored runs: path, agents, suite, date, status and status counts."""
+    from ..store.runs import describe_run, iter_run_dirs
+
+    if not results_root.exists():
+        raise UserError(f"{results_root}: no such results folder; runs go to <results>/runs (see --results)")
+    infos = [describe_run(r) for r in iter_run_dirs(results_root)]
+    if as_json:
+        for i in infos:
+            click.echo(json.dumps(i.as_dict()))
+        return
+    if not infos:
+        click.echo(f"no runs under {results_root}")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("path", "agents", "suite", "started", "status", "cases", "counts"):
+        table.add_column(col, overflow="fold")
+    for i in infos:
+        table.add_row(str(i.path), ", ".join(i.agents), i.suite or "-", (i.started_at or "-")[:19].replace("T", " "),
+                      i.status, f"{i.done}/{i.planned or i.done}",
+                      ", ".join(f"{k} {v}" for k, v in i.counts.items()) or "-")
+    Console(width=max(160, shutil.get_terminal_size().columns), soft_wrap=False).print(table)
+
+
+@click.command("backfill-model-hashes", context_settings=CTX)
+@click.argument("runs", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--results", "results_root", type=click.Path(path_type=Path), default=None,
+              help="Backfill every run under this results root (instead of RUN_DIR arguments).")
+@click.option("--base-url", help="Ask this backend instead of the one recorded with each case.")
+@click.option("--force", is_flag=True, help="Overwrite a recorded hash that differs from the backend's.")
+@click.option("--dry-run", is_flag=True, help="Report what would be written, write nothing.")
+def backfill_command(runs: tuple[Path, ...], results_root: Path | None, base_url: str | None, force: bool,
+                     dry_run: bool) -> None:
+    """Fill in model hashes of stored cases from the backend's model list (Ollama's /api/tags digest,
+    or the embedded oracle's). A different recorded hash is never overwritten without --force."""
+    from ..store.backfill import backfill_runs
+    from ..store.runs import iter_run_dirs
+
+    if not runs and results_root is None:
+        raise UserError("name run directories or --results ROOT; see `gripprobe list-runs`")
+    dirs = [_run_dir(p) for p in runs]
+    if results_root is not None:
+        if not results_root.exists():
+            raise UserError(f"{results_root}: no such results folder")
+        dirs += list(iter_run_dirs(results_root))
+    rows = backfill_runs(dirs, force=force, base_url=base_url, dry_run=dry_run)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+        if r.outcome in ("conflict", "unreachable", "not_listed", "no_backend"):
+            click.echo(f"{r.run_id}/{r.case_id}: {r.outcome}"
+                       + (f": {r.recorded or '-'} -> {r.found}" if r.found else "")
+                       + (f" ({r.detail})" if r.detail else ""))
+    filled = sorted({(r.run_id, r.found) for r in rows if r.outcome in ("filled", "overwritten")})
+    for run_id, digest in filled:
+        n = sum(1 for r in rows if r.run_id == run_id and r.found == digest and r.outcome in ("filled", "overwritten"))
+        click.echo(f"{run_id}: {n} case(s) -> {digest}")
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no cases"
+    click.echo(f"backfill: {summary}" + (" (dry run: nothing written)" if dry_run else ""))
+    if any(r.outcome in ("filled", "overwritten") for r in rows) and not dry_run:
+        from ..reports import write_run_reports
+
+        for d in dirs:
+            write_run_reports(d)

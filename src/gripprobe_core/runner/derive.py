@@ -1,0 +1,137 @@
+"""From what a phase left behind to telemetry and verdict: the part of a case that is pure derivation.
+
+A live run and ``rebuild-reports --recompute`` both go through these functions, so re-deriving a
+stored case runs exactly the code that judged it: parsers (every plugin's ``parse_wrapper_events``
+plus the proxy's tier A), the merge, the telemetry summary, the validators and the evaluator.
+
+What a live phase knows that files alone would not (the prompt, paths, which agent artifacts were
+kept) is written next to the artifacts as ``artifacts/<phase>.context.json``; the specs the case ran
+with are ``artifacts/case_inputs.json``. Neither holds a secret: the API key is never written.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..context import EvaluationInputs, PhaseContext, PhaseOutputs, ValidatorContext
+from ..errors import WrapperParseError
+from ..models.events import Event
+from ..models.results import ProcessResult, TelemetrySummary, ValidatorResult, Verdict
+from ..models.specs import CliAgentSpec, TestSpec
+from ..plugins import GripProbePluginManager
+from ..store import atomic_write_json
+from ..telemetry.summary import merge_events, summarize_phase
+
+CASE_INPUTS = "case_inputs.json"
+
+
+def phase_context_name(phase: str) -> str:
+    return f"{phase}.context.json"
+
+
+@dataclass
+class ProxyEvidence:
+    """What the recording proxy of one phase contributes: tier A events and the summary's proxy fields."""
+
+    events: list[Event]
+    summary_kwargs: dict[str, Any]
+
+
+def write_phase_context(artifacts: Path, ctx: PhaseContext, *, extra: dict[str, Path] | None = None,
+                        harness_error: str | None = None) -> None:
+    atomic_write_json(artifacts / phase_context_name(ctx.phase), {
+        "phase": ctx.phase, "prompt": ctx.prompt, "workspace": str(ctx.workspace), "home": str(ctx.home),
+        "tmpdir": str(ctx.tmpdir), "base_url": ctx.base_url, "model_name": ctx.model_name,
+        "timeout_s": ctx.timeout_s,
+        "agent_executable": str(ctx.agent_executable) if ctx.agent_executable else None,
+        "extra": sorted((extra or {}).keys()), "harness_error": harness_error,
+    })
+
+
+def parse_events(gpm: GripProbePluginManager, agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs,
+                 proxy_events: list[Event], *, run_id: str, case_id: str) -> tuple[list[Event], str | None]:
+    """Every parser's events plus the proxy's tier A, merged and stamped. Never raises."""
+    groups: list[list[Event]] = []
+    parse_error = None
+    caller = gpm.hook.parse_wrapper_events
+    for impl in reversed(caller.get_hookimpls()):
+        try:
+            got = impl.function(**{a: {"agent": agent, "ctx": ctx, "outputs": outputs}[a] for a in impl.argnames})
+        except WrapperParseError as exc:
+            parse_error = f"{impl.plugin_name}: {exc}"
+            continue
+        except Exception as exc:  # a broken parser is a harness problem, not the agent's
+            parse_error = f"{impl.plugin_name}: {type(exc).__name__}: {exc}"
+            continue
+        if got:
+            groups.append(list(got))
+    groups.insert(0, list(proxy_events))
+    merged = merge_events(groups)
+    trace_id = f"{run_id}/{case_id}/{ctx.phase}"
+    for e in merged:
+        e.run_id, e.case_id, e.phase, e.trace_id = run_id, case_id, ctx.phase, trace_id  # type: ignore[assignment]
+    return merged, parse_error
+
+
+def derive_telemetry(gpm: GripProbePluginManager, agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs,
+                     proxy: ProxyEvidence, *, run_id: str, case_id: str) -> tuple[list[Event], TelemetrySummary]:
+    """The phase's normalized events and its telemetry summary (``events.summary.json``)."""
+    ctx.marker_patterns = [p for got in gpm.hook.tier_c_patterns(agent=agent) or [] for p in got or []]
+    events, parse_error = parse_events(gpm, agent, ctx, outputs, proxy.events, run_id=run_id, case_id=case_id)
+    info = gpm.registry.agents.get(agent.plugin)
+    proxy_kw = dict(proxy.summary_kwargs)
+    # The backend refusing tools is evidence whichever tier saw it (proxy record or agent output).
+    proxy_kw["backend_tool_unsupported"] = bool(proxy_kw.get("backend_tool_unsupported")) or any(
+        e.error_type == "backend_tool_unsupported" for e in events)
+    summary = summarize_phase(
+        events, observability=getattr(info, "observability", "none"),
+        capture_missing=not outputs.stdout_path.exists(), parse_error=parse_error is not None, **proxy_kw,
+    )
+    if parse_error:
+        summary.telemetry_capture_skip_reason = "wrapper_parse_error"
+    return events, summary
+
+
+def run_validators(gpm: GripProbePluginManager, test: TestSpec, ctx: ValidatorContext
+                   ) -> tuple[list[ValidatorResult], str | None]:
+    results, error = [], None
+    for spec in test.validators:
+        options = spec.model_dump(exclude={"kind"})
+        fn = gpm.registry.validators.get(spec.kind)
+        if fn is None:
+            error = f"validator kind {spec.kind!r} is not installed"
+            results.append(ValidatorResult(kind=spec.kind, passed=False, message=error))
+            continue
+        try:
+            results.append(fn(ctx, options))
+        except Exception as exc:
+            error = f"validator {spec.kind!r} crashed: {type(exc).__name__}: {exc}"
+            results.append(ValidatorResult(kind=spec.kind, passed=False, message=error))
+    return results, error
+
+
+def derive_verdict(gpm: GripProbePluginManager, test: TestSpec, *, process: ProcessResult, events: list[Event],
+                   summary: TelemetrySummary, validators: list[ValidatorResult], harness_error: str | None,
+                   phase_harness_error: bool) -> Verdict:
+    rules = test.rules.model_dump()
+    if harness_error:
+        rules["harness_error"] = "proxy_required_but_not_available" if phase_harness_error else "validator_error"
+    return gpm.hook.evaluate(inputs=EvaluationInputs(
+        validators=validators, process=process, events=events, summary=summary,
+        required_kinds=list(test.requires), rules=rules,
+        tool_unsupported="backend_tool_unsupported" if summary.telemetry_backend_tool_unsupported else None))
+
+
+def read_jsonl(path: Path) -> list[Any]:
+    """Lines of a JSON-lines file; a line that is not JSON is kept as None (line numbers stay right)."""
+    out: list[Any] = []
+    with open(path, "rb") as fh:
+        for line in fh:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                out.append(None)
+    return out

@@ -1,0 +1,237 @@
+"""``rebuild-reports --recompute``: re-derive every verdict field of a stored run from its artifacts.
+
+For each case the observations are taken as stored (the process result and proxy facts of each phase
+in case.json, the agent's stdout/stderr and kept artifacts, the proxy records, the workspace, the
+challenge log) and everything judged from them is derived again with today's code (see
+:mod:`.derive`): events, telemetry summaries, validators, verdict. On an unchanged installation the
+result is identical to the run's own (tests/test_recompute.py holds that).
+
+A case whose required artifacts are missing or corrupt becomes HARNESS_ERROR naming the file; a case
+whose case.json cannot be read at all is rebuilt from the manifest's plan (or from its case_inputs)
+as HARNESS_ERROR. Nothing raises for bad data.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..context import EvaluationInputs, PhaseContext, PhaseOutputs, ValidatorContext
+from ..models.events import Event
+from ..models.results import CaseKey, CaseResult, PhaseRecord, ProcessResult
+from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
+from ..plugins import GripProbePluginManager
+from ..store import RunDir, atomic_write_text
+from ..telemetry.summary import summarize_phase
+from .derive import (
+    CASE_INPUTS, ProxyEvidence, derive_telemetry, derive_verdict, phase_context_name, read_jsonl, run_validators,
+)
+
+#: The fields a recompute derives (and the identity test compares).
+DERIVED_FIELDS = ("verdict", "telemetry", "validators", "harness_error")
+
+
+class ArtifactProblem(Exception):
+    """A required artifact is missing or corrupt (the message names it)."""
+
+
+@dataclass
+class Recomputed:
+    case_id: str
+    result: CaseResult | None
+    changed: list[str] = field(default_factory=list)
+    problem: str | None = None
+    events: dict[str, list[Event]] = field(default_factory=dict)
+    """The re-derived events of each phase (written with the case when it changed)."""
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise ArtifactProblem(f"{path.parent.name}/{path.name} is missing") from None
+    except (OSError, ValueError) as exc:
+        raise ArtifactProblem(f"{path.parent.name}/{path.name} is unreadable: {exc}") from None
+
+
+def _inputs(case_dir: Path) -> tuple[CliAgentSpec, ModelSpec, BackendSpec, TestSpec, str]:
+    data = _load_json(case_dir / "artifacts" / CASE_INPUTS)
+    try:
+        return (CliAgentSpec.model_validate(data["agent"]), ModelSpec.model_validate(data["model"]),
+                BackendSpec.model_validate(data["backend"]), TestSpec.model_validate(data["test"]), str(data["format"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArtifactProblem(f"artifacts/{CASE_INPUTS} does not hold the case's specs: "
+                              f"{type(exc).__name__}") from None
+
+
+def _proxy_evidence(rec: PhaseRecord, artifacts: Path) -> ProxyEvidence:
+    from ..proxy.events import proxy_counts, records_to_events
+    from ..proxy.server import read_records
+
+    p = rec.proxy or {}
+    kw: dict[str, Any] = {"proxy_status": p.get("status", "skipped"), "proxy_skip_reason": p.get("skip_reason")}
+    path = artifacts / f"proxy.{rec.phase}.http.jsonl"
+    started = p.get("started")
+    if started is None:  # results written before "started" was recorded
+        started = path.exists()
+    if not started:
+        return ProxyEvidence([], kw)
+    records = read_records(path)
+    kw.update(proxy_counts(records))
+    return ProxyEvidence(records_to_events(records, phase=rec.phase, artifact_name=path.name), kw)
+
+
+def _phase(gpm: GripProbePluginManager, res: CaseResult, rec: PhaseRecord, case_dir: Path,
+           specs: tuple[CliAgentSpec, ModelSpec, BackendSpec, TestSpec, str]
+           ) -> tuple[PhaseRecord, list[Event], dict[str, Any]]:
+    agent, model, backend, test, fmt = specs
+    artifacts = case_dir / "artifacts"
+    pctx = _load_json(artifacts / phase_context_name(rec.phase))
+    if not isinstance(pctx, dict):
+        raise ArtifactProblem(f"artifacts/{phase_context_name(rec.phase)} is not an object")
+    if pctx.get("harness_error"):  # the phase never ran (e.g. a forced proxy that could not start)
+        summary = summarize_phase([], observability="none", capture_missing=False, parse_error=False,
+                                  proxy_status="error", proxy_skip_reason=(rec.proxy or {}).get("skip_reason"))
+        return rec.model_copy(update={"summary": summary}), [], pctx
+    try:
+        ctx = PhaseContext(
+            run_id=res.run_id, case_id=res.case_id, phase=rec.phase, agent=agent, model=model, backend=backend,
+            test=test, format=fmt, prompt=str(pctx["prompt"]), workspace=Path(pctx["workspace"]),
+            home=Path(pctx["home"]), tmpdir=Path(pctx["tmpdir"]), artifacts_dir=artifacts,
+            base_url=str(pctx["base_url"]), model_name=str(pctx["model_name"]),
+            timeout_s=float(pctx["timeout_s"]), run_context=dict(res.run_context),
+            agent_executable=Path(pctx["agent_executable"]) if pctx.get("agent_executable") else None)
+        extra_names = [str(n) for n in pctx.get("extra") or []]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArtifactProblem(f"artifacts/{phase_context_name(rec.phase)} lacks {exc}") from None
+    extra = {n: artifacts / f"{rec.phase}.{n}" for n in extra_names}
+    for name, path in extra.items():
+        if not path.is_file():
+            raise ArtifactProblem(f"artifacts/{path.name} (the agent's {name}) is missing")
+    final = artifacts / f"{rec.phase}.final.txt"
+    outputs = PhaseOutputs(stdout_path=case_dir / f"{rec.phase}.stdout", stderr_path=case_dir / f"{rec.phase}.stderr",
+                           process=rec.process, extra=extra,
+                           final_text=final.read_text(encoding="utf-8", errors="replace") if final.is_file() else None)
+    events, summary = derive_telemetry(gpm, agent, ctx, outputs, _proxy_evidence(rec, artifacts),
+                                       run_id=res.run_id, case_id=res.case_id)
+    return rec.model_copy(update={"summary": summary}), events, pctx
+
+
+def _harness_case(gpm: GripProbePluginManager, base: CaseResult, problem: str) -> CaseResult:
+    summary = summarize_phase([], observability="none", capture_missing=True, parse_error=False)
+    verdict = gpm.hook.evaluate(inputs=EvaluationInputs(
+        validators=[], process=ProcessResult(status="ok"), events=[], summary=summary,
+        rules={"harness_error": "artifact_missing_or_corrupt"}))
+    return base.model_copy(update={"verdict": verdict, "telemetry": summary, "validators": [],
+                                   "harness_error": problem})
+
+
+def _placeholder(run_id: str, case_id: str, key: CaseKey) -> CaseResult:
+    summary = summarize_phase([], observability="none", capture_missing=True, parse_error=False)
+    from ..runner.case import _skipped_verdict  # any verdict: _harness_case replaces it
+    return CaseResult(run_id=run_id, case_id=case_id, key=key, started_at="", finished_at="", duration_s=0.0,
+                      verdict=_skipped_verdict("placeholder"), telemetry=summary)
+
+
+def _key_for(case_dir: Path, planned: dict[str, dict]) -> CaseKey | None:
+    entry = planned.get(case_dir.name)
+    try:
+        if entry:
+            return CaseKey.model_validate({k: entry[k] for k in ("agent", "model", "backend", "format", "test")})
+        agent, model, backend, _test, fmt = _inputs(case_dir)
+        return CaseKey(agent=agent.id, model=model.id, backend=backend.id, format=fmt, test=_test.id)
+    except (ArtifactProblem, KeyError, TypeError, ValueError):
+        return None
+
+
+def recompute_case(gpm: GripProbePluginManager, run_dir: RunDir, case_dir: Path,
+                   planned: dict[str, dict] | None = None) -> Recomputed:
+    """Re-derive one case. Does not write anything (see :func:`recompute_run`)."""
+    from ..store import read_case
+
+    case_id = case_dir.name
+    orig = read_case(case_dir / "case.json")
+    if orig is None:
+        key = _key_for(case_dir, planned or {})
+        if key is None:
+            return Recomputed(case_id, None, problem="case.json is missing or corrupt and nothing names the case")
+        problem = "case.json is missing or corrupt"
+        return Recomputed(case_id, _harness_case(gpm, _placeholder(run_dir.run_id, case_id, key), problem),
+                          ["verdict"], problem)
+    if not orig.phases:  # skipped, tool-unsupported or a harness exception: nothing ran, nothing to derive
+        return Recomputed(case_id, orig)
+    try:
+        specs = _inputs(case_dir)
+        phases, events, contexts = [], [], []
+        for rec in orig.phases:
+            new_rec, ev, pctx = _phase(gpm, orig, rec, case_dir, specs)
+            phases.append(new_rec)
+            events.append(ev)
+            contexts.append(pctx)
+    except ArtifactProblem as exc:
+        res = _harness_case(gpm, orig, str(exc))
+        return Recomputed(case_id, res, _changed(orig, res), str(exc))
+
+    test = specs[3]
+    last, last_events, last_ctx = phases[-1], events[-1], contexts[-1]
+    harness_error = last_ctx.get("harness_error") or None
+    validators = []
+    if harness_error is None and last.phase == "measured":
+        requests_path = case_dir / "artifacts" / "challenge.measured.requests.jsonl"
+        requests = [r for r in read_jsonl(requests_path) if isinstance(r, dict)] if requests_path.is_file() else []
+        validators, harness_error = run_validators(gpm, test, ValidatorContext(
+            workspace=case_dir / "workspace", test=test, run_context=dict(orig.run_context),
+            challenge=dict(last.challenge), challenge_requests=requests, events=last_events,
+            agent_workspace=str(last_ctx.get("workspace") or "") or None))
+    verdict = derive_verdict(gpm, test, process=last.process, events=last_events, summary=last.summary,
+                             validators=validators, harness_error=harness_error,
+                             phase_harness_error=bool(last_ctx.get("harness_error")))
+    res = orig.model_copy(update={"phases": phases, "validators": validators, "verdict": verdict,
+                                  "telemetry": last.summary, "harness_error": harness_error})
+    return Recomputed(case_id, res, _changed(orig, res),
+                      events={rec.phase: ev for rec, ev in zip(phases, events)})
+
+
+def _changed(a: CaseResult, b: CaseResult) -> list[str]:
+    out = [f for f in DERIVED_FIELDS if _dump(getattr(a, f)) != _dump(getattr(b, f))]
+    if [_dump(p.summary) for p in a.phases] != [_dump(p.summary) for p in b.phases]:
+        out.append("phases.summary")
+    return out
+
+
+def _dump(v: Any) -> Any:
+    if isinstance(v, list):
+        return [_dump(x) for x in v]
+    return v.model_dump(mode="json") if hasattr(v, "model_dump") else v
+
+
+def recompute_run(gpm: GripProbePluginManager, run_dir: RunDir, *, write: bool = True) -> list[Recomputed]:
+    """Recompute every case of ``run_dir``. With ``write``, a case whose derived fields changed keeps its
+    previous case.json as ``case.before-recompute.json`` (once) and gets the new one plus new events."""
+    from .case import write_case
+
+    try:
+        manifest = json.loads(run_dir.manifest.read_text())
+        planned = {p["case_id"]: p for p in manifest.get("planned", []) if isinstance(p, dict) and "case_id" in p}
+    except (OSError, ValueError, TypeError, KeyError):
+        planned = {}
+    out = []
+    dirs = sorted(d for d in run_dir.cases.iterdir() if d.is_dir()) if run_dir.cases.is_dir() else []
+    for case_dir in dirs:
+        r = recompute_case(gpm, run_dir, case_dir, planned)
+        out.append(r)
+        if not write or r.result is None or not r.changed:
+            continue
+        old = case_dir / "case.json"
+        keep = case_dir / "case.before-recompute.json"
+        if old.is_file() and not keep.exists():
+            keep.write_bytes(old.read_bytes())
+        for phase, events in r.events.items():
+            atomic_write_text(case_dir / "artifacts" / f"events.{phase}.jsonl", "".join(
+                json.dumps(e.model_dump(mode="json"), ensure_ascii=False, default=str) + "\n" for e in events))
+        (case_dir / "artifacts").mkdir(parents=True, exist_ok=True)
+        write_case(case_dir, r.result)
+    return out
+

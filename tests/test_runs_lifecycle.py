@@ -1,0 +1,273 @@
+"""Stored runs: rebuild-reports --recompute, run-suite --resume after SIGKILL, list-runs, backfill-model-hashes.
+
+Everything runs the real `gripprobe` command against real runs of the reference agent and the oracle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, gripprobe, read_json
+from gripprobe_core.plugins import make_plugin_manager
+from gripprobe_core.runner.recompute import recompute_run
+from gripprobe_core.store import RunDir
+
+pytestmark = pytest.mark.e2e
+
+MIXED = ["--agent", "reference", "--model", "oracle-perfect", "--model", "oracle-error-then-recover",
+         "--model", "oracle-stall", "--test", "web_nonce_proof", "--test", "weekly_plan_next_week",
+         "--test", "save_file", "--test", "shell_pwd", "--timeout", "3"]
+
+
+def _run(out: Path, *args: str) -> Path:
+    res = gripprobe("run", *args, "--results", str(out))
+    assert res.returncode == 0, res.stderr[-3000:]
+    return Path(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def mixed_run(tmp_path_factory) -> Path:
+    """PASS, recovered, TIMEOUT, challenge (web nonce) and run_context (dates) cases."""
+    return _run(tmp_path_factory.mktemp("mixed"), *MIXED)
+
+
+def _copy(run: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "runs" / run.name
+    shutil.copytree(run, dst)
+    return dst
+
+
+def _case_dirs(run: Path) -> list[Path]:
+    return sorted(d for d in (run / "cases").iterdir() if d.is_dir())
+
+
+def _derived(case: dict) -> dict:
+    return {k: case[k] for k in ("verdict", "telemetry", "validators", "harness_error")} | {
+        "phase_summaries": [p["summary"] for p in case["phases"]]}
+
+
+# ------------------------------------------------------------------------------------------ recompute
+
+def test_recompute_is_identical_to_the_run(mixed_run, tmp_path):
+    statuses = {read_json(d / "case.json")["verdict"]["status"] for d in _case_dirs(mixed_run)}
+    assert {"PASS", "TIMEOUT"} <= statuses, statuses
+    run = _copy(mixed_run, tmp_path)
+    before = {d.name: read_json(d / "case.json") for d in _case_dirs(run)}
+    events_before = {d.name: (d / "artifacts" / "events.measured.jsonl").read_text() for d in _case_dirs(run)
+                     if (d / "artifacts" / "events.measured.jsonl").exists()}
+    res = gripprobe("rebuild-reports", str(run), "--recompute")
+    assert res.returncode == 0, res.stderr
+    assert f"recomputed {len(before)} case(s): {len(before)} unchanged, 0 changed" in res.stdout, res.stdout
+    for d in _case_dirs(run):
+        after = read_json(d / "case.json")
+        assert _derived(after) == _derived(before[d.name]), d.name
+        assert not (d / "case.before-recompute.json").exists()
+    # the API agrees field by field, and re-derived events equal the stored ones
+    for r in recompute_run(make_plugin_manager(), RunDir(run), write=False):
+        assert r.changed == [] and r.problem is None, (r.case_id, r.changed, r.problem)
+        if r.case_id in events_before and "measured" in r.events:
+            stored = [json.loads(x) for x in events_before[r.case_id].splitlines()]
+            assert [e.model_dump(mode="json") for e in r.events["measured"]] == stored, r.case_id
+    assert (run / "reports" / "summary.md").is_file()
+
+
+def test_recompute_turns_missing_or_corrupt_artifacts_into_harness_error(mixed_run, tmp_path):
+    run = _copy(mixed_run, tmp_path)
+    passed = [d for d in _case_dirs(run) if read_json(d / "case.json")["verdict"]["status"] == "PASS"]
+    assert len(passed) >= 4
+    a, b, c, d = passed[:4]
+    (a / "artifacts" / "case_inputs.json").unlink()                  # missing specs snapshot
+    (b / "case.json").write_text('{"run_id": "trunc')               # corrupt case.json (named by the manifest)
+    (c / "measured.stdout").unlink()                                 # the agent's captured output is gone
+    (d / "artifacts" / "measured.context.json").write_text("\x00\xff not json")
+    res = gripprobe("rebuild-reports", str(run), "--recompute")
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    for case_dir, needle in ((a, "case_inputs.json is missing"), (b, "case.json is missing or corrupt"),
+                             (d, "measured.context.json is unreadable")):
+        got = read_json(case_dir / "case.json")
+        assert got["verdict"]["status"] == "HARNESS_ERROR", case_dir.name
+        assert needle in got["harness_error"], got["harness_error"]
+    got_c = read_json(c / "case.json")
+    assert got_c["verdict"]["status"] == "HARNESS_ERROR"
+    assert got_c["verdict"]["tool_event_verdict_reason"] in ("capture_missing", "wrapper_parse_error")
+    # the previous verdict is kept beside the new one, once
+    assert read_json(a / "case.before-recompute.json")["verdict"]["status"] == "PASS"
+    assert (run / "reports" / "summary.md").read_text().count("HARNESS_ERROR") >= 4
+
+
+def test_rebuild_reports_rejects_a_folder_that_is_not_a_run(tmp_path):
+    res = gripprobe("rebuild-reports", str(tmp_path))
+    assert res.returncode == 2
+    assert res.stderr.strip().startswith("error: ") and "not a run directory" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------------------------------- resume
+
+def _tree_digest(case_dir: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(case_dir.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(case_dir)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def test_sigkill_mid_run_then_resume_gives_every_case_exactly_once(tmp_path):
+    results = tmp_path / "results"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
+    proc = subprocess.Popen([sys.executable, "-m", "gripprobe_core.cli", "run-suite", "--suite", "oracle-profiles",
+                             "--results", str(results)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    runs = results / "runs"
+    deadline = time.monotonic() + 120
+    run = None
+    while time.monotonic() < deadline:
+        dirs = sorted(runs.glob("*/cases/*")) if runs.is_dir() else []
+        done = [d for d in dirs if (d / "case.json").exists()]
+        busy = [d for d in dirs if not (d / "case.json").exists()]
+        if len(done) >= 3 and busy:  # some finished, at least one in the middle of running
+            run = dirs[0].parents[1]
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    proc.stdout.close()
+    proc.stderr.close()
+    assert run is not None, "the run never got under way"
+    manifest = read_json(run / "manifest.json")
+    assert manifest["status"] == "running"  # killed: never got to write its end
+    planned = {p["case_id"] for p in manifest["planned"]}
+    finished_before = {d.name: _tree_digest(d) for d in _case_dirs(run) if (d / "case.json").exists()}
+    assert 3 <= len(finished_before) < len(planned)
+
+    listed = gripprobe("list-runs", "--results", str(results), "--json")
+    info = json.loads(listed.stdout.strip().splitlines()[-1])
+    assert info["status"] == "running or killed" and info["done"] == len(finished_before)
+
+    res = gripprobe("run-suite", "--resume", str(run))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert f"{len(finished_before)} of {len(planned)} case(s) done" in res.stderr
+    assert Path(res.stdout.strip().splitlines()[-1]) == run
+    dirs = _case_dirs(run)
+    assert {d.name for d in dirs} == planned                 # every planned case, no stray one
+    for d in dirs:
+        case = read_json(d / "case.json")                     # each complete and readable
+        assert case["case_id"] == d.name and case["run_id"] == run.name
+    for name, digest in finished_before.items():              # finished cases were not run again
+        assert _tree_digest(run / "cases" / name) == digest, name
+    manifest = read_json(run / "manifest.json")
+    assert manifest["status"] == "complete" and manifest["completed"] == len(planned)
+    assert sum(manifest["counts"].values()) == len(planned)
+    assert len(manifest["resumed_at"]) == 1
+    assert manifest["run_context"] == read_json(run / "cases" / sorted(planned)[0] / "case.json")["run_context"]
+    # a second resume has nothing to do and changes nothing
+    again = gripprobe("run-suite", "--resume", str(run))
+    assert again.returncode == 0 and f"{len(planned)} of {len(planned)} case(s) done, 0 to run" in again.stderr
+
+
+def test_resume_refuses_another_suite_and_a_non_run(tmp_path, mixed_run):
+    res = gripprobe("run-suite", "--suite", "default", "--resume", str(tmp_path))
+    assert res.returncode == 2 and "no manifest" in res.stderr
+    run = _copy(mixed_run, tmp_path)
+    manifest = read_json(run / "manifest.json")
+    manifest["suite"] = "oracle-profiles"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    res = gripprobe("run-suite", "--suite", "default", "--resume", str(run))
+    assert res.returncode == 2 and "ran suite 'oracle-profiles', not 'default'" in res.stderr
+    assert gripprobe("run-suite").returncode == 2
+
+
+# ----------------------------------------------------------------------------------------- list-runs
+
+def test_list_runs_shows_path_agents_suite_date_and_counts(mixed_run):
+    results = mixed_run.parents[1]
+    res = gripprobe("list-runs", "--results", str(results))
+    assert res.returncode == 0, res.stderr
+    assert mixed_run.name in res.stdout and "reference" in res.stdout and "PASS" in res.stdout
+    info = [json.loads(x) for x in gripprobe("list-runs", "--results", str(results), "--json").stdout.splitlines()]
+    mine = next(i for i in info if i["run_id"] == mixed_run.name)
+    cases = [read_json(p) for p in (mixed_run / "cases").glob("*/case.json")]
+    assert mine["done"] == len(cases) == mine["planned"]
+    assert mine["agents"] == ["reference"] and mine["status"] == "complete"
+    assert mine["counts"]["PASS"] == sum(c["verdict"]["status"] == "PASS" for c in cases)
+    assert gripprobe("list-runs", "--results", str(mixed_run.parent / "nope")).returncode == 2
+
+
+# ----------------------------------------------------------------------------------------- backfill
+
+def _hashes(run: Path) -> dict[str, str | None]:
+    return {d.name: read_json(d / "case.json")["model_hash"] for d in _case_dirs(run)}
+
+
+def test_backfill_fills_from_the_oracle_and_never_overwrites_without_force(mixed_run, tmp_path):
+    from gripprobe_core.oracle.ollama_api import profile_digest
+
+    run = _copy(mixed_run, tmp_path)
+    assert set(_hashes(run).values()) == {None}
+    res = gripprobe("backfill-model-hashes", str(run))
+    assert res.returncode == 0, res.stderr
+    hashes = _hashes(run)
+    for name, h in hashes.items():
+        model = read_json(run / "cases" / name / "case.json")["key"]["model"]
+        assert h == "sha256:" + profile_digest(model.removeprefix("oracle-")), name
+    assert len(set(hashes.values())) == 3  # one per profile
+    assert "same" in gripprobe("backfill-model-hashes", str(run)).stdout
+
+    victim = sorted(hashes)[0]
+    case_path = run / "cases" / victim / "case.json"
+    case = read_json(case_path)
+    case["model_hash"] = "sha256:recorded-at-run-time"
+    case_path.write_text(json.dumps(case))
+    res = gripprobe("backfill-model-hashes", str(run))
+    assert res.returncode == 0 and f"{victim}: conflict" in res.stdout
+    assert read_json(case_path)["model_hash"] == "sha256:recorded-at-run-time"
+    res = gripprobe("backfill-model-hashes", str(run), "--force")
+    assert res.returncode == 0 and "overwritten 1" in res.stdout
+    assert read_json(case_path)["model_hash"] == hashes[victim]
+
+
+def test_backfill_asks_an_ollama_backend_and_reports_an_unreachable_one(mixed_run, tmp_path):
+    import asyncio
+
+    from gripprobe_core.oracle.ollama_api import profile_digest
+    from gripprobe_core.oracle.server import OracleServer
+
+    run = _copy(mixed_run, tmp_path)
+    first, second = _case_dirs(run)[:2]
+    for d, url in ((first, None), (second, "http://127.0.0.1:9/")):
+        inputs = read_json(d / "artifacts" / "case_inputs.json")
+        inputs["backend"] = {**inputs["backend"], "kind": "ollama", "model_id": "retry-loop:latest",
+                             "base_url": url}
+        (d / "artifacts" / "case_inputs.json").write_text(json.dumps(inputs))
+
+    async def main() -> str:
+        server = OracleServer([])  # a real Ollama-speaking server on 127.0.0.1
+        await server.start()
+        try:
+            inputs = read_json(first / "artifacts" / "case_inputs.json")
+            inputs["backend"]["base_url"] = server.base_url
+            (first / "artifacts" / "case_inputs.json").write_text(json.dumps(inputs))
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "gripprobe_core.cli", "backfill-model-hashes", str(run), cwd=ROOT,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            out, err = await proc.communicate()
+            assert proc.returncode == 0, err.decode()
+            return out.decode()
+        finally:
+            await server.stop()
+
+    out = asyncio.run(main())
+    assert read_json(first / "case.json")["model_hash"] == "sha256:" + profile_digest("retry-loop")
+    assert read_json(second / "case.json")["model_hash"] is None
+    assert f"{second.name}: unreachable" in out
