@@ -30,7 +30,7 @@ class PlainReporter:
         state = "interrupted" if outcome.interrupted else "done"
         print(f"{state}: {len(outcome.results)} case(s) in {outcome.duration_s:.1f}s: {counts}",
               file=self.stream, flush=True)
-        print(f"report: {outcome.run_dir.reports / 'summary.md'}", file=self.stream, flush=True)
+        print(f"report: {outcome.run_dir.reports / 'summary.html'} (and summary.md)", file=self.stream, flush=True)
 
 
 class RichReporter(PlainReporter):

@@ -53,8 +53,8 @@ def rebuild_reports_command(run_dir: Path, recompute: bool, dry_run: bool) -> No
                    + (" (dry run: nothing written)" if dry_run else ""))
         if dry_run:
             return
-    out = write_run_reports(rd)
-    click.echo(f"report: {out}")
+    write_run_reports(rd)
+    click.echo(f"report: {rd.reports / 'summary.html'} (and summary.md)")
 
 
 @click.command("list-runs", context_settings=CTX)

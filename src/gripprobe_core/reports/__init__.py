@@ -1,5 +1,8 @@
-"""Per-run reports (SPEC §7): ``reports/summary.md`` (HTML pages come with the reports issue)."""
+"""Per-run reports (SPEC §7): ``reports/summary.md``, ``reports/summary.html`` and a page per case, plus the
+cross-run aggregate page. ``write_run_reports`` is the single entry point a run calls; see docs/reports.md."""
 
-from .summary_md import render_summary_md, write_run_reports
+from .html import render_aggregate_html, render_case_html, render_run_html, render_summary_html
+from .summary_md import COLUMNS, render_summary_md, summary_row, write_run_reports
 
-__all__ = ["render_summary_md", "write_run_reports"]
+__all__ = ["COLUMNS", "render_aggregate_html", "render_case_html", "render_run_html", "render_summary_html",
+           "render_summary_md", "summary_row", "write_run_reports"]

@@ -1,12 +1,16 @@
-"""``reports/summary.md``: one row per case, the same columns the HTML summary will carry."""
+"""``reports/summary.md``: one row per case, the same columns and rows as ``reports/summary.html``.
+
+``summary_row`` is the single definition of a table row; the HTML summary renders the same tuples.
+"""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..models.results import CaseResult
+from ..models.results import STATUSES, CaseResult
 from ..store import RunDir, atomic_write_text
 
 COLUMNS = ("agent", "model", "format", "test", "status", "reason", "trajectory", "invoked", "strict", "overall",
@@ -22,33 +26,74 @@ def _agent_seconds(r: CaseResult) -> str:
     return f"{measured[0].process.duration_s:.2f}" if measured else "-"
 
 
-def render_summary_md(run_id: str, manifest: dict, results: list[CaseResult]) -> str:
+def summary_row(r: CaseResult) -> tuple[str, ...]:
+    """The cells of one case's row, in ``COLUMNS`` order, as displayed."""
+    v = r.verdict
+    return (r.key.agent, r.key.model, r.key.format, r.key.test, v.status, v.evaluator_reason_code,
+            v.trajectory, v.invoked, f"{v.strict_pass_score:.1f}", f"{v.overall_score:.1f}",
+            r.telemetry.telemetry_source_tier, _agent_seconds(r), f"{r.duration_s:.2f}")
+
+
+def run_totals(results: Sequence[CaseResult]) -> dict:
+    """Case count, counts per status (``STATUSES`` order, non-zero only), mean strict and overall score."""
     counts = Counter(r.verdict.status for r in results)
     n = len(results)
-    strict = sum(r.verdict.strict_pass_score for r in results) / n if n else 0.0
-    overall = sum(r.verdict.overall_score for r in results) / n if n else 0.0
+    return {
+        "n": n,
+        "counts": {s: counts[s] for s in (*STATUSES, *sorted(set(counts) - set(STATUSES))) if counts[s]},
+        "strict": sum(r.verdict.strict_pass_score for r in results) / n if n else 0.0,
+        "overall": sum(r.verdict.overall_score for r in results) / n if n else 0.0,
+    }
+
+
+def render_summary_md(run_id: str, manifest: dict, results: list[CaseResult], unfinished: Iterable[str] = ()) -> str:
+    """The Markdown summary. ``unfinished``: case directories without a readable case.json."""
+    totals = run_totals(results)
+    n = totals["n"]
     lines = [
         f"# GripProbe run {run_id}", "",
         f"- status: {manifest.get('status', 'unknown')}; cases: {n} of {len(manifest.get('planned', [])) or n}",
-        f"- strict_pass_score: {strict:.3f}; overall_score: {overall:.3f}",
-        "- " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), "",
+        f"- strict_pass_score: {totals['strict']:.3f}; overall_score: {totals['overall']:.3f}",
+        "- " + ", ".join(f"{k}: {v}" for k, v in sorted(totals["counts"].items())), "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
     ]
     for r in results:
-        v = r.verdict
-        row = (r.key.agent, r.key.model, r.key.format, r.key.test, v.status, v.evaluator_reason_code,
-               v.trajectory, v.invoked, f"{v.strict_pass_score:.1f}", f"{v.overall_score:.1f}",
-               r.telemetry.telemetry_source_tier, _agent_seconds(r), f"{r.duration_s:.2f}")
-        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+        lines.append("| " + " | ".join(_cell(c) for c in summary_row(r)) + " |")
+    unfinished = list(unfinished)
+    if unfinished:
+        lines += ["", "Cases without a readable case.json (unfinished or corrupt):", ""]
+        lines += [f"- {_cell(c)}" for c in unfinished]
     return "\n".join(lines) + "\n"
 
 
-def write_run_reports(run_dir: RunDir) -> Path:
+def read_manifest(run_dir: RunDir) -> dict:
     try:
-        manifest = json.loads(run_dir.manifest.read_text())
+        data = json.loads(run_dir.manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        manifest = {}
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def unfinished_cases(run_dir: RunDir, results: Iterable[CaseResult]) -> list[str]:
+    """Case directories that hold no readable case.json, sorted."""
+    done = {r.case_id for r in results}
+    if not run_dir.cases.is_dir():
+        return []
+    return sorted(d.name for d in run_dir.cases.iterdir() if d.is_dir() and d.name not in done)
+
+
+def write_run_reports(run_dir: RunDir) -> Path:
+    """Write ``reports/summary.md``, ``reports/summary.html`` and ``reports/cases/<case_id>.html``.
+
+    The single entry point, called at the end of every run. Returns the path of summary.md; the
+    Markdown is written first, so a failure while rendering HTML never costs the Markdown summary.
+    """
+    from .html import render_run_html
+
+    results = run_dir.case_results()
     out = run_dir.reports / "summary.md"
-    atomic_write_text(out, render_summary_md(run_dir.run_id, manifest, run_dir.case_results()))
+    atomic_write_text(out, render_summary_md(run_dir.run_id, read_manifest(run_dir), results,
+                                             unfinished_cases(run_dir, results)))
+    render_run_html(run_dir)
     return out

@@ -1,0 +1,433 @@
+"""HTML reports: the run summary, one page per case, and the cross-run aggregate page (SPEC §7).
+
+Every page comes from a jinja2 template in ``templates/`` with autoescaping on, and is self-contained:
+CSS and JS are inlined, nothing is fetched (a Content-Security-Policy meta tag forbids it), so a page
+works from ``file://`` with no network. Agent output is data, never markup: templates escape it and
+the scripts insert it with ``textContent``. The event timeline is embedded as JSON (``<``, ``>``, ``&``
+escaped as ``\\u003c`` …) and rendered by the browser in chunks, so a case with 10,000 events opens at
+once. Missing or corrupt artifacts are shown as "missing" / "unreadable", never raised.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shlex
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..models.results import STATUSES, CaseResult
+from ..store import RunDir, atomic_write_text, read_case
+from .summary_md import COLUMNS, read_manifest, run_totals, summary_row
+
+PHASES = ("warmup", "measured")
+TEXT_LIMIT = 64 * 1024          # bytes shown of a stdout/stderr/prompt file
+FIELD_LIMIT = 4000              # characters shown of one event field (arguments, output, text)
+WORKSPACE_FILES_MAX = 500       # files listed from the final workspace
+WORKSPACE_TEXT_LIMIT = 32 * 1024  # a workspace file larger than this is listed, not shown
+WORKSPACE_TEXT_BUDGET = 256 * 1024
+PROXY_ROWS_MAX = 1000           # proxy exchanges listed per phase
+SHORT_STATUS = {
+    "PASS": "PASS", "PASS_WITH_POLICY_VIOLATION": "PASS+PV", "FAIL": "FAIL", "NO_TOOL_CALL": "NO_TOOL",
+    "TIMEOUT": "TIMEOUT", "TOOL_UNSUPPORTED": "UNSUPP", "SHELL_ERROR": "SHELL_ERR",
+    "HARNESS_ERROR": "HARNESS_ERR", "SKIPPED": "SKIP",
+}
+
+
+@lru_cache(maxsize=1)
+def _env():
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(loader=PackageLoader("gripprobe_core.reports", "templates"), autoescape=True,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = _num
+    env.globals["short_status"] = lambda s: SHORT_STATUS.get(s, s)
+    return env
+
+
+def _render(template: str, **ctx: Any) -> str:
+    from .. import __version__
+    return _env().get_template(template).render(version=__version__, **ctx)
+
+
+def _num(v: Any, digits: int = 3) -> str:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return "—" if v is None else str(v)
+    return f"{v:.{digits}f}"
+
+
+# ---------------------------------------------------------------------------------------- run pages
+
+def render_run_html(run_dir: RunDir) -> list[Path]:
+    """Write ``reports/summary.html`` and ``reports/cases/<case_id>.html`` for every case directory.
+
+    A case directory without a readable case.json still gets a page showing the artifacts it has.
+    Returns the written paths, summary first."""
+    manifest = read_manifest(run_dir)
+    entries: list[tuple[str, CaseResult | None]] = []
+    if run_dir.cases.is_dir():
+        for d in sorted(run_dir.cases.iterdir()):
+            if d.is_dir():
+                entries.append((d.name, read_case(d / "case.json")))
+    written = [run_dir.reports / "summary.html"]
+    atomic_write_text(written[0], render_summary_html(run_dir.run_id, manifest, entries))
+    for name, res in entries:
+        path = run_dir.reports / "cases" / f"{name}.html"
+        atomic_write_text(path, render_case_html(run_dir.case(name), res, run_id=run_dir.run_id))
+        written.append(path)
+    return written
+
+
+def render_summary_html(run_id: str, manifest: dict, entries: list[tuple[str, CaseResult | None]]) -> str:
+    """``entries``: (case directory name, its result or None when case.json is missing/unreadable)."""
+    results = [r for _, r in entries if r is not None]
+    rows = []
+    for name, r in entries:
+        if r is None:
+            continue
+        rows.append({"cells": summary_row(r), "page": f"cases/{name}.html",
+                     "filters": {"agent": [r.key.agent], "model": [r.key.model], "format": [r.key.format],
+                                 "status": [r.verdict.status], "tag": list(r.tags)}})
+    filters = {
+        "agent": sorted({r.key.agent for r in results}), "model": sorted({r.key.model for r in results}),
+        "format": sorted({r.key.format for r in results}),
+        "status": [s for s in (*STATUSES, *sorted({r.verdict.status for r in results} - set(STATUSES)))
+                   if any(r.verdict.status == s for r in results)],
+        "tag": sorted({t for r in results for t in r.tags}),
+    }
+    hardware = sorted({h for r in results if (h := getattr(r, "hardware_profile", None))})
+    return _render("summary.html", run_id=run_id, manifest=manifest, columns=COLUMNS, rows=rows,
+                   totals=run_totals(results), filters=filters, hardware=hardware,
+                   planned=len(manifest.get("planned") or []),
+                   unfinished=[(name, f"cases/{name}.html") for name, r in entries if r is None])
+
+
+def render_case_html(case_dir: Path, result: CaseResult | None, run_id: str = "") -> str:
+    """One case page from its directory; ``result`` None when case.json is missing or unreadable."""
+    case_json = case_dir / "case.json"
+    timeline = {ph: _read_events(case_dir / "artifacts" / f"events.{ph}.jsonl") for ph in PHASES}
+    phases = {p.phase: p for p in result.phases} if result else {}
+    return _render(
+        "case.html", run_id=run_id or (result.run_id if result else ""), case_id=case_dir.name, r=result,
+        case_json_state="missing" if not case_json.exists() else ("ok" if result else "unreadable"),
+        hardware=getattr(result, "hardware_profile", None) if result else None,
+        validators=_validators(result), timeline=timeline,
+        events_data={ph: t["events"] for ph, t in timeline.items()},
+        prompt=_read_text(case_dir / "prompt.txt"),
+        phases=[_phase_view(case_dir, ph, phases.get(ph)) for ph in PHASES],
+        workspace=_workspace(case_dir / "workspace"), diffs=_diffs(result),
+        proxy=[_proxy_view(case_dir, ph, phases.get(ph)) for ph in PHASES],
+        artifacts=_artifact_list(case_dir / "artifacts"),
+    )
+
+
+def _read_text(path: Path, limit: int = TEXT_LIMIT) -> dict:
+    """A text file for display: state ok|missing|unreadable, at most ``limit`` bytes of it."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            data = fh.read(limit)
+    except FileNotFoundError:
+        return {"state": "missing", "text": "", "size": 0, "shown": 0, "truncated": False}
+    except OSError as exc:
+        return {"state": "unreadable", "text": "", "size": 0, "shown": 0, "truncated": False,
+                "error": type(exc).__name__}
+    return {"state": "ok", "text": data.decode("utf-8", errors="replace"), "size": size, "shown": len(data),
+            "truncated": size > len(data)}
+
+
+def _clip(v: Any, limit: int = FIELD_LIMIT) -> str | None:
+    if v is None:
+        return None
+    s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, indent=1, default=str)
+    return s if len(s) <= limit else s[:limit] + f"\n… ({len(s) - limit} more characters not shown)"
+
+
+def _read_events(path: Path) -> dict:
+    """Events of one phase in display order: each model response followed by the tool events it
+    spawned (``depth`` 1, via parent_id); anything else in sequence order at depth 0."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return {"state": "missing", "events": [], "bad_lines": 0}
+    except OSError:
+        return {"state": "unreadable", "events": [], "bad_lines": 0}
+    raw, bad = [], 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            e = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(e, dict):
+            raw.append(e)
+        else:
+            bad += 1
+    by_id = {e["event_id"]: e for e in raw if isinstance(e.get("event_id"), str)}
+
+    def parent_of(e: dict) -> str | None:
+        pid = e.get("parent_id")
+        if not isinstance(pid, str) or pid == e.get("event_id") or pid not in by_id:
+            return None
+        return pid if _parent_ok(by_id[pid], by_id) else None
+
+    def seq_key(e: dict) -> tuple:
+        s = e.get("sequence")
+        return (0, s) if isinstance(s, int) and not isinstance(s, bool) else (1, 0)
+
+    children: dict[str, list[dict]] = {}
+    top = []
+    for e in raw:
+        pid = parent_of(e)
+        if pid is None:
+            top.append(e)
+        else:
+            children.setdefault(pid, []).append(e)
+    out = []
+    for e in sorted(top, key=seq_key):
+        kids = sorted(children.get(e.get("event_id"), []), key=seq_key) if isinstance(e.get("event_id"), str) else []
+        out.append(_compact(e, 0, len(kids)))
+        out.extend(_compact(k, 1, 0) for k in kids)
+    state = "ok" if not bad else ("unreadable" if not raw else "partial")
+    return {"state": state, "events": out, "bad_lines": bad}
+
+
+def _parent_ok(p: dict, by_id: dict) -> bool:
+    """Nesting is one level deep: a parent must itself be top level."""
+    pid = p.get("parent_id")
+    return not (isinstance(pid, str) and pid in by_id and pid != p.get("event_id"))
+
+
+def _compact(e: dict, depth: int, kids: int) -> dict:
+    """The fields the timeline shows, long values clipped (raw bodies never reach a report)."""
+    p = e.get("payload") if isinstance(e.get("payload"), dict) else {}
+    seq = e.get("sequence")
+    out: dict[str, Any] = {
+        "seq": seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+        "type": str(e.get("event_type", "?")), "id": e.get("event_id"), "parent": e.get("parent_id"),
+        "tier": e.get("source_tier"), "source": e.get("source"), "status": e.get("status"),
+        "lat": e.get("latency_ms"), "ts": e.get("timestamp"), "depth": depth, "kids": kids,
+    }
+    name, raw_name = p.get("name"), p.get("raw_name")
+    out["name"] = name or raw_name
+    if raw_name and name and raw_name != name:
+        out["raw"] = raw_name
+    if p.get("kind"):
+        out["kind"] = p.get("kind")
+    if e.get("tool_call_id"):
+        out["call"] = e.get("tool_call_id")
+    for key, field in (("args", "arguments"), ("out", "output"), ("text", "text")):
+        if p.get(field) not in (None, ""):
+            out[key] = _clip(p.get(field))
+    info = []
+    for label, field in (("protocol", "protocol"), ("http", "http_status"), ("tool calls", "tool_call_count")):
+        if p.get(field) is not None:
+            info.append(f"{label} {p.get(field)}")
+    usage = p.get("usage")
+    if isinstance(usage, dict) and usage.get("total_tokens") is not None:
+        info.append(f"tokens {usage.get('total_tokens')}")
+    if e.get("exit_code") is not None:
+        info.append(f"exit {e.get('exit_code')}")
+    if e.get("error_type"):
+        info.append(f"error {e.get('error_type')}")
+    if e.get("raw_artifact_ref"):
+        info.append(f"from {e.get('raw_artifact_ref')}")
+    out["info"] = " · ".join(info)
+    return out
+
+
+def _validators(result: CaseResult | None) -> list[dict]:
+    if result is None:
+        return []
+    out = []
+    for v in result.validators:
+        s = v.source
+        out.append({"v": v, "anchor": f"event-{s.phase}-{s.sequence}" if s else None,
+                    "phase": s.phase if s else None, "seq": s.sequence if s else None,
+                    "expected": _clip(v.expected, TEXT_LIMIT), "observed": _clip(v.observed, TEXT_LIMIT)})
+    return out
+
+
+def _diffs(result: CaseResult | None) -> list[dict]:
+    """Unified diff expected → observed for every validator whose two values differ."""
+    if result is None:
+        return []
+    out = []
+    for i, v in enumerate(result.validators, 1):
+        if v.expected == v.observed or not (v.expected or v.observed):
+            continue
+        diff = "\n".join(difflib.unified_diff(v.expected.splitlines(), v.observed.splitlines(),
+                                              "expected", "observed", lineterm=""))
+        if not diff:  # differ only in a trailing newline
+            diff = "(the values differ only in trailing newlines)"
+        out.append({"n": i, "kind": v.kind, "passed": v.passed, "diff": _clip(diff, TEXT_LIMIT)})
+    return out
+
+
+def _phase_view(case_dir: Path, phase: str, rec) -> dict:
+    proc = rec.process if rec else None
+    return {
+        "phase": phase, "rec": rec, "proc": proc,
+        "command": shlex.join(proc.command) if proc and proc.command else None,
+        "stdout": _read_text(case_dir / f"{phase}.stdout"), "stderr": _read_text(case_dir / f"{phase}.stderr"),
+        "final": _read_text(case_dir / "artifacts" / f"{phase}.final.txt"),
+    }
+
+
+def _workspace(root: Path) -> dict:
+    """The final workspace (after the measured phase): every file with its size, small text files'
+    content. The starting fixtures are not stored in a run, so this is no diff against them."""
+    if not root.is_dir():
+        return {"state": "missing", "files": [], "more": 0}
+    files, more, budget = [], 0, WORKSPACE_TEXT_BUDGET
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            p = Path(dirpath) / fn
+            if len(files) >= WORKSPACE_FILES_MAX:
+                more += 1
+                continue
+            rel = p.relative_to(root).as_posix()
+            entry: dict[str, Any] = {"path": rel, "size": None, "text": None, "note": ""}
+            try:
+                if p.is_symlink():
+                    entry["note"] = f"symlink to {os.readlink(p)}"
+                else:
+                    entry["size"] = p.stat().st_size
+                    if entry["size"] > WORKSPACE_TEXT_LIMIT or entry["size"] > budget:
+                        entry["note"] = "too large to show"
+                    else:
+                        data = p.read_bytes()
+                        if b"\0" in data:
+                            entry["note"] = "binary"
+                        else:
+                            try:
+                                entry["text"] = data.decode("utf-8")
+                                budget -= len(data)
+                            except UnicodeDecodeError:
+                                entry["note"] = "not UTF-8 text"
+            except OSError as exc:
+                entry["note"] = f"unreadable ({type(exc).__name__})"
+            files.append(entry)
+    return {"state": "ok", "files": files, "more": more}
+
+
+def _proxy_view(case_dir: Path, phase: str, rec) -> dict:
+    """One summary row per recorded HTTP exchange; request and response bodies are left out."""
+    info = dict(rec.proxy) if rec else {}
+    record = info.get("record")
+    name = record if isinstance(record, str) and record and "/" not in record and "\\" not in record \
+        and record not in (".", "..") else f"proxy.{phase}.http.jsonl"
+    path = case_dir / "artifacts" / name
+    view = {"phase": phase, "mode": info.get("mode"), "status": info.get("status"),
+            "reason": info.get("skip_reason") or info.get("error"), "state": "ok", "rows": [], "more": 0, "bad": 0}
+    try:
+        fh = path.open("r", encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        view["state"] = "missing"
+        return view
+    except OSError:
+        view["state"] = "unreadable"
+        return view
+    with fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            if len(view["rows"]) >= PROXY_ROWS_MAX:
+                view["more"] += 1
+                continue
+            try:
+                d = json.loads(line)
+            except ValueError:
+                view["bad"] += 1
+                continue
+            if not isinstance(d, dict):
+                view["bad"] += 1
+                continue
+            view["rows"].append(_exchange(d))
+    if view["bad"] and not view["rows"]:
+        view["state"] = "unreadable"
+    return view
+
+
+def _exchange(d: dict) -> dict:
+    g = lambda k: d.get(f"x_gripprobe_{k}")  # noqa: E731
+    tools = [str(t) for t in (g("tool_names") or []) if t is not None]
+    tools += [f"{t} (unstructured)" for t in (g("tool_names_nonstructured") or []) if t is not None]
+    return {"ts": g("timestamp"), "method": g("method"), "path": g("path"), "status": g("status"),
+            "duration": g("duration_ms"), "protocol": g("protocol"), "stream": g("stream"),
+            "tools": ", ".join(tools), "results": g("tool_result_count"),
+            "error": g("proxy_error") or g("error"), "budget": bool(g("budget_exceeded"))}
+
+
+def _artifact_list(root: Path) -> list[dict]:
+    try:
+        return [{"name": p.name, "size": p.stat().st_size} for p in sorted(root.iterdir()) if p.is_file()]
+    except OSError:
+        return []
+
+
+# ---------------------------------------------------------------------------------------- aggregate
+
+def render_aggregate_html(data: dict) -> str:
+    """The cross-run aggregate page from the grouped data described in ``docs/reports.md``.
+
+    Linear in rows × tests × statuses; every value is escaped, nothing is fetched."""
+    statuses = list(data.get("statuses") or STATUSES)
+    tests = [str(t) for t in data.get("tests") or []]
+    seen = set(statuses)
+    rows = []
+    for row in data.get("rows") or []:
+        for s in (row.get("counts") or {}):
+            if s not in seen:
+                seen.add(s)
+                statuses.append(s)
+        rows.append(row)
+    view_rows = []
+    for row in rows:
+        cells = row.get("cells") or {}
+        view_rows.append({
+            "row": row, "hardware": row.get("hardware") or "(unknown)",
+            "counts": _count_list(row.get("counts") or {}, statuses),
+            "strict_ci": _ci(row.get("strict_ci95")), "overall_ci": _ci(row.get("overall_ci95")),
+            "pass_at_k": _pass_at_k(row.get("pass_at_k")),
+            "cells": [_agg_cell(cells.get(t), statuses) for t in tests],
+        })
+    agents = sorted({str(r.get("agent", "")) for r in rows})
+    models = sorted({str(r.get("model", "")) for r in rows})
+    formats = sorted({str(r.get("format", "")) for r in rows})
+    hardware = sorted({r["hardware"] for r in view_rows})
+    return _render("aggregate.html", data=data, title=data.get("title") or "GripProbe aggregate report",
+                   runs=data.get("runs") or [], tests=tests, statuses=statuses, rows=view_rows,
+                   filters={"agent": agents, "model": models, "format": formats, "hardware": hardware})
+
+
+def _count_list(counts: dict, statuses: list[str]) -> list[tuple[str, int]]:
+    return [(s, counts[s]) for s in statuses if counts.get(s)]
+
+
+def _ci(ci: Any) -> str | None:
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(x, (int, float)) for x in ci):
+        return f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+    return None
+
+
+def _pass_at_k(pk: Any) -> list[tuple[str, str]]:
+    if not isinstance(pk, dict):
+        return []
+
+    def key(k: str) -> tuple:
+        return (0, int(k)) if str(k).isdigit() else (1, str(k))
+    return [(str(k), _num(pk[k], 2)) for k in sorted(pk, key=key)]
+
+
+def _agg_cell(cell: Any, statuses: list[str]) -> dict | None:
+    if not isinstance(cell, dict):
+        return None
+    return {"n": cell.get("n", 0), "counts": _count_list(cell.get("counts") or {}, statuses),
+            "strict": cell.get("strict"), "overall": cell.get("overall"),
+            "pass_at_k": _pass_at_k(cell.get("pass_at_k"))}

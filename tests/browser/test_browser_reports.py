@@ -1,0 +1,224 @@
+"""The HTML reports in a real Chromium (Playwright, file:// URLs, no network).
+
+Skipped only outside CI when Playwright or Chromium is missing; with CI=true a missing browser fails.
+Chromium is Debian's (``./dev setup`` installs it); Playwright's own browser downloads are not used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from browser.reportdata import HOSTILE, LAZY, PERFECT, aggregate_data, derive_case, many_events, real_run
+from gripprobe_core.reports import render_aggregate_html, write_run_reports
+from gripprobe_core.store import RunDir
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+HIGHLIGHTED = re.compile(r"(^|\s)highlight(\s|$)")
+pytestmark = pytest.mark.e2e
+
+
+def _chromium() -> str | None:
+    for cand in (os.environ.get("GRIPPROBE_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
+                 shutil.which("chromium-browser")):
+        if cand and Path(cand).is_file():
+            return cand
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing = "playwright is not installed: pip install -e '.[test]'"
+    exe = _chromium()
+    if missing is None and exe is None:
+        missing = "chromium is not installed: run ./dev setup (apt-get install chromium)"
+    if missing:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"browser tests cannot run in CI: {missing}", pytrace=False)
+        pytest.skip(missing)
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
+    p = ctx.new_page()
+    errors: list[str] = []
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    yield p
+    ctx.close()
+    assert not errors, errors
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> RunDir:
+    """The real default suite, plus derived cases: another agent, a policy violation, hostile output
+    and 10,000 events; then the reports are rebuilt from disk."""
+    r = real_run(tmp_path_factory.mktemp("results"))
+    derive_case(r, PERFECT, "other__pwpv", agent="other", status="PASS_WITH_POLICY_VIOLATION", tags=["extra"])
+    derive_case(r, PERFECT, "evil__case", agent="evil", text=HOSTILE)
+    derive_case(r, LAZY, "huge__case", agent="other", events=many_events(10_000))
+    write_run_reports(r)
+    return r
+
+
+def _url(path: Path, fragment: str = "") -> str:
+    return path.resolve().as_uri() + fragment
+
+
+def _visible_rows(page) -> list[list[str]]:
+    return page.eval_on_selector_all(
+        "#cases tbody tr", "rows => rows.filter(r => !r.hidden).map(r => [...r.cells].map(c => c.textContent.trim()))")
+
+
+def test_summary_filters_and_sorts(page, run):
+    from playwright.sync_api import expect
+
+    page.goto(_url(run.reports / "summary.html"))
+    total = len(_visible_rows(page))
+    status_col, agent_col, case_s = 4, 0, 12
+    page.select_option("#filter-status", "NO_TOOL_CALL")
+    rows = _visible_rows(page)
+    assert rows and len(rows) < total and all(r[status_col] == "NO_TOOL_CALL" for r in rows)
+    expect(page.locator("#cases tbody tr", has_text="PASS_WITH_POLICY_VIOLATION")).to_be_hidden()
+
+    page.select_option("#filter-status", "")
+    page.select_option("#filter-agent", "other")
+    rows = _visible_rows(page)
+    assert sorted(r[agent_col] for r in rows) == ["other", "other"]
+    page.select_option("#filter-tag", "extra")
+    assert [r[status_col] for r in _visible_rows(page)] == ["PASS_WITH_POLICY_VIOLATION"]
+    page.select_option("#filter-agent", "")
+    page.select_option("#filter-tag", "")
+    assert len(_visible_rows(page)) == total
+
+    header = page.locator("#cases th", has_text="case s")
+    header.click()
+    values = [float(r[case_s]) for r in _visible_rows(page)]
+    assert values == sorted(values)
+    expect(header).to_have_attribute("aria-sort", "ascending")
+    header.click()
+    values = [float(r[case_s]) for r in _visible_rows(page)]
+    assert values == sorted(values, reverse=True)
+
+
+def test_policy_violation_badge_is_apart_from_pass(page, run):
+    page.goto(_url(run.reports / "summary.html"))
+    style = "e => [getComputedStyle(e).backgroundColor, getComputedStyle(e).borderStyle, e.textContent]"
+    passed = page.eval_on_selector("#cases .badge.st-PASS", style)
+    pwpv = page.eval_on_selector("#cases .badge.st-PASS_WITH_POLICY_VIOLATION", style)
+    assert passed[0] != pwpv[0] and passed[1] != pwpv[1] and passed[2] != pwpv[2]
+
+
+def test_view_in_timeline_scrolls_to_and_highlights_the_event(page, run):
+    from playwright.sync_api import expect
+
+    page.goto(_url(run.reports / "cases" / f"{PERFECT}.html"))
+    link = page.locator("a.tl-link").first
+    target = link.get_attribute("href")
+    assert target.startswith("#event-measured-")
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    link.click()
+    event = page.locator(target)
+    expect(event).to_have_class(HIGHLIGHTED)
+    expect(event).to_be_in_viewport()
+    assert page.evaluate("location.hash") == target
+    # no link where the validator has no source pointer
+    page.goto(_url(run.reports / "cases" / f"{LAZY}.html"))
+    expect(page.locator("a.tl-link")).to_have_count(0)
+    expect(page.locator("table.validators")).to_contain_text("no single originating event")
+
+
+def test_agent_output_is_inert_text(page, run):
+    from playwright.sync_api import expect
+
+    page.goto(_url(run.reports / "cases" / "evil__case.html"))
+    page.locator("#timeline-measured .ev-arguments").first.wait_for()
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.locator("b").count() == 0
+    body = page.inner_text("body")
+    assert body.count(HOSTILE) >= 5  # prompt, stdout and stderr of both phases, validator, tool arguments
+    expect(page.locator("#timeline-measured .ev-arguments").first).to_contain_text(HOSTILE)
+
+
+def test_ten_thousand_events_render_lazily(page, run):
+    from playwright.sync_api import expect
+
+    url = _url(run.reports / "cases" / "huge__case.html")
+    t0 = time.monotonic()
+    page.goto(url)
+    loaded = time.monotonic() - t0
+    assert loaded < 10, f"page load took {loaded:.1f}s"
+    drawn = page.locator("#timeline-measured li.ev").count()
+    assert 0 < drawn < 1000, drawn  # lazily: one chunk, not 10,000 elements
+
+    box = page.locator("#timeline-measured .timeline-scroll")
+    events = page.locator("#timeline-measured li.ev")
+    for _ in range(3):  # each scroll to the bottom of the timeline draws more
+        before = events.count()
+        box.evaluate("b => { b.scrollTop = b.scrollHeight; }")
+        expect(events).not_to_have_count(before)
+        assert events.count() > before
+    assert events.count() < 10_000
+
+
+def test_jump_to_the_last_of_ten_thousand_events(page, run):
+    from playwright.sync_api import expect
+
+    t0 = time.monotonic()
+    page.goto(_url(run.reports / "cases" / "huge__case.html", "#event-measured-9999"))
+    event = page.locator("#event-measured-9999")
+    expect(event).to_have_class(HIGHLIGHTED)
+    expect(event).to_be_in_viewport()
+    assert time.monotonic() - t0 < 10
+    assert page.locator("li.ev.highlight").count() == 1
+    # tool events sit inside the list of the model response that spawned them
+    parent = page.locator("#event-measured-9998").evaluate("e => e.parentElement.closest('li.ev').id")
+    assert parent == "event-measured-9996"
+    # everything is drawn now: the bottom of the timeline is its end
+    page.locator("#timeline-measured .timeline-scroll").evaluate("b => { b.scrollTop = b.scrollHeight; }")
+    end = page.locator("#timeline-measured .sentinel")
+    expect(end).to_have_text("end of measured timeline")
+    expect(end).to_be_in_viewport()
+    assert page.locator("#timeline-measured li.ev").count() == 10_000
+
+
+def test_aggregate_page_filters_and_keeps_policy_violations_apart(page, tmp_path):
+    from playwright.sync_api import expect
+
+    path = tmp_path / "aggregate.html"
+    path.write_text(render_aggregate_html(aggregate_data()), encoding="utf-8")
+    page.goto(_url(path))
+    rows = page.locator("#groups tbody tr")
+    expect(rows).to_have_count(2)
+    page.select_option("#filter-agent", "beta")
+    expect(rows.nth(0)).to_be_hidden()
+    expect(rows.nth(1)).to_be_visible()
+    pwpv = rows.nth(1).locator(".badge.st-PASS_WITH_POLICY_VIOLATION").first
+    expect(pwpv).to_contain_text("PASS+PV 4")
+    page.select_option("#filter-agent", "")
+    page.select_option("#filter-hardware", "gpu-a")
+    expect(rows.nth(0)).to_be_visible()
+    expect(rows.nth(1)).to_be_hidden()
+    page.select_option("#filter-hardware", "")
+    page.locator("#groups th", has_text="overall").click()
+    page.locator("#groups th", has_text="overall").click()  # descending
+    expect(rows.nth(0)).to_contain_text("alpha")
+    pass_bg = page.eval_on_selector(".legend .st-PASS", "e => getComputedStyle(e).backgroundColor")
+    pwpv_bg = page.eval_on_selector(".legend .st-PASS_WITH_POLICY_VIOLATION", "e => getComputedStyle(e).backgroundColor")
+    assert pass_bg != pwpv_bg

@@ -1,0 +1,225 @@
+"""HTML reports without a browser: written by every run, self-contained, inert, honest about missing data."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from browser.reportdata import HOSTILE, LAZY, PERFECT, aggregate_data, derive_case, real_run
+from gripprobe_core.models import CaseResult
+from gripprobe_core.reports import COLUMNS, render_aggregate_html, render_run_html, write_run_reports
+from gripprobe_core.store import RunDir
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> RunDir:
+    return real_run(tmp_path_factory.mktemp("results"))
+
+
+@pytest.fixture(scope="module")
+def derived(run, tmp_path_factory) -> RunDir:
+    """A copy of the real run plus a case with hostile agent output, re-rendered like a rebuild would."""
+    copy = RunDir(tmp_path_factory.mktemp("derived") / run.run_id)
+    shutil.copytree(run.path, copy.path)
+    derive_case(copy, PERFECT, "evil__case", agent="evil", text=HOSTILE)
+    write_run_reports(copy)
+    return copy
+
+
+class _Tables(HTMLParser):
+    """Collects the text of every table row (th/td cells) and every tag's attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.tags: list[tuple[str, dict]] = []
+        self._table: str | None = None
+        self._row: list[str] | None = None
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append((tag, a))
+        if tag == "table":
+            self._table = a.get("id") or f"table{len(self.tables)}"
+            self.tables[self._table] = []
+        elif tag == "tr" and self._table:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._row.append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            self.tables[self._table].append(self._row)
+            self._row = None
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _parse(path: Path) -> _Tables:
+    p = _Tables()
+    p.feed(path.read_text(encoding="utf-8"))
+    return p
+
+
+def _pages(run: RunDir) -> list[Path]:
+    return [run.reports / "summary.html", *sorted((run.reports / "cases").glob("*.html"))]
+
+
+def test_every_run_writes_summary_and_case_pages(run):
+    case_dirs = sorted(d.name for d in run.cases.iterdir())
+    assert (run.reports / "summary.md").is_file() and (run.reports / "summary.html").is_file()
+    assert sorted(p.stem for p in (run.reports / "cases").glob("*.html")) == case_dirs
+    links = [a["href"] for tag, a in _parse(run.reports / "summary.html").tags if tag == "a" and "href" in a]
+    assert sorted(links) == sorted(f"cases/{c}.html" for c in case_dirs)
+    for link in links:
+        assert (run.reports / link).is_file()
+
+
+def test_pages_are_self_contained_and_offline(derived):
+    for page in _pages(derived):
+        html = page.read_text(encoding="utf-8")
+        parsed = _parse(page)
+        for tag, attrs in parsed.tags:
+            for name in ("src", "href", "action", "data", "poster", "srcset"):
+                value = (attrs.get(name) or "").strip().lower()
+                assert not re.match(r"^(https?:)?//", value), (page.name, tag, name, value)
+            assert not (tag == "script" and "src" in attrs), page.name
+            assert tag not in ("link", "iframe", "object", "embed", "img", "base"), (page.name, tag)
+        assert "default-src 'none'" in html  # the CSP forbids fetching anything
+        assert "@import" not in html and "url(" not in html
+
+
+def test_hostile_agent_output_is_escaped(derived):
+    page = derived.reports / "cases" / "evil__case.html"
+    html = page.read_text(encoding="utf-8")
+    assert HOSTILE not in html
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;" in html  # prompt, stdout, observed
+    assert "\\u003cscript\\u003ewindow.__pwned=1" in html  # the tool call arguments in the events JSON
+    scripts = [a for tag, a in _parse(page).tags if tag == "script"]
+    assert scripts == [{"type": "application/json", "id": "events-data"}, {}]
+    assert not any(tag == "b" for tag, _ in _parse(page).tags)
+    summary = (derived.reports / "summary.html").read_text(encoding="utf-8")
+    assert "<b>" not in summary
+
+
+def test_events_json_is_nested_under_the_spawning_response(run):
+    html = (run.reports / "cases" / f"{PERFECT}.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="events-data">(.*?)</script>', html, re.S)[1])
+    assert set(data) == {"warmup", "measured"}
+    events = data["measured"]
+    raw = [json.loads(line) for line in (run.case(PERFECT) / "artifacts/events.measured.jsonl").read_text().splitlines()]
+    assert len(events) == len(raw)
+    current = None
+    for e in events:
+        if e["depth"] == 0:
+            current = e["id"]
+        else:
+            assert e["parent"] == current, e
+    assert any(e["depth"] == 1 and e["type"] == "tool_call_start" for e in events)
+
+
+def test_validator_links_to_timeline_iff_source_pointer(run):
+    seen_link = seen_none = False
+    for d in sorted(run.cases.iterdir()):
+        r = CaseResult.model_validate_json((d / "case.json").read_bytes())
+        rows = [a for tag, a in _parse(run.reports / "cases" / f"{d.name}.html").tags]
+        links = [a["href"] for a in rows if a.get("class") == "tl-link"]
+        want = [f"#event-{v.source.phase}-{v.source.sequence}" for v in r.validators if v.source]
+        assert links == want, d.name
+        seen_link |= bool(want)
+        seen_none |= any(v.source is None for v in r.validators)
+    assert seen_link and seen_none, "the default suite should have validators with and without a source"
+
+
+def test_summary_md_and_html_have_the_same_table(derived):
+    html_rows = _parse(derived.reports / "summary.html").tables["cases"]
+    md = (derived.reports / "summary.md").read_text(encoding="utf-8")
+    md_rows = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+               for line in md.splitlines() if line.startswith("| ")]
+    assert html_rows[0] == md_rows[0] == list(COLUMNS)
+    assert html_rows[1:] == md_rows[1:]
+    assert len(md_rows) - 1 == len(list(derived.cases.iterdir()))
+
+
+def test_missing_and_corrupt_artifacts_never_crash(run, tmp_path):
+    broken = RunDir(tmp_path / "runs" / "20260101T000000Z")
+    shutil.copytree(run.path, broken.path)
+    shutil.rmtree(broken.reports)
+    gone = broken.case(PERFECT)
+    for rel in ("artifacts/events.measured.jsonl", "measured.stdout", "prompt.txt"):
+        (gone / rel).unlink()
+    shutil.rmtree(gone / "workspace")
+    (gone / "artifacts" / "events.warmup.jsonl").write_text("{not json\n[1, 2]\n")
+    (gone / "artifacts" / "proxy.measured.http.jsonl").write_text("garbage\n")
+    (broken.case(LAZY) / "case.json").write_text("{\"half\": ")
+    (broken.cases / "unfinished__case" / "artifacts").mkdir(parents=True)
+    readable = len(list(broken.cases.iterdir())) - 2
+    broken.manifest.write_text("not json")
+
+    write_run_reports(broken)
+    page = (broken.reports / "cases" / f"{PERFECT}.html").read_text()
+    assert "events.measured.jsonl: missing" in page and "events.warmup.jsonl: unreadable" in page
+    assert "measured.stdout: missing" in page and "prompt.txt: missing" in page
+    assert "workspace/: missing" in page and "proxy.measured.http.jsonl: unreadable" in page
+    assert "case.json unreadable" in (broken.reports / "cases" / f"{LAZY}.html").read_text()
+    assert "case.json missing" in (broken.reports / "cases" / "unfinished__case.html").read_text()
+    md = (broken.reports / "summary.md").read_text()
+    assert "- unfinished__case" in md and f"- {LAZY}" in md
+    summary = (broken.reports / "summary.html").read_text()
+    assert 'href="cases/unfinished__case.html"' in summary
+    assert len(_parse(broken.reports / "summary.html").tables["cases"]) == 1 + readable
+
+
+def test_render_run_html_returns_every_page(run, tmp_path):
+    copy = RunDir(tmp_path / run.run_id)
+    shutil.copytree(run.path, copy.path)
+    shutil.rmtree(copy.reports)
+    written = render_run_html(copy)
+    assert written[0] == copy.reports / "summary.html"
+    assert sorted(written[1:]) == sorted(copy.reports / "cases" / f"{d.name}.html" for d in copy.cases.iterdir())
+    assert all(p.is_file() for p in written)
+
+
+def test_aggregate_page_groups_escapes_and_keeps_policy_violations_apart():
+    html = render_aggregate_html(aggregate_data())
+    assert "GripProbe aggregate &lt;test&gt;" in html and "<test>" not in html
+    table = _Tables()
+    table.feed(html)
+    rows = table.tables["groups"]
+    assert rows[0][:9] == ["agent", "model", "format", "hardware", "n", "statuses", "strict", "overall", "pass@k"]
+    assert rows[0][9:] == ["save_file", "shell_pwd"]
+    assert len(rows) == 3
+    assert rows[1][6] == "0.750 [0.30, 0.95]" and rows[1][8] == "pass@1 0.75 pass@3 1.00"
+    assert "PASS+PV 4" in rows[2][5] and rows[2][3] == "(unknown)" and rows[2][10] == "—"
+    assert 'class="badge st-PASS_WITH_POLICY_VIOLATION"' in html and 'class="badge st-PASS"' in html
+    assert {a.get("id") for tag, a in table.tags if tag == "select"} == {
+        "filter-agent", "filter-model", "filter-format", "filter-hardware"}
+
+
+def test_aggregate_page_scales_linearly():
+    data = aggregate_data()
+    base = data["rows"][0]
+    tests = [f"test_{i}" for i in range(60)]
+    data["tests"] = tests
+    data["rows"] = [dict(base, agent=f"agent{i}", cells={t: base["cells"]["save_file"] for t in tests})
+                    for i in range(300)]
+    t0 = time.monotonic()
+    html = render_aggregate_html(data)
+    assert time.monotonic() - t0 < 5
+    assert html.count("<tr data-f-agent=") == 300
