@@ -201,6 +201,7 @@ def test_quoted_tool_output_in_the_final_answer_is_defused():
 
 
 def test_text_formats_have_no_structured_failing_call():
+    """(They say the failure as a text turn instead: ``failing_turn``, see test_gptme_text_failures.)"""
     assert MD.failing_call(sample_request("md_success")) is None
     assert TOOL.failing_call(sample_request("tool_success", tools=gptme_tools())).name == "shell"
 
@@ -227,8 +228,9 @@ def test_profiles_on_real_markdown_requests(request_body):
     perfect = decide("perfect", after_result, keep=4)  # system prompts + the user prompt: step 0
     assert perfect.action_index == 0 and [u.name for u in tool_uses(perfect.text, "markdown")] == ["save"]
     assert [u.name for u in tool_uses(decide("perfect", after_result).text, "markdown")] == ["complete"]
-    recover = decide("error-then-recover", after_result, keep=4)  # no failing call in a text format
-    assert [u.name for u in tool_uses(recover.text, "markdown")] == ["save"]
+    recover = decide("error-then-recover", after_result, keep=4)  # the failing shell use first
+    assert [(u.name, u.arguments) for u in tool_uses(recover.text, "markdown")] == [
+        ("shell", {"command": "cat gripprobe-missing-file.txt"})]
     lazy = decide("lazy", request_body("markdown_nudge"))
     assert tool_uses(lazy.text, "markdown") == [] and lazy.tool_call is None
     assert decide("perfect", request_body("title")).text == "GripProbe oracle session"

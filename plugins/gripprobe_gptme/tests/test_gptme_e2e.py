@@ -2,8 +2,9 @@
 
 Skipped (with the fix in the reason) only when gptme is not installed in the agent cache; CI runs
 ``gripprobe agents install gptme`` first. One run of twelve cases (oracle-perfect and oracle-lazy ×
-shell_pwd, save_file × the tool, markdown and xml formats), then one case with the proxy off so
-gptme's own log is the only evidence.
+shell_pwd, save_file × the tool, markdown and xml formats), one case with the proxy off so gptme's
+own log is the only evidence, and one run of five cases of the text formats' deliberate failures
+(error-then-recover and retry-loop × markdown, xml) plus malformed-args × markdown, on save_file.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ pytestmark = pytest.mark.e2e
 
 REPO_SPECS = Path(__file__).resolve().parents[3] / "specs"
 SPEC_FILES = ("cli_agents/gptme.yaml", "models/oracle-perfect.yaml", "models/oracle-lazy.yaml",
-              "tests/shell_pwd.yaml", "tests/save_file.yaml")
+              "models/oracle-error-then-recover.yaml", "models/oracle-retry-loop.yaml",
+              "models/oracle-malformed-args.yaml", "tests/shell_pwd.yaml", "tests/save_file.yaml")
 TESTS = ("shell_pwd", "save_file")
 FORMATS = ("tool", "markdown", "xml")
 #: The tool each test's reference action goes through, whatever the format.
@@ -164,3 +166,72 @@ def test_keyed_backend_passes_on_gptmes_log_alone_and_no_artifact_holds_the_key(
     assert case["telemetry"]["telemetry_source_tier"] == "B"
     assert case["telemetry"]["telemetry_proxy_status"] == "skipped"
     assert not [p for p in run.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+
+
+# ---------------------------------------------------------------------------- text-format failures
+
+TEXT_FORMATS = ("markdown", "xml")
+FAILING_COMMAND = {"command": "cat gripprobe-missing-file.txt"}
+
+
+@pytest.fixture(scope="module")
+def failures_run_dir(specs_root, tmp_path_factory) -> Path:
+    """error-then-recover and retry-loop in both text formats (4 cases, one run)."""
+    return gripprobe_run(specs_root, tmp_path_factory.mktemp("failures"), "-m", "oracle-error-then-recover",
+                         "-m", "oracle-retry-loop", "-f", "markdown", "-f", "xml", "-t", "save_file", "--jobs", "4")
+
+
+def tier_b_attempts(d: Path) -> list[tuple[str, object, str, int | None]]:
+    """(tool, arguments, result status, exit code) of each tier-B tool call of the measured phase."""
+    events = [e for e in jsonl(d / "artifacts" / "events.measured.jsonl") if e["source_tier"] == "B"]
+    starts = [e for e in events if e["event_type"] == "tool_call_start"]
+    results = [e for e in events if e["event_type"] == "tool_call_result"]
+    assert len(starts) == len(results)
+    return [(s["payload"]["raw_name"], s["payload"]["arguments"], r["status"], r["exit_code"])
+            for s, r in zip(starts, results)]
+
+
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
+def test_error_then_recover_in_a_text_format_fails_once_really_then_passes(failures_run_dir, fmt):
+    """gptme really runs the failing `cat` (exit 1), then the save and `complete`: PASS, recovered."""
+    d = case_dir(failures_run_dir, "oracle-error-then-recover", fmt, "save_file")
+    case = json.loads((d / "case.json").read_text())
+    verdict = case["verdict"]
+    assert (verdict["status"], verdict["failure_reason"], verdict["trajectory"]) == ("PASS", None, "recovered")
+    assert case["telemetry"]["telemetry_source_tier"] == "B"
+    attempts = tier_b_attempts(d)
+    assert [(a[0], a[2], a[3]) for a in attempts] == [("shell", "error", 1), ("save", "success", None),
+                                                      ("complete", "success", None)]
+    assert attempts[0][1] == FAILING_COMMAND
+    assert jsonl(d / "artifacts" / "oracle.measured.jsonl") == []  # no structured call, nothing scanned
+
+
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
+def test_retry_loop_in_a_text_format_is_three_identical_real_failures(failures_run_dir, fmt):
+    """Three identical failing `cat` uses that gptme runs, then the oracle gives up (gptme nudges twice):
+    FAIL (tool_retry_loop), trajectory violated."""
+    d = case_dir(failures_run_dir, "oracle-retry-loop", fmt, "save_file")
+    case = json.loads((d / "case.json").read_text())
+    verdict = case["verdict"]
+    assert (verdict["status"], verdict["failure_reason"], verdict["trajectory"]) == (
+        "FAIL", "tool_retry_loop", "violated")
+    assert case["telemetry"]["telemetry_retry_loop_detected"] is True
+    assert tier_b_attempts(d) == [("shell", FAILING_COMMAND, "error", 1)] * 3
+    proxy = jsonl(d / "artifacts" / "proxy.measured.http.jsonl")
+    assert len(proxy) == 7  # 3 failing uses + the give-up answer + 2 nudges answered + the title
+    assert all(p["process"]["exit_code"] == 0 for p in case["phases"])
+
+
+def test_malformed_args_in_markdown_is_a_cut_short_block_gptme_never_runs(specs_root, tmp_path):
+    """The save block without its closing fence: gptme runs nothing and nudges; no tool event, the
+    reply's response carries protocol_malformed: NO_TOOL_CALL (protocol_malformed)."""
+    run = gripprobe_run(specs_root, tmp_path / "r", "-m", "oracle-malformed-args", "-f", "markdown", "-t", "save_file")
+    d = case_dir(run, "oracle-malformed-args", "markdown", "save_file")
+    case = json.loads((d / "case.json").read_text())
+    assert (case["verdict"]["status"], case["verdict"]["failure_reason"]) == ("NO_TOOL_CALL", "protocol_malformed")
+    events = jsonl(d / "artifacts" / "events.measured.jsonl")
+    assert not [e for e in events if e["event_type"].startswith("tool_call")]
+    (flagged,) = [e for e in events if e.get("error_type") == "protocol_malformed"]
+    assert flagged["source_tier"] == "B" and flagged["payload"]["unreadable_tool_uses"][0]["raw_name"] == "save"
+    assert not (d / "workspace" / "greeting.txt").exists()
+    assert (d / "artifacts" / "measured.conversation.jsonl").read_text().count("No tool call detected") == 2

@@ -187,8 +187,13 @@ def test_tool_format_ignores_call_syntax_inside_fences_and_reads_fenced_tools():
         ("shell", None, {"command": "ls"}), ("save", "c1", {"path": "a", "content": "b"})]
 
 
-def test_non_tool_fences_and_unclosed_blocks_are_not_tool_uses():
-    assert tool_uses("```python\nprint(1)\n```\n```shell\nls", "markdown") == []
+def test_non_tool_fences_are_not_tool_uses_and_an_unclosed_tool_block_is_malformed():
+    """gptme drops an unterminated block and runs nothing: a malformed use (raw text), no result to
+    wait for; only in the markdown format, and only for a tool language."""
+    assert tool_uses("```python\nprint(1)\n```\n```python\nls", "markdown") == []
+    (use,) = tool_uses("```python\nprint(1)\n```\n```shell\nls", "markdown")
+    assert (use.name, use.arguments, use.malformed, use.call_id) == ("shell", "shell\nls", True, None)
+    assert tool_uses("```python\nprint(1)\n```\n```shell\nls", "tool") == []
 
 
 def test_xml_tool_uses_with_attributes_and_several_children():
@@ -199,9 +204,16 @@ def test_xml_tool_uses_with_attributes_and_several_children():
 
 
 def test_xml_that_is_not_well_formed_runs_nothing_as_in_gptme():
-    """Captured in a tricky-write run: a raw `<<'EOF'` in the prose made gptme run nothing."""
-    assert tool_uses("I will run `cat <<'EOF'`.\n<tool-use>\n<shell>\nls\n</shell>\n</tool-use>", "xml") == []
+    """Captured in a tricky-write run: a raw `<<'EOF'` in the prose made gptme run nothing. Its tool
+    uses are reported malformed (raw text, nothing ran), as is a tool use missing `</tool-use>`."""
+    (use,) = tool_uses("I will run `cat <<'EOF'`.\n<tool-use>\n<shell>\nls\n</shell>\n</tool-use>", "xml")
+    assert (use.name, use.arguments, use.malformed) == ("shell", "<shell>\nls\n</shell>", True)
+    (cut,) = tool_uses('<tool-use>\n<save args="a.txt">\nx\n</tool-use>', "xml")
+    assert (cut.name, cut.arguments, cut.malformed) == ("save", '<save args="a.txt">\nx', True)
+    (open_only,) = tool_uses("<tool-use>\n<shell>\nls\n</shell>", "xml")
+    assert open_only.malformed and open_only.name == "shell"
     assert tool_uses("No tool here: <b>bold</b>", "xml") == []
+    assert tool_uses("<tool-use><b>not a tool</b> & </tool-use>", "xml") == []
 
 
 def test_strip_tool_uses_leaves_the_prose():

@@ -38,10 +38,32 @@ The fallback is the generic dialect's exact shell command, else the content deco
 (``printf … | base64 -d > path``, or ``eval "$(… | base64 -d)"`` for a command): gptme's shell
 denies piping into ``bash`` or ``python``.
 
-The text formats have no structured call, so :meth:`_GptmeTextDialect.failing_call` is None: the
-``error-then-recover`` profile then plays the plan directly and ``retry-loop`` gives up at once, and
-``malformed-args`` sends the first action well-formed (the profile only breaks structured calls);
-see the plugin README for the statuses each profile gets.
+The text formats have no structured call (:meth:`_GptmeTextDialect.failing_call` is None); they
+implement the profiles' optional text hooks instead:
+
+- ``failing_turn(request)`` (``error-then-recover``, ``retry-loop``): a reply with one ``shell`` tool
+  use, ``cat gripprobe-missing-file.txt`` (the generic dialect's failing call, same command), which
+  gptme really runs and which really fails (``Return code: 1``). It is the same text for every
+  request, so three of them are three identical failing attempts (a retry loop), and it counts as a
+  step (:meth:`_GptmeTextDialect.steps_taken` counts replies holding a tool use), so
+  ``error-then-recover`` plays the plan after it and ``retry-loop`` stops after three.
+- ``malformed_turn(actions, index, request)`` (``malformed-args``): the turn performing
+  ``actions[index]`` with its tool use cut short, the text analogue of JSON arguments whose closing
+  brace is cut off: markdown drops the closing fence, xml drops the tool element's closing tag
+  (``</save>``), so the reply is not well-formed. gptme reads no tool use from either (measured: an
+  unterminated fence is dropped; the stdlib XML parser fails with "mismatched tag" and gptme runs
+  nothing), runs nothing, sends no result and nudges "No tool call detected", exactly as it treats a
+  cut-short structured call in the ``tool`` format. The opening line still counts as a step, so the
+  profile then gives up in text. :mod:`gripprobe_gptme.parse` reports no tool event for it (nothing
+  ran) but marks the reply's ``model_response`` ``error_type: protocol_malformed``: the case ends
+  NO_TOOL_CALL (protocol_malformed), like a tool call written as text.
+
+  Rejected alternatives: a markdown ``save`` block without a path is not an error in gptme 0.35.1
+  (it takes the language word as the path and writes a file named ``save``); an xml ``<save>``
+  without ``args`` does fail ("Cannot save to .: not a regular file"), but a ``shell`` tool use has
+  no attribute to leave out, and the cut-short form works for every action in both formats.
+
+See the plugin README for the statuses each profile gets.
 """
 
 from __future__ import annotations
@@ -54,7 +76,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from gripprobe_core.models.specs import ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell, ReferenceWrite
 from gripprobe_core.oracle.dialects import (
-    COMMAND_PARAMS, ToolsDialect, accepts_type, fill_required, find_param, shell_command_for,
+    COMMAND_PARAMS, MISSING_FILE, ToolsDialect, accepts_type, fill_required, find_param, shell_command_for,
 )
 from gripprobe_core.oracle.plan import ChatRequest, TextCall, ToolCall, ToolInfo, Turn, describe_action, message_text
 from gripprobe_core.proxy.text_tools import scan_text_tool_calls
@@ -62,7 +84,7 @@ from gripprobe_core.proxy.text_tools import scan_text_tool_calls
 from .parse import BLOCK_TOOLS
 
 __all__ = [
-    "GptmeMarkdownDialect", "GptmeToolDialect", "GptmeXmlDialect", "TOOL_NAMES", "b64_write_command",
+    "FAILING_COMMAND", "GptmeMarkdownDialect", "GptmeToolDialect", "GptmeXmlDialect", "TOOL_NAMES", "b64_write_command",
     "conflict_patch", "defuse", "is_gptme_request", "is_nudge", "real_user_index", "register_all",
 ]
 
@@ -77,6 +99,10 @@ _FENCE_LINE = re.compile(r"^(?=`{3,}|~{3,})", re.M)
 _XML_TAGS = re.compile(r"<(?=/?(?:tool-use|function_calls)\b)", re.I)
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_.@+,%=/:-]+")
 _PLACEHOLDER = re.compile(r"^[ \t]*(#|//|\") \.\.\. ?.*$", re.M)
+
+#: The shell command of the text formats' deliberately failing tool use (as the generic dialect's
+#: ``failing_call``): ``cat`` of a file no test creates, which exits 1.
+FAILING_COMMAND = f"cat {MISSING_FILE}"
 
 ORIGINAL, DIVIDER, UPDATED = "<<<<<<< ORIGINAL\n", "\n=======\n", "\n>>>>>>> UPDATED"
 
@@ -238,9 +264,28 @@ class _GptmeTextDialect:
         return self.say(actions[index], index, request)
 
     def failing_call(self, request: ChatRequest) -> ToolCall | None:
-        """None: a deliberately failing call would have to be a structured call, which a text format
-        does not have (``error-then-recover`` then plays the plan, ``retry-loop`` gives up at once)."""
+        """None: a text format has no structured call; :meth:`failing_turn` says the failure instead."""
         return None
+
+    def failing_turn(self, request: ChatRequest) -> Turn:
+        """A reply whose one tool use gptme runs and that fails: ``cat`` of the missing file in a
+        ``shell`` tool use (exit 1). The same text whatever the request (a retry repeats it exactly);
+        it holds a tool use, so :meth:`steps_taken` counts it."""
+        return _turn(f"{self.prose('Let me look at the existing file first.')}\n\n"
+                     f"{self.block('shell', None, FAILING_COMMAND)}\n")
+
+    def malformed_turn(self, actions: Sequence[ReferenceAction], index: int, request: ChatRequest) -> Turn | None:
+        """The turn performing ``actions[index]`` with its tool use cut short (see :meth:`cut_short`):
+        gptme reads no tool use from it and runs nothing. None when no action is left."""
+        if not 0 <= index < len(actions):
+            return None
+        action = actions[index]
+        broken = self.cut_short(self.block_for(action))
+        return _turn(f"{self.prose(f'I will {describe_action(action)}.')}\n\n{broken}\n", action_index=index)
+
+    def cut_short(self, block: str) -> str:
+        """``block`` (one tool use) without its closing syntax, so gptme cannot read it."""
+        raise NotImplementedError
 
     def finish(self, request: ChatRequest, text: str) -> Turn:
         return _turn(f"{self.prose(text)}\n\n{self.block('complete', None, '')}\n")
@@ -327,6 +372,11 @@ class GptmeMarkdownDialect(_GptmeTextDialect):
         head = f"{tool} {arg}" if arg else tool
         return f"```{head}\n```" if tool == "complete" else f"```{head}\n{body}\n```"
 
+    def cut_short(self, block: str) -> str:
+        """The block without its closing fence: gptme drops an unterminated block (no tool use)."""
+        head, _, _ = block.rpartition("\n")
+        return head
+
 
 class GptmeXmlDialect(_GptmeTextDialect):
     """gptme with ``--tool-format xml``: ``<tool-use><save args="path">…</save></tool-use>``."""
@@ -351,6 +401,12 @@ class GptmeXmlDialect(_GptmeTextDialect):
         attrs = f" args={quoteattr(arg)}" if arg else ""
         inner = f"\n{escape(body)}\n" if body else "\n"
         return f"<tool-use>\n<{tool}{attrs}>{inner}</{tool}>\n</tool-use>"
+
+    def cut_short(self, block: str) -> str:
+        """The tool use without the tool element's closing tag (``</save>``): the reply is no longer
+        well-formed, so gptme (stdlib XML parser: "mismatched tag") runs nothing."""
+        m = re.search(r"\n</([A-Za-z_][\w-]*)>\n</tool-use>$", block)
+        return block[:m.start()] + "\n</tool-use>" if m else block.replace("</tool-use>", "")
 
 
 def register_all(register: Any) -> None:

@@ -25,7 +25,15 @@ What a message means (gptme 0.35.1, measured in the samples of ``tests/fixtures`
 - ``user``: the prompt, or gptme's own ``<system>No tool call detected…</system>`` nudge.
 
 A call whose arguments are not JSON (``@shell(id): {"command": "pwd"`` cut short) is a start with
-``error_type="malformed_arguments"`` and no result: gptme does not run it. A result's status comes
+``error_type="malformed_arguments"`` and no result: gptme does not run it (with the proxy on, the
+proxy's tier-A start of the same call id is the one kept). The text formats' equivalent is a tool use
+gptme cannot read: in ``markdown`` a tool block whose closing fence never comes (gptme drops an
+unterminated block), in ``xml`` a ``<tool-use><name …`` in a reply that is not well-formed XML or has
+no ``</tool-use>`` (gptme then runs nothing of the reply). gptme runs nothing and nudges; since a
+tier-B start means "the agent ran it" and nothing marks the text as a request (no proxy evidence
+either), such a use is no tool event: its ``model_response`` gets ``error_type="protocol_malformed"``
+and lists it under ``payload.unreadable_tool_uses`` (name, raw text after the opening).
+:func:`tool_uses` returns it with ``malformed=True``. A result's status comes
 from its text: ``Return code: N`` (shell; none means 0), ``Command timed out``, ``Error …``,
 ``Cannot …``, ``… aborted``; anything else is success.
 
@@ -77,6 +85,8 @@ PATH_TOOLS = frozenset({"save", "append", "patch"})
 _TOOLCALL = re.compile(r"^@([^\r\n(]+?)\(([\w\-:.]+)\):[ \t]*", re.M)
 _FENCE = re.compile(r"^(`{3,})(.*)$")
 _TOOL_USE = re.compile(r"<tool-use>(.*?)</tool-use>", re.S | re.I)
+_TOOL_USE_OPEN = re.compile(r"<tool-use>\s*<([A-Za-z_][\w-]*)(?=[\s/>])")
+_TOOL_USE_EDGE = re.compile(r"</?tool-use>")
 _RETURN_CODE = re.compile(r"^Return code: (-?\d+)\s*$", re.M)
 _ERROR_RESULT = re.compile(
     r"^(?:Error\b|Cannot \w+|\w+ aborted\b|Tool '[^']*' is not available|Patch failed|Invalid patch)", re.I)
@@ -107,11 +117,14 @@ def tool_uses(content: str, tool_format: str) -> list[ToolUse]:
         if tool_format == "xml":
             found = _xml_uses(content)
         else:
-            blocks = list(_fenced_blocks(content))
+            scanned = list(_scan_blocks(content))
+            blocks = [b[:4] for b in scanned if b[4]]
             found = [u for b in blocks if (u := _block_use(*b)) is not None]
             if tool_format == "tool":
                 spans = [(b[2], b[3]) for b in blocks]
                 found += _toolcall_uses(content, spans)
+            elif tool_format == "markdown":
+                found += [u for b in scanned if not b[4] and (u := _unclosed_use(b[0], b[1], b[2])) is not None]
     except (RecursionError, MemoryError):
         return []
     return sorted(found, key=lambda u: u.start)
@@ -145,6 +158,14 @@ def _fenced_blocks(content: str) -> Iterator[tuple[str, str, int, int]]:
     fence closes the innermost nested block, or the outer block unless (outside shell-like
     languages) the next line has content and a nested block plainly follows. Unclosed blocks are
     dropped, as gptme drops them."""
+    for lang, body, start, end, closed in _scan_blocks(content):
+        if closed:
+            yield lang, body, start, end
+
+
+def _scan_blocks(content: str) -> Iterator[tuple[str, str, int, int, bool]]:
+    """:func:`_fenced_blocks` plus the unclosed block that may end the text (``closed`` False; it
+    runs to the end, so it is always the last)."""
     lines = content.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     offsets, total = [], 0
     for line in lines:
@@ -185,7 +206,9 @@ def _fenced_blocks(content: str) -> Iterator[tuple[str, str, int, int]]:
                 body.append(line)
             i += 1
         if closed:
-            yield lang, "\n".join(body), offsets[start], offsets[i] + len(lines[i])
+            yield lang, "\n".join(body), offsets[start], offsets[i] + len(lines[i]), True
+        else:
+            yield lang, "\n".join(body), offsets[start], len(content), False
         i += 1
 
 
@@ -209,6 +232,14 @@ def _block_use(lang: str, body: str, start: int, end: int) -> ToolUse | None:
     return ToolUse(words[0], _text_arguments(words[0], words[1:], body), None, start)
 
 
+def _unclosed_use(lang: str, body: str, start: int) -> ToolUse | None:
+    """A tool block whose closing fence never came: gptme runs nothing; a malformed use (raw body)."""
+    words = lang.split()
+    if not words or words[0] not in BLOCK_TOOLS:
+        return None
+    return ToolUse(words[0], "\n".join([lang, body]).strip(), None, start, malformed=True)
+
+
 def _text_arguments(tool: str, args: list[str], body: str) -> dict[str, Any]:
     """A text-format tool use's arguments under the tool's own parameter names (``save`` →
     ``{path, content}``, ``shell`` → ``{command}`` …); other tools → ``{args?, content?}``."""
@@ -230,11 +261,11 @@ def _xml_uses(content: str) -> list[ToolUse]:
     arguments are its attribute values, its body the element's text, stripped."""
     if not (("<tool-use>" in content and "</tool-use>" in content)
             or ("<function_calls>" in content and "</function_calls>" in content)):
-        return []
+        return _unreadable_xml_uses(content)
     try:
         root = ElementTree.fromstring(f"<root>{content}</root>")
     except (ElementTree.ParseError, ValueError):
-        return []
+        return _unreadable_xml_uses(content)
     out: list[ToolUse] = []
     elements = [(child, str(child.tag), list(child.attrib.values())) for use in root.iter("tool-use") for child in use]
     elements += [(inv, inv.get("name") or "", [v for k, v in inv.attrib.items() if k != "name"])
@@ -245,6 +276,20 @@ def _xml_uses(content: str) -> list[ToolUse]:
         body = "".join(element.itertext()).strip()
         start = content.find(f"<{tool}")
         out.append(ToolUse(tool, _text_arguments(tool, args, body), None, start if start >= 0 else len(content)))
+    return out
+
+
+def _unreadable_xml_uses(content: str) -> list[ToolUse]:
+    """The ``<tool-use><name …`` openings (``name`` a gptme tool) of a reply gptme cannot read as XML:
+    malformed uses, arguments the raw text up to the next ``</tool-use>``/``<tool-use>``."""
+    out: list[ToolUse] = []
+    for m in _TOOL_USE_OPEN.finditer(content):
+        if m.group(1) not in BLOCK_TOOLS:
+            continue
+        rest = content[m.start(1) - 1:]
+        cut = _TOOL_USE_EDGE.search(rest, 1)
+        out.append(ToolUse(m.group(1), (rest[:cut.start()] if cut else rest).strip(), None, m.start(1) - 1,
+                           malformed=True))
     return out
 
 
@@ -369,14 +414,24 @@ class _Builder:
             self.waiting = []
 
     def _assistant(self, lineno: int, content: str, meta: dict[str, Any], ts: str | None) -> None:
-        uses = tool_uses(content, self.format)
+        found = tool_uses(content, self.format)
+        # a text tool use gptme cannot read never ran: no start (a tier-B start says "it ran"); the
+        # response itself carries the evidence
+        unreadable = [u for u in found if u.malformed and u.call_id is None]
+        uses = [u for u in found if not (u.malformed and u.call_id is None)]
         timings = meta.get("timings") if isinstance(meta.get("timings"), dict) else {}
         payload: dict[str, Any] = {"text": content[:TEXT_LIMIT], "tool_call_count": len(uses)}
+        if unreadable:
+            payload["unreadable_tool_uses"] = [
+                {"raw_name": u.name, "name": normalize(u.name)[0] or None, "kind": normalize(u.name)[1],
+                 "arguments": u.arguments[:OUTPUT_LIMIT] if isinstance(u.arguments, str) else u.arguments}
+                for u in unreadable]
         for key in ("model", "usage"):
             if key in meta:
                 payload[key] = meta[key]
         latency = sum(v for k in ("ttft_ms", "gen_ms") if _is_num(v := timings.get(k)))
         event = self._add(lineno, event_type="model_response", timestamp=ts, status="success",
+                          error_type="protocol_malformed" if unreadable else None,
                           latency_ms=round(latency, 3) or None, payload=payload)
         parent = event.event_id if event is not None else None
         self.seen_assistant = True
