@@ -1,0 +1,57 @@
+"""``gripprobe aggregate-reports``: one sanitized publication report across many runs (docs/aggregate.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import UserError
+
+_CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+@click.command("aggregate-reports", context_settings=_CONTEXT)
+@click.option("--runs-root", "runs_roots", multiple=True, required=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="A results root (holding runs/), a runs/ folder or one run directory (repeatable).")
+@click.option("--output", "-o", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for index.html, aggregate.json and aggregate.md (created if missing; nothing else "
+                   "in it is touched).")
+@click.option("--agent", "-a", "agents", multiple=True, help="Only these agents (glob, repeatable).")
+@click.option("--model", "-m", "models", multiple=True, help="Only these models (glob, repeatable).")
+@click.option("--format", "-f", "formats", multiple=True, help="Only these formats (glob, repeatable).")
+@click.option("--test", "-t", "tests", multiple=True, help="Only these tests (glob or tag:<tag>, repeatable).")
+@click.option("--hardware", "hardware", multiple=True,
+              help="Only these hardware profiles (glob, repeatable; 'none' matches cases without one).")
+@click.option("--run", "runs", multiple=True, help="Only these run ids (glob, repeatable).")
+@click.option("--sort", type=click.Choice(["strict", "overall", "n", "name"]), default="strict", show_default=True,
+              help="Row order: best strict (or overall) score first, most cases first, or by name.")
+@click.option("--title", default="GripProbe aggregate report", show_default=True, help="Report title.")
+def aggregate_command(runs_roots, output, agents, models, formats, tests, hardware, runs, sort, title) -> None:
+    """Aggregate many runs into one sanitized report for publication.
+
+    Rows group cases by agent + version, model + hash, format and hardware profile; each test column
+    counts every run of it. Home paths, user and host names, addresses and tokens are replaced; only
+    verdict fields are read, so prompts, proxy bodies and workspaces never reach the report. Writes
+    only its three files inside --output; prints the output folder last. See docs/aggregate.md.
+    """
+    from ..reports.aggregate import Filters, aggregate_runs, check_output, find_run_dirs, write_aggregate
+
+    roots = list(runs_roots)
+    run_dirs = find_run_dirs(roots)
+    out = check_output(output, roots, run_dirs)
+    filters = Filters(agents=agents, models=models, formats=formats, tests=tests, hardware=hardware, runs=runs)
+    data = aggregate_runs(run_dirs, filters=filters, sort=sort, title=title)
+    if not data["runs"]:
+        raise UserError(f"no run id matches --run {' '.join(runs)}; run `gripprobe list-runs` or drop --run")
+    try:
+        paths = write_aggregate(data, out)
+    except OSError as exc:
+        raise UserError(f"cannot write to --output {output}: {exc.strerror or exc}") from None
+    cases = sum(r["cases"] for r in data["runs"])
+    click.echo(f"aggregated {cases} case(s) from {len(data['runs'])} run(s) into {len(data['rows'])} row(s); "
+               f"unreadable case files skipped: {data['unreadable']}", err=True)
+    for p in paths:
+        click.echo(str(p), err=True)
+    click.echo(str(out))

@@ -1,0 +1,382 @@
+"""`gripprobe aggregate-reports`: grouping, statistics, sanitization and confinement, over real runs.
+
+Two real runs (reference agent × oracle perfect/lazy × save_file and a test whose file is already in
+place, so the lazy profile earns PASS_WITH_POLICY_VIOLATION) plus synthetic runs written as valid
+CaseResult dumps for the cases a real run cannot produce on demand (mixed statuses, SKIPPED, planted
+secrets, corrupt files).
+"""
+
+from __future__ import annotations
+
+import copy
+import getpass
+import hashlib
+import json
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from conftest import SPECS, gripprobe
+from gripprobe_core.models import CaseResult
+from gripprobe_core.reports.aggregate import (
+    OUTPUT_FILES, aggregate_runs, cell_text, find_run_dirs, pass_at_k, wilson_interval)
+from gripprobe_core.reports.sanitize import REDACTED, Sanitizer
+
+ALREADY_DONE = """\
+id: already_done
+title: The file is already in place (a tool-less answer passes the validators)
+prompt: |
+  Make sure greeting.txt in your current working directory contains exactly: Hello!
+requires: [write]
+tags: [non_sanity]
+fixtures:
+  - path: greeting.txt
+    content: "Hello!\\n"
+validators:
+  - kind: file_equals
+    path: greeting.txt
+    expected: "Hello!\\n"
+reference:
+  - write:
+      path: greeting.txt
+      content: "Hello!\\n"
+"""
+HASH = "sha256:" + "ab" * 32
+OVERALL = {"PASS": 1.0, "PASS_WITH_POLICY_VIOLATION": 0.8}
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every file and folder under ``root`` with a digest of its content (folders: '<dir>')."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        out[rel] = "<dir>" if p.is_dir() and not p.is_symlink() else hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def aggregate_cli(*args: str, env: dict | None = None):
+    return gripprobe("aggregate-reports", *args, env=env)
+
+
+@pytest.fixture(scope="module")
+def real_root(tmp_path_factory) -> Path:
+    """A results root holding two real runs of 4 cases each."""
+    base = tmp_path_factory.mktemp("real")
+    specs = base / "specs"
+    shutil.copytree(SPECS, specs)
+    (specs / "tests" / "already_done.yaml").write_text(ALREADY_DONE)
+    results = base / "results"
+    for _ in range(2):
+        res = gripprobe("run", "--specs", str(specs), "--results", str(results), "-a", "reference",
+                        "-m", "oracle-perfect", "-m", "oracle-lazy", "-t", "save_file", "-t", "already_done",
+                        "--jobs", "2")
+        assert res.returncode == 0, res.stderr[-3000:]
+    assert len(list((results / "runs").iterdir())) == 2
+    return results
+
+
+@pytest.fixture(scope="module")
+def template(real_root) -> dict:
+    path = next((real_root / "runs").glob("*/cases/*oracle-lazy*save_file/case.json"))
+    return json.loads(path.read_text())
+
+
+def write_case(run_dir: Path, template: dict, case_id: str, *, status: str, **changes) -> dict:
+    """A valid case.json (checked against CaseResult) derived from a real one."""
+    d = copy.deepcopy(template)
+    d["run_id"], d["case_id"] = run_dir.name, case_id
+    for k in ("agent", "model", "format", "test"):
+        if k in changes:
+            d["key"][k] = changes.pop(k)
+    d["verdict"].update(status=status, strict_pass_score=1.0 if status == "PASS" else 0.0,
+                        overall_score=OVERALL.get(status, 0.0))
+    for dotted, value in changes.items():
+        *parents, last = dotted.split(".")
+        target = d
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        target[last] = value
+    CaseResult.model_validate(d)
+    (run_dir / "cases" / case_id).mkdir(parents=True)
+    (run_dir / "cases" / case_id / "case.json").write_text(json.dumps(d, indent=2))
+    return d
+
+
+def write_run(root: Path, run_id: str, **manifest) -> Path:
+    run_dir = root / "runs" / run_id
+    (run_dir / "cases").mkdir(parents=True)
+    (run_dir / "manifest.json").write_text(json.dumps({"run_id": run_id, "status": "complete",
+                                                        "started_at": "2026-01-01T00:00:00.000Z", **manifest}))
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def synth_root(tmp_path_factory, template) -> Path:
+    """Synthetic runs with hand-countable statuses: agent 'synth' in three groups."""
+    root = tmp_path_factory.mktemp("synth")
+    run = write_run(root, "20260101T000000Z", suite="synthetic")
+    common = {"agent": "synth", "model": "m1", "format": "tool", "agent_version": "1.0", "model_hash": HASH,
+              "hardware_profile": "ci-2core"}
+    for i, status in enumerate(["PASS", "FAIL", "PASS", "PASS_WITH_POLICY_VIOLATION", "FAIL", "SKIPPED"]):
+        write_case(run, template, f"t1-{i}", status=status, test="t1", **common)
+    write_case(run, template, "t2-0", status="HARNESS_ERROR", test="t2", **common)
+    # Same agent and model, another hardware profile / another version: separate rows.
+    write_case(run, template, "nohw", status="PASS", test="t1", **{**common, "hardware_profile": None})
+    run2 = write_run(root, "20260102T000000Z", suite="synthetic")
+    write_case(run2, template, "v11", status="PASS", test="t1", **{**common, "agent_version": "1.1"})
+    return root
+
+
+# ------------------------------------------------------------------ statistics
+
+def test_wilson_interval_textbook_values():
+    lo, hi = wilson_interval(0.5, 10)
+    assert (lo, hi) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert wilson_interval(1.0, 4) == pytest.approx((0.5101, 1.0), abs=1e-4)
+    assert wilson_interval(0.0, 4) == pytest.approx((0.0, 0.4899), abs=1e-4)
+
+
+def test_pass_at_k_unbiased_estimator():
+    # n=5, c=2: pass@1 = 2/5; pass@3 = 1 - C(3,3)/C(5,3) = 1 - 1/10; pass@5 = 1 (every draw holds a PASS).
+    assert pass_at_k(5, 2, 1) == pytest.approx(0.4)
+    assert pass_at_k(5, 2, 3) == pytest.approx(0.9)
+    assert pass_at_k(5, 2, 5) == 1.0
+    assert pass_at_k(10, 0, 10) == 0.0
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 3)
+
+
+# ------------------------------------------------------------------ real runs
+
+def test_real_runs_grouping_counts_and_scores(real_root, tmp_path):
+    out = tmp_path / "agg"
+    res = aggregate_cli("--runs-root", str(real_root), "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == str(out.resolve())
+    data = json.loads((out / "aggregate.json").read_text())
+    assert [r["cases"] for r in data["runs"]] == [4, 4]
+    assert data["tests"] == ["already_done", "save_file"] and data["unreadable"] == 0
+    rows = {r["model"]: r for r in data["rows"]}
+    assert set(rows) == {"oracle-perfect", "oracle-lazy"}
+    assert [r["model"] for r in data["rows"]] == ["oracle-perfect", "oracle-lazy"]  # best strict first
+
+    perfect = rows["oracle-perfect"]
+    assert perfect["agent"] == "reference" and perfect["format"] == "tool" and perfect["n"] == 4
+    assert perfect["counts"]["PASS"] == 4 and perfect["strict_pass_score"] == 1.0
+    assert perfect["strict_ci95"] == pytest.approx([0.5101, 1.0], abs=1e-4)
+    assert perfect["pass_at_k"] == {"1": 1.0}  # n = 2 per test: no pass@3
+    for cell in perfect["cells"].values():
+        assert cell["n"] == 2 and cell["counts"]["PASS"] == 2 and cell["pass_at_k"] == {"1": 1.0}
+
+    lazy = rows["oracle-lazy"]
+    pwpv = lazy["cells"]["already_done"]
+    assert pwpv["counts"]["PASS_WITH_POLICY_VIOLATION"] == 2 and pwpv["counts"]["PASS"] == 0  # apart from PASS
+    assert pwpv["strict"] == 0.0 and pwpv["overall"] == pytest.approx(0.8)
+    assert lazy["cells"]["save_file"]["counts"]["NO_TOOL_CALL"] == 2
+    assert lazy["n"] == 4 and lazy["strict_pass_score"] == 0.0
+    assert lazy["overall_score"] == pytest.approx(0.4)  # (0.8 + 0.8 + 0 + 0) / 4
+    assert lazy["overall_ci95"] == pytest.approx([0.1026, 0.7954], abs=1e-4)  # Wilson on the mean, n = 4
+    assert lazy["pass_at_k"] == {"1": 0.0}
+
+    md = (out / "aggregate.md").read_text()
+    assert "| 0/2 PASS, 2 PWPV |" in md and "| 2/2 PASS |" in md
+    html = (out / "index.html").read_text()
+    assert "oracle-lazy" in html and "already_done" in html
+
+
+def test_synthetic_rows_pass_at_k_skipped_and_ci(synth_root):
+    data = aggregate_runs(find_run_dirs([synth_root]))
+    rows = {(r["agent_version"], r["hardware"]): r for r in data["rows"]}
+    assert set(rows) == {("1.0", "ci-2core"), ("1.0", None), ("1.1", "ci-2core")}
+    main = rows[("1.0", "ci-2core")]
+    assert main["model_hash"] == HASH
+    t1 = main["cells"]["t1"]
+    assert t1["counts"]["SKIPPED"] == 1 and t1["n"] == 5  # SKIPPED shown, not counted
+    assert t1["pass_at_k"] == pytest.approx({"1": 0.4, "3": 0.9, "5": 1.0})
+    assert main["cells"]["t2"]["n"] == 1 and main["cells"]["t2"]["counts"]["HARNESS_ERROR"] == 1
+    assert main["n"] == 6 and main["counts"]["PASS"] == 2
+    assert main["strict_pass_score"] == pytest.approx(2 / 6, abs=1e-6)
+    assert main["overall_score"] == pytest.approx(2.8 / 6, abs=1e-6)
+    assert main["strict_ci95"] == pytest.approx([0.0968, 0.7000], abs=1e-4)
+    assert main["overall_ci95"] == pytest.approx([0.1677, 0.7916], abs=1e-4)
+    assert main["pass_at_k"] == pytest.approx({"1": 0.2, "3": 0.9, "5": 1.0})  # mean over tests with n >= k
+    single = rows[("1.0", None)]
+    assert single["n"] == 1 and single["strict_ci95"] is None and single["overall_ci95"] is None
+    assert cell_text(t1) == "2/5 PASS, 1 PWPV, 2 FAIL, 1 SKIPPED"
+
+
+def test_filters_and_sorting(synth_root, real_root):
+    dirs = find_run_dirs([synth_root, real_root / "runs"])
+    from gripprobe_core.reports.aggregate import Filters
+    only = aggregate_runs(dirs, filters=Filters(agents=("synth",), tests=("t1",), hardware=("ci-*",)))
+    assert {r["agent_version"] for r in only["rows"]} == {"1.0", "1.1"}
+    assert only["tests"] == ["t1"] and all(set(r["cells"]) == {"t1"} for r in only["rows"])
+    assert only["filters"] == {"agents": ["synth"], "tests": ["t1"], "hardware": ["ci-*"]}
+    by_run = aggregate_runs(dirs, filters=Filters(runs=("20260102*",)))
+    assert [r["run_id"] for r in by_run["runs"]] == ["20260102T000000Z"]
+    tagged = aggregate_runs(dirs, filters=Filters(tests=("tag:non_sanity",)))
+    assert tagged["tests"] == ["already_done"]
+    by_name = aggregate_runs(dirs, sort="name")
+    keys = [(r["agent"], r["agent_version"] or "", r["model"]) for r in by_name["rows"]]
+    assert keys == sorted(keys)
+    by_n = aggregate_runs(dirs, sort="n")
+    assert [r["n"] for r in by_n["rows"]] == sorted((r["n"] for r in by_n["rows"]), reverse=True)
+    by_overall = aggregate_runs(dirs, sort="overall")
+    assert [r["overall_score"] for r in by_overall["rows"]] == sorted(
+        (r["overall_score"] for r in by_overall["rows"]), reverse=True)
+
+
+# ------------------------------------------------------------------ sanitization
+
+def test_planted_secrets_never_reach_any_output(tmp_path, template):
+    host = socket.gethostname()
+    user = "zorblatt"  # getpass.getuser() reads LOGNAME first: the child process runs as this user
+    home = "/srv/planted-home"
+    secrets = ["/home/alice", "alice", user, home, "10.1.2.3", "sk-proj-abcdefghijklmnopqrst",
+               "abcdefgh12345678", f"on {host} today", "hunter2", "fd00::1234"]
+    root = tmp_path / "results"
+    run = write_run(root, "20260103T000000Z", suite="nightly sk-proj-abcdefghijklmnopqrst",
+                    argv=["run", "--results", "/home/alice/results"], specs_root=f"{home}/specs",
+                    host={"hostname": host, "user": user})
+    write_case(
+        run, template, "planted", status="PASS", agent="reference", model="planted-model",
+        test="save_file", model_hash=HASH, hardware_profile=f"{host}-box",
+        agent_version=f"1.0 ({home}/bin, /home/alice/x, by {user} on {host} today, 10.1.2.3, fd00::1234)",
+        harness_error="Authorization: Bearer abcdefgh12345678 password=hunter2",
+        **{"verdict.evaluator_reason_text": "key sk-proj-abcdefghijklmnopqrst from /home/alice",
+           "validators.0.message": f"{user}@{host} 10.1.2.3",
+           "phases.1.process.command": ["/home/alice/bin/agent", "--api-key", "sk-proj-abcdefghijklmnopqrst"]})
+    out = tmp_path / "agg"
+    res = aggregate_cli("--runs-root", str(root), "--output", str(out), "--title", f"Report by {user}",
+                        env={"LOGNAME": user, "HOME": home})
+    assert res.returncode == 0, res.stderr
+    for name in OUTPUT_FILES:
+        text = (out / name).read_text()
+        for secret in secrets:
+            assert secret not in text, (name, secret)
+    data = json.loads((out / "aggregate.json").read_text())
+    row = data["rows"][0]
+    assert row["model_hash"] == HASH  # a hash is data, not a secret
+    assert row["agent_version"] == "1.0 (~/bin, ~/x, by <user> on <host> today, <ip>, <ip>)"
+    assert row["hardware"] == "<host>-box" and data["title"] == "Report by <user>"
+    assert data["runs"][0]["suite"] == f"nightly {REDACTED}"
+
+
+def sanitizer_strategy():
+    name = st.from_regex(r"\A[a-zA-Z][a-zA-Z0-9_.-]{1,12}\Z")
+    home = st.from_regex(r"\A/[a-z]{1,8}(/[a-zA-Z0-9_.-]{1,8}){0,2}\Z")
+    return st.builds(lambda u, h, hm: Sanitizer(user=u, host=h, home=hm), name, name, home)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(san=sanitizer_strategy(), text=st.text(), free=st.booleans())
+def test_sanitize_never_raises_and_is_idempotent(san, text, free):
+    fn = san.text if free else san.name
+    once = fn(text)
+    assert isinstance(once, str)
+    assert fn(once) == once
+
+
+_ALNUM = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=20, max_size=40)
+SECRETS = st.one_of(
+    _ALNUM.map(lambda s: "sk-" + s),
+    _ALNUM.map(lambda s: "Bearer " + s),
+    _ALNUM.map(lambda s: "ghp_" + s),
+    st.tuples(st.integers(11, 99), st.integers(0, 255), st.integers(0, 255), st.integers(1, 254)).map(
+        lambda t: ".".join(map(str, t))),
+    st.from_regex(r"\A[a-z]{3,10}\Z").map(lambda u: f"/home/{u}"),
+    st.from_regex(r"\A[a-z]{3,10}\Z").map(lambda u: f"{u}@example.org"),
+    st.just("zorblatt"), st.just("box-17.lab"),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=st.text(), secret=SECRETS, after=st.text(), sep=st.sampled_from([" ", "\n", "\t", " (", "'"]))
+def test_planted_secrets_never_survive(before, secret, after, sep):
+    assume(secret not in before and secret not in after)
+    san = Sanitizer(user="zorblatt", host="box-17.lab", home="/srv/zz")
+    text = f"{before}{sep}{secret}{sep[::-1]}{after}"
+    for fn in (san.text, san.name):
+        out = fn(text)
+        core = secret.split(" ", 1)[-1]
+        assert core not in out or core in before or core in after, (text, out)
+
+
+def test_current_machine_names_are_replaced():
+    from gripprobe_core.reports.sanitize import current_sanitizer
+    host, user = socket.gethostname(), getpass.getuser()
+    out = current_sanitizer().text(f"ran by {user} on {host} in {Path.home()}/x")
+    assert f"by {user} " not in out and f" on {host} " not in out and str(Path.home()) + "/x" not in out
+    assert "<user>" in out and "<host>" in out and "~/x" in out
+
+
+# ------------------------------------------------------------------ confinement and errors
+
+def test_writes_only_inside_output_and_leaves_runs_alone(real_root, synth_root, tmp_path):
+    before_runs = tree_digest(real_root), tree_digest(synth_root)
+    parent = tmp_path / "publish"
+    out = parent / "site"
+    out.mkdir(parents=True)
+    (out / "notes.txt").write_text("mine")
+    (parent / "sibling.txt").write_text("also mine")
+    args = ("--runs-root", str(real_root), "--runs-root", str(synth_root), "--output", str(out))
+    for _ in range(2):  # the second run overwrites its own files
+        res = aggregate_cli(*args)
+        assert res.returncode == 0, res.stderr
+    assert (tree_digest(real_root), tree_digest(synth_root)) == before_runs
+    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUT_FILES, "notes.txt"])
+    assert (out / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in parent.iterdir()) == ["sibling.txt", "site"]
+    assert (parent / "sibling.txt").read_text() == "also mine"
+
+
+def test_refuses_output_inside_runs_or_holding_foreign_files(real_root, tmp_path):
+    run_dir = next((real_root / "runs").iterdir())
+    before = tree_digest(real_root)
+    for bad in (real_root, real_root / "runs", real_root / "runs" / "agg", run_dir / "reports" / "agg", run_dir):
+        res = aggregate_cli("--runs-root", str(real_root), "--output", str(bad))
+        assert res.returncode == 2, (bad, res.stderr)
+        assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("error: "), res.stderr
+    res = aggregate_cli("--runs-root", str(run_dir), "--output", str(run_dir / "agg"))
+    assert res.returncode == 2, res.stderr
+    assert tree_digest(real_root) == before
+    foreign = tmp_path / "site"
+    foreign.mkdir()
+    (foreign / "index.html").write_text("<p>someone else's page</p>")
+    res = aggregate_cli("--runs-root", str(real_root), "--output", str(foreign))
+    assert res.returncode == 2 and "not written by aggregate-reports" in res.stderr
+    assert (foreign / "index.html").read_text() == "<p>someone else's page</p>"
+    assert [p.name for p in foreign.iterdir()] == ["index.html"]
+
+
+def test_missing_runs_root_is_a_one_line_user_error(tmp_path):
+    res = aggregate_cli("--runs-root", str(tmp_path / "nope"), "--output", str(tmp_path / "out"))
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --runs-root") and "Traceback" not in res.stderr
+    assert not (tmp_path / "out").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = aggregate_cli("--runs-root", str(empty), "--output", str(tmp_path / "out"))
+    assert res.returncode == 2 and "no run found" in res.stderr
+
+
+def test_corrupt_case_files_are_skipped_and_counted(tmp_path, template):
+    root = tmp_path / "results"
+    run = write_run(root, "20260104T000000Z")
+    write_case(run, template, "good", status="PASS", agent="reference", model="m", test="t")
+    for name, content in (("notjson", "{not json"), ("noverdict", json.dumps({"key": template["key"]})),
+                          ("badstatus", json.dumps({**template, "verdict": {"status": "GREAT"}})),
+                          ("array", "[1, 2]")):
+        (run / "cases" / name).mkdir()
+        (run / "cases" / name / "case.json").write_text(content)
+    (run / "cases" / "missing").mkdir()
+    data = aggregate_runs(find_run_dirs([root]))
+    assert data["unreadable"] == 5
+    assert data["runs"][0]["cases"] == 1 and data["rows"][0]["n"] == 1
+    res = aggregate_cli("--runs-root", str(run), "--output", str(tmp_path / "out"))
+    assert res.returncode == 0 and "unreadable case files skipped: 5" in res.stderr
