@@ -6,63 +6,19 @@ Chromium is Debian's (``./dev setup`` installs it); Playwright's own browser dow
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 
+from browser.chromium_fixtures import browser, page  # noqa: F401  (pytest fixtures)
 from browser.reportdata import HOSTILE, LAZY, PERFECT, aggregate_data, derive_case, many_events, real_run
 from gripprobe_core.reports import render_aggregate_html, write_run_reports
 from gripprobe_core.store import RunDir
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 HIGHLIGHTED = re.compile(r"(^|\s)highlight(\s|$)")
 pytestmark = pytest.mark.e2e
-
-
-def _chromium() -> str | None:
-    for cand in (os.environ.get("GRIPPROBE_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
-                 shutil.which("chromium-browser")):
-        if cand and Path(cand).is_file():
-            return cand
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    missing = None
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing = "playwright is not installed: pip install -e '.[test]'"
-    exe = _chromium()
-    if missing is None and exe is None:
-        missing = "chromium is not installed: run ./dev setup (apt-get install chromium)"
-    if missing:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"browser tests cannot run in CI: {missing}", pytrace=False)
-        pytest.skip(missing)
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture
-def page(browser):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
-    p = ctx.new_page()
-    errors: list[str] = []
-    p.on("pageerror", lambda e: errors.append(str(e)))
-    yield p
-    ctx.close()
-    assert not errors, errors
 
 
 @pytest.fixture(scope="module")
