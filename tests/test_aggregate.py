@@ -64,8 +64,11 @@ def aggregate_cli(*args: str, env: dict | None = None):
 
 @pytest.fixture(scope="module")
 def real_root(tmp_path_factory) -> Path:
-    """A results root holding two real runs of 4 cases each."""
-    base = tmp_path_factory.mktemp("real")
+    return two_real_runs(tmp_path_factory.mktemp("real"))
+
+
+def two_real_runs(base: Path) -> Path:
+    """A results root holding two real runs of 4 cases each (also used by the browser tests)."""
     specs = base / "specs"
     shutil.copytree(SPECS, specs)
     (specs / "tests" / "already_done.yaml").write_text(ALREADY_DONE)

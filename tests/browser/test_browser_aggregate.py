@@ -7,14 +7,13 @@ the real `gripprobe aggregate-reports` command, then the page from file:// with 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from browser.chromium_fixtures import browser, page  # noqa: F401  (pytest fixtures)
-from conftest import SPECS, gripprobe, read_json
-from test_aggregate import ALREADY_DONE
+from conftest import gripprobe, read_json
+from test_aggregate import two_real_runs
 
 pytestmark = pytest.mark.e2e
 
@@ -22,15 +21,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def published(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("publish")
-    specs = base / "specs"
-    shutil.copytree(SPECS, specs)
-    (specs / "tests" / "already_done.yaml").write_text(ALREADY_DONE)
-    results = base / "results"
-    for _ in range(2):
-        res = gripprobe("run", "--specs", str(specs), "--results", str(results), "-a", "reference",
-                        "-m", "oracle-perfect", "-m", "oracle-lazy", "-t", "save_file", "-t", "already_done",
-                        "--jobs", "2")
-        assert res.returncode == 0, res.stderr[-3000:]
+    results = two_real_runs(base)
     out = base / "pub"
     res = gripprobe("aggregate-reports", "--runs-root", str(results), "--output", str(out))
     assert res.returncode == 0, res.stderr
