@@ -271,3 +271,16 @@ def test_backfill_asks_an_ollama_backend_and_reports_an_unreachable_one(mixed_ru
     assert read_json(first / "case.json")["model_hash"] == "sha256:" + profile_digest("retry-loop")
     assert read_json(second / "case.json")["model_hash"] is None
     assert f"{second.name}: unreachable" in out
+
+
+def test_an_ad_hoc_run_resumes_exactly_its_own_cases(mixed_run, tmp_path):
+    """`gripprobe run -a -m -t` (no suite file) resumes with the manifest's plan, not the default suite's."""
+    run = _copy(mixed_run, tmp_path)
+    names = [d.name for d in _case_dirs(run)]
+    victim = next(n for n in names if "perfect" in n and "save_file" in n)
+    (run / "cases" / victim / "case.json").unlink()  # as if killed before it finished
+    res = gripprobe("run-suite", "--resume", str(run))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert f"{len(names) - 1} of {len(names)} case(s) done, 1 to run" in res.stderr
+    assert [d.name for d in _case_dirs(run)] == names
+    assert read_json(run / "cases" / victim / "case.json")["verdict"]["status"] == "PASS"

@@ -110,6 +110,11 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         cases = plan_cases(specs, agents=list(agents or s.agents), models=list(models or s.models),
                            tests=list(tests or s.tests), formats=list(formats or s.formats), backend=backend,
                            explicit=[] if (agents or models or tests or formats) else s.cases)
+    if resume is not None:
+        from ..runner.run import planned_keys
+        keys = planned_keys(resume)
+        if keys:  # exactly what the run planned (an ad-hoc `gripprobe run -a ... -m ...` resumes too)
+            cases = plan_cases(specs, agents=[], models=[], tests=[], explicit=keys)
     if not cases:
         raise UserError("the selection is empty: no case to run")
     state = None

@@ -229,6 +229,22 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
                        done=done, resumed_at=[str(x) for x in manifest.get("resumed_at") or []], manifest=manifest)
 
 
+def planned_keys(run_path: Path) -> list:
+    """The case keys a run's manifest planned, as explicit suite cases ([] when it names none or is
+    unreadable: :func:`prepare_resume` then reports the manifest problem)."""
+    import json
+
+    from ..models.specs import SuiteCase
+
+    try:
+        manifest = json.loads((Path(run_path) / "manifest.json").read_text())
+        entries = manifest.get("planned") or []
+        return [SuiteCase(agent=p["agent"], model=p["model"], test=p["test"], format=p["format"],
+                          backend=p.get("backend")) for p in entries]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return []
+
+
 def _remove_stale_work_dirs(run_id: str) -> None:
     """Scratch folders (agent homes) a killed run left in the temp directory."""
     import shutil
