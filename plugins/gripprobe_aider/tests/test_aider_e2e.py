@@ -18,19 +18,18 @@ and a half together:
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gripprobe_core import CliAgentSpec
+from gripprobe_core.testing import copy_specs, finish_gripprobe, installed_agent, repo_specs, start_gripprobe
+from gripprobe_core.testing import read_jsonl as jsonl
 
 pytestmark = pytest.mark.e2e
 
-REPO_SPECS = Path(__file__).resolve().parents[3] / "specs"
+REPO_SPECS = repo_specs(Path(__file__))
 MODELS = ("perfect", "lazy", "malformed-args", "retry-loop", "error-then-recover")
 SPEC_FILES = ("cli_agents/aider.yaml", *(f"models/oracle-{m}.yaml" for m in MODELS),
               "tests/shell_pwd.yaml", "tests/save_file.yaml", "tests/patch_file.yaml")
@@ -54,50 +53,31 @@ reference:
 """
 
 
-def installed_aider(gpm):
-    from gripprobe_core.agents import AgentCache
-    agent = CliAgentSpec(id="aider", plugin="aider", executable="aider", tool_kinds=["write"])
-    return AgentCache.default().installed("aider", gpm.hook.agent_install_recipe(agent=agent))
+AGENT = CliAgentSpec(id="aider", plugin="aider", executable="aider", tool_kinds=["write"])
 
 
 @pytest.fixture(scope="module")
 def specs_root(tmp_path_factory, gpm) -> Path:
     """The repo's own spec files for this agent, the oracle models and tests used here (only those:
     other agents' specs name plugins that need not be installed next to this one)."""
-    if installed_aider(gpm) is None:
+    if installed_agent(AGENT, gpm) is None:
         pytest.skip("aider is not installed: run `gripprobe agents install aider` (CI does)")
-    if not REPO_SPECS.is_dir():
+    if REPO_SPECS is None:
         pytest.skip("not inside the GripProbe repository (no specs/ to run)")
-    root = tmp_path_factory.mktemp("specs")
-    for rel in SPEC_FILES:
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(REPO_SPECS / rel, root / rel)
+    root = copy_specs(tmp_path_factory.mktemp("specs"), SPEC_FILES, source=REPO_SPECS, suite={
+        "title": "aider x oracle", "agents": ["aider"], "models": ["oracle-perfect"], "tests": ["save_file"]})
     (root / "tests" / "json_call_file.yaml").write_text(JSON_TEST)
     model = (root / "models" / "oracle-perfect.yaml").read_text()
     (root / "models" / "oracle-keyed.yaml").write_text(
         model.replace("id: oracle-perfect", "id: oracle-keyed").replace(
             "model_id: perfect", "model_id: perfect\n    api_key_env: GRIPPROBE_TEST_AIDER_KEY"))
-    (root / "suites").mkdir()
-    (root / "suites" / "default.yaml").write_text(
-        "id: default\ntitle: aider x oracle\nagents: [aider]\nmodels: [oracle-perfect]\ntests: [save_file]\n")
     return root
 
 
 def start_run(specs: Path, results: Path, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Start the real `gripprobe run` in a subprocess (see :func:`finish_run`)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_") and k != "PYTHONPATH"}
-    env.update(extra_env or {})
-    return subprocess.Popen([sys.executable, "-m", "gripprobe_core.cli", "run", "--specs", str(specs),
-                             "--results", str(results), "-a", "aider", "--jobs", "2", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            stdin=subprocess.DEVNULL)
-
-
-def finish_run(proc: subprocess.Popen) -> Path:
-    """Wait for a run; returns the run directory it printed last."""
-    out, err = proc.communicate(timeout=900)
-    assert proc.returncode == 0, err[-3000:]
-    return Path(out.strip().splitlines()[-1])
+    """Start the real `gripprobe run` of aider in a subprocess (finish it with ``finish_gripprobe``)."""
+    return start_gripprobe("run", "--specs", specs, "--results", results, "-a", "aider", "--jobs", "2", *args,
+                           env=extra_env)
 
 
 KEY = "sk-canary-e2e-aider-5150"
@@ -119,7 +99,7 @@ def runs(specs_root, tmp_path_factory) -> dict[str, Path]:
         "proxy_off": start_run(specs_root, res(), "-m", "oracle-perfect", "-t", "save_file", "-f", "udiff",
                                "--telemetry-proxy", "off"),
     }
-    return {name: finish_run(proc) for name, proc in procs.items()}
+    return {name: finish_gripprobe(proc) for name, proc in procs.items()}
 
 
 def cases_of(run_dir: Path) -> dict[tuple[str, str, str], tuple[Path, dict]]:
@@ -129,10 +109,6 @@ def cases_of(run_dir: Path) -> dict[tuple[str, str, str], tuple[Path, dict]]:
         key = (case["key"]["model"].removeprefix("oracle-"), case["key"]["format"], case["key"]["test"])
         out[key] = (p.parent, case)
     return out
-
-
-def jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
 def status(case: dict) -> tuple[str, str | None]:

@@ -23,9 +23,8 @@ def gpm():
 @pytest.fixture(scope="session")
 def installed_codex(gpm):
     """The installed codex (``InstalledAgent``) from the agent cache, or None."""
-    from gripprobe_core.agents import AgentCache
-    agent = CliAgentSpec(id="codex", plugin="codex", executable="codex", tool_kinds=["execute"])
-    return AgentCache.default().installed("codex", gpm.hook.agent_install_recipe(agent=agent))
+    from gripprobe_core.testing import installed_agent
+    return installed_agent(CliAgentSpec(id="codex", plugin="codex", executable="codex", tool_kinds=["execute"]), gpm)
 
 
 @pytest.fixture

@@ -10,20 +10,18 @@ own log is the only evidence, and one run of five cases of the text formats' del
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gripprobe_core import CliAgentSpec
+from gripprobe_core.testing import copy_specs, installed_agent, repo_specs, run_gripprobe
+from gripprobe_core.testing import read_cases as cases_of, read_jsonl as jsonl
 from gripprobe_gptme.parse import parse_conversation
 
 pytestmark = pytest.mark.e2e
 
-REPO_SPECS = Path(__file__).resolve().parents[3] / "specs"
+REPO_SPECS = repo_specs(Path(__file__))
 SPEC_FILES = ("cli_agents/gptme.yaml", "models/oracle-perfect.yaml", "models/oracle-lazy.yaml",
               "models/oracle-error-then-recover.yaml", "models/oracle-retry-loop.yaml",
               "models/oracle-malformed-args.yaml", "tests/shell_pwd.yaml", "tests/save_file.yaml")
@@ -33,48 +31,25 @@ FORMATS = ("tool", "markdown", "xml")
 TOOL_OF_TEST = {"shell_pwd": "shell", "save_file": "save"}
 
 
-def installed_gptme(gpm):
-    from gripprobe_core.agents import AgentCache
-    agent = CliAgentSpec(id="gptme", plugin="gptme", executable="gptme", tool_kinds=["execute"], version="0.35.1")
-    return AgentCache.default().installed("gptme", gpm.hook.agent_install_recipe(agent=agent))
+AGENT = CliAgentSpec(id="gptme", plugin="gptme", executable="gptme", tool_kinds=["execute"], version="0.35.1")
 
 
 @pytest.fixture(scope="module")
 def specs_root(tmp_path_factory, gpm) -> Path:
     """The repo's own spec files for this agent, models and tests (only those: other agents' specs name
     plugins that need not be installed next to this one)."""
-    if installed_gptme(gpm) is None:
+    if installed_agent(AGENT, gpm) is None:
         pytest.skip("gptme is not installed: run `gripprobe agents install gptme` (CI does)")
-    if not REPO_SPECS.is_dir():
+    if REPO_SPECS is None:
         pytest.skip("not inside the GripProbe repository (no specs/ to run)")
-    root = tmp_path_factory.mktemp("specs")
-    for rel in SPEC_FILES:
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(REPO_SPECS / rel, root / rel)
-    (root / "suites").mkdir()
-    (root / "suites" / "default.yaml").write_text(
-        "id: default\ntitle: gptme x oracle\nagents: [gptme]\nmodels: [oracle-perfect, oracle-lazy]\n"
-        f"tests: [{', '.join(TESTS)}]\n")
-    return root
+    return copy_specs(tmp_path_factory.mktemp("specs"), SPEC_FILES, source=REPO_SPECS, suite={
+        "title": "gptme x oracle", "agents": ["gptme"], "models": ["oracle-perfect", "oracle-lazy"],
+        "tests": list(TESTS)})
 
 
 def gripprobe_run(specs: Path, results: Path, *args: str, extra_env: dict[str, str] | None = None) -> Path:
-    """Run the real `gripprobe run` in a subprocess; returns the run directory it printed last."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_") and k != "PYTHONPATH"}
-    env.update(extra_env or {})
-    res = subprocess.run([sys.executable, "-m", "gripprobe_core.cli", "run", "--specs", str(specs),
-                          "--results", str(results), "-a", "gptme", *args],
-                         capture_output=True, text=True, env=env, timeout=600, stdin=subprocess.DEVNULL)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return Path(res.stdout.strip().splitlines()[-1])
-
-
-def cases_of(run_dir: Path) -> dict[str, dict]:
-    return {p.parent.name: json.loads(p.read_text()) for p in sorted((run_dir / "cases").glob("*/case.json"))}
-
-
-def jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    """The real `gripprobe run` of gptme in a subprocess; returns the run directory."""
+    return run_gripprobe("run", "--specs", specs, "--results", results, "-a", "gptme", *args, env=extra_env)
 
 
 def case_dir(run_dir: Path, model: str, fmt: str, test: str) -> Path:

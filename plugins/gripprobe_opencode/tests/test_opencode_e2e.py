@@ -8,67 +8,40 @@ save_file), then one case with the proxy off so the agent's own output is the on
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gripprobe_core import CliAgentSpec
+from gripprobe_core.testing import copy_specs, installed_agent, repo_specs, run_gripprobe
+from gripprobe_core.testing import read_cases as cases_of, read_jsonl as jsonl
 from gripprobe_opencode.parse import parse_stdout
 
 pytestmark = pytest.mark.e2e
 
-REPO_SPECS = Path(__file__).resolve().parents[3] / "specs"
+REPO_SPECS = repo_specs(Path(__file__))
 SPEC_FILES = ("cli_agents/opencode.yaml", "models/oracle-perfect.yaml", "models/oracle-lazy.yaml",
               "tests/shell_pwd.yaml", "tests/save_file.yaml")
 TESTS = ("shell_pwd", "save_file")
-
-
-def installed_opencode(gpm):
-    from gripprobe_core.agents import AgentCache
-    agent = CliAgentSpec(id="opencode", plugin="opencode", executable="opencode", tool_kinds=["execute"])
-    return AgentCache.default().installed("opencode", gpm.hook.agent_install_recipe(agent=agent))
+AGENT = CliAgentSpec(id="opencode", plugin="opencode", executable="opencode", tool_kinds=["execute"])
 
 
 @pytest.fixture(scope="module")
 def specs_root(tmp_path_factory, gpm) -> Path:
     """The repo's own spec files for this agent, models and tests (only those: other agents' specs name
     plugins that need not be installed next to this one)."""
-    if installed_opencode(gpm) is None:
+    if installed_agent(AGENT, gpm) is None:
         pytest.skip("opencode is not installed: run `gripprobe agents install opencode` (CI does)")
-    if not REPO_SPECS.is_dir():
+    if REPO_SPECS is None:
         pytest.skip("not inside the GripProbe repository (no specs/ to run)")
-    root = tmp_path_factory.mktemp("specs")
-    for rel in SPEC_FILES:
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(REPO_SPECS / rel, root / rel)
-    (root / "suites").mkdir()
-    (root / "suites" / "default.yaml").write_text(
-        "id: default\ntitle: opencode x oracle\nagents: [opencode]\nmodels: [oracle-perfect, oracle-lazy]\n"
-        f"tests: [{', '.join(TESTS)}]\n")
-    return root
+    return copy_specs(tmp_path_factory.mktemp("specs"), SPEC_FILES, source=REPO_SPECS, suite={
+        "title": "opencode x oracle", "agents": ["opencode"], "models": ["oracle-perfect", "oracle-lazy"],
+        "tests": list(TESTS)})
 
 
 def gripprobe_run(specs: Path, results: Path, *args: str, extra_env: dict[str, str] | None = None) -> Path:
-    """Run the real `gripprobe run` in a subprocess; returns the run directory it printed last."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_") and k != "PYTHONPATH"}
-    env.update(extra_env or {})
-    res = subprocess.run([sys.executable, "-m", "gripprobe_core.cli", "run", "--specs", str(specs),
-                          "--results", str(results), "-a", "opencode", *args],
-                         capture_output=True, text=True, env=env, timeout=600, stdin=subprocess.DEVNULL)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return Path(res.stdout.strip().splitlines()[-1])
-
-
-def cases_of(run_dir: Path) -> dict[str, dict]:
-    return {p.parent.name: json.loads(p.read_text()) for p in sorted((run_dir / "cases").glob("*/case.json"))}
-
-
-def jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    """The real `gripprobe run` of opencode in a subprocess; returns the run directory."""
+    return run_gripprobe("run", "--specs", specs, "--results", results, "-a", "opencode", *args, env=extra_env)
 
 
 @pytest.fixture(scope="module")
