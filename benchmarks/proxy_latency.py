@@ -449,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(serve_upstream())
         return 0
     if args.role == "proxy":
-        asyncio.run(serve_proxy(args.upstream, args.record, args.observer))
+        from gripprobe_core.runner.loop import run as run_loop  # the loop the runner relays on
+        run_loop(serve_proxy(args.upstream, args.record, args.observer))
         return 0
 
     servers: list[Server] = []

@@ -23,6 +23,7 @@ from ..runcontext import make_run_context
 from ..store import RunDir, allocate_run_dir, atomic_write_json
 from ..timeutil import utc_now_iso
 from .case import RunConfig, run_case, write_case
+from .loop import loop_name, run as run_loop
 from .matrix import PlannedCase
 
 
@@ -62,7 +63,7 @@ def _manifest(rc: RunConfig, opts: RunOptions, cases: list[PlannedCase], *, stat
         "specs_root": str(opts.specs_root) if opts.specs_root else None,
         "jobs": opts.jobs, "hardware_profile": opts.hardware_profile, "telemetry_proxy_mode": opts.proxy_mode,
         "timeout_s": opts.timeout_s, "base_url_override": opts.base_url_override, "run_context": rc.run_context,
-        "host": {"python": platform.python_version(), "platform": platform.platform()},
+        "host": {"python": platform.python_version(), "platform": platform.platform(), "event_loop": loop_name()},
         "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version}
                     for p in rc.gpm.plugins()],
         "planned": [{"case_id": c.case_id, **c.key.model_dump()} for c in cases],
@@ -148,7 +149,7 @@ def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: Run
         atomic_write_json(run_dir.manifest, manifest("running"))
         interrupted = False
         try:
-            asyncio.run(_run_all(cases, rc, opts.jobs, on_done, results))
+            run_loop(_run_all(cases, rc, opts.jobs, on_done, results))
         except KeyboardInterrupt:
             interrupted = True
         finally:
