@@ -66,33 +66,24 @@ def run_suite_command(suite, resume, **common) -> None:
     """
     if not suite and not resume:
         raise UserError("run-suite needs --suite S (or --resume RUN_DIR); suites are in specs/suites/")
-    if resume and not suite:
-        suite = _manifest_suite(resume)
     _execute(suite, (), (), (), (), resume=resume, whole_suite=True, **common)
-
-
-def _manifest_suite(run_dir: Path) -> str:
-    import json
-
-    try:
-        suite = json.loads((run_dir / "manifest.json").read_text()).get("suite")
-    except (OSError, ValueError, AttributeError):
-        suite = None
-    if not suite:
-        raise UserError(f"{run_dir}/manifest.json names no suite (or is unreadable); pass --suite")
-    return str(suite)
 
 
 def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, proxy_mode, timeout_s, base_url,
              specs_root, hardware, no_install, results_root, whole_suite: bool = False) -> None:
     from ..runner import RunOptions, execute_run, plan_cases, plan_suite
-    from ..runner.run import prepare_resume
+    from ..runner.run import load_resume_manifest, planned_keys, prepare_resume
     from ..specs import find_specs_root, load_specs
     from .progress import make_reporter
 
     gpm = make_plugin_manager()
     for w in describe_failures(gpm):
         click.echo(w, err=True)
+    manifest = load_resume_manifest(resume) if resume is not None else None
+    if manifest is not None and not suite:  # --resume alone: the run's own suite
+        suite = manifest.get("suite")
+        if not suite:
+            raise UserError(f"{resume}/manifest.json names no suite; pass --suite")
     root = specs_root or find_specs_root()
     specs = load_specs(root, registry=gpm.registry)
     suite_id = suite or DEFAULT_SUITE
@@ -110,16 +101,15 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         cases = plan_cases(specs, agents=list(agents or s.agents), models=list(models or s.models),
                            tests=list(tests or s.tests), formats=list(formats or s.formats), backend=backend,
                            explicit=[] if (agents or models or tests or formats) else s.cases)
-    if resume is not None:
-        from ..runner.run import planned_keys
-        keys = planned_keys(resume)
+    if manifest is not None:
+        keys = planned_keys(manifest)
         if keys:  # exactly what the run planned (an ad-hoc `gripprobe run -a ... -m ...` resumes too)
             cases = plan_cases(specs, agents=[], models=[], tests=[], explicit=keys)
     if not cases:
         raise UserError("the selection is empty: no case to run")
     state = None
     if resume is not None:
-        state = prepare_resume(resume, cases, suite=suite_id)
+        state = prepare_resume(resume, cases, suite=suite_id, manifest=manifest)
         click.echo(f"resuming {state.run_dir.path}: {state.done} of {len(cases)} case(s) done, "
                    f"{len(state.todo)} to run", err=True)
         cases = state.todo

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import click
@@ -117,9 +118,8 @@ def backfill_command(runs: tuple[Path, ...], results_root: Path | None, base_url
             click.echo(f"{r.run_id}/{r.case_id}: {r.outcome}"
                        + (f": {r.recorded or '-'} -> {r.found}" if r.found else "")
                        + (f" ({r.detail})" if r.detail else ""))
-    filled = sorted({(r.run_id, r.found) for r in rows if r.outcome in ("filled", "overwritten")})
-    for run_id, digest in filled:
-        n = sum(1 for r in rows if r.run_id == run_id and r.found == digest and r.outcome in ("filled", "overwritten"))
+    filled = Counter((r.run_id, r.found) for r in rows if r.outcome in ("filled", "overwritten"))
+    for (run_id, digest), n in sorted(filled.items()):
         click.echo(f"{run_id}: {n} case(s) -> {digest}")
     summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no cases"
     click.echo(f"backfill: {summary}" + (" (dry run: nothing written)" if dry_run else ""))

@@ -27,7 +27,8 @@ from typing import Any
 
 from ..errors import UserError
 from ..models.results import STATUSES
-from ..store import atomic_write_json, atomic_write_text
+from ..store import RunDir, atomic_write_json, atomic_write_text
+from ..store.runs import iter_run_dirs
 from ..timeutil import utc_now_iso
 from .sanitize import Sanitizer, current_sanitizer
 
@@ -76,10 +77,6 @@ def _r(x: float) -> float:
 
 # ------------------------------------------------------------------ discovery
 
-def _is_run_dir(path: Path) -> bool:
-    return (path / "cases").is_dir() or (path / "manifest.json").is_file()
-
-
 def find_run_dirs(roots: Iterable[Path]) -> list[Path]:
     """Run directories under each root: a results root (holding ``runs/``), a ``runs/`` folder, or one
     run directory. Resolved, deduplicated, sorted by run id. Raises :class:`UserError` when a root is
@@ -89,12 +86,7 @@ def find_run_dirs(roots: Iterable[Path]) -> list[Path]:
         if not root.is_dir():
             raise UserError(f"--runs-root {root}: no such directory; pass a results root (holding runs/), "
                             f"a runs/ folder or one run directory")
-        if (root / "runs").is_dir():
-            candidates = sorted(p for p in (root / "runs").iterdir() if p.is_dir() and _is_run_dir(p))
-        elif _is_run_dir(root):
-            candidates = [root]
-        else:
-            candidates = sorted(p for p in root.iterdir() if p.is_dir() and _is_run_dir(p))
+        candidates = [r.path for r in iter_run_dirs(root)]
         if not candidates:
             raise UserError(f"--runs-root {root}: no run found; pass a results root (holding runs/), a runs/ "
                             f"folder or one run directory (a folder with manifest.json and cases/)")
@@ -179,14 +171,6 @@ def read_facts(path: Path, hardware_default: str | None = None) -> _Facts | None
                       names[3], _opt_str(obj, "hardware_profile") or hardware_default, tags, status, float(overall))
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
-
-
-def _read_manifest(run_dir: Path) -> dict:
-    try:
-        m = json.loads((run_dir / "manifest.json").read_bytes())
-        return m if isinstance(m, dict) else {}
-    except (OSError, ValueError, RecursionError):
-        return {}
 
 
 def _case_files(run_dir: Path) -> Iterator[Path]:
@@ -283,7 +267,7 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
     for run_dir in run_dirs:
         if not filters.run_ok(run_dir.name):
             continue
-        manifest = _read_manifest(run_dir)
+        manifest = RunDir(run_dir).read_manifest()
         hw_default = manifest.get("hardware_profile") if isinstance(manifest.get("hardware_profile"), str) else None
         used = 0
         for path in _case_files(run_dir):

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..models.results import STATUSES, CaseResult
-from ..store import RunDir, atomic_write_text, read_case
-from .summary_md import COLUMNS, read_manifest, run_totals, summary_row
+from ..store import RunDir, atomic_write_text
+from .summary_md import COLUMNS, run_totals, summary_row
 
 PHASES = ("warmup", "measured")
 TEXT_LIMIT = 64 * 1024          # bytes shown of a stdout/stderr/prompt file
@@ -60,17 +60,14 @@ def _num(v: Any, digits: int = 3) -> str:
 
 # ---------------------------------------------------------------------------------------- run pages
 
-def render_run_html(run_dir: RunDir) -> list[Path]:
+def render_run_html(run_dir: RunDir, *, manifest: dict | None = None,
+                    entries: list[tuple[str, CaseResult | None]] | None = None) -> list[Path]:
     """Write ``reports/summary.html`` and ``reports/cases/<case_id>.html`` for every case directory.
 
     A case directory without a readable case.json still gets a page showing the artifacts it has.
     Returns the written paths, summary first."""
-    manifest = read_manifest(run_dir)
-    entries: list[tuple[str, CaseResult | None]] = []
-    if run_dir.cases.is_dir():
-        for d in sorted(run_dir.cases.iterdir()):
-            if d.is_dir():
-                entries.append((d.name, read_case(d / "case.json")))
+    manifest = run_dir.read_manifest() if manifest is None else manifest
+    entries = run_dir.case_entries() if entries is None else entries
     written = [run_dir.reports / "summary.html"]
     atomic_write_text(written[0], render_summary_html(run_dir.run_id, manifest, entries))
     for name, res in entries:

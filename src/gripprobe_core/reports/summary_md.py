@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -67,22 +66,6 @@ def render_summary_md(run_id: str, manifest: dict, results: list[CaseResult], un
     return "\n".join(lines) + "\n"
 
 
-def read_manifest(run_dir: RunDir) -> dict:
-    try:
-        data = json.loads(run_dir.manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def unfinished_cases(run_dir: RunDir, results: Iterable[CaseResult]) -> list[str]:
-    """Case directories that hold no readable case.json, sorted."""
-    done = {r.case_id for r in results}
-    if not run_dir.cases.is_dir():
-        return []
-    return sorted(d.name for d in run_dir.cases.iterdir() if d.is_dir() and d.name not in done)
-
-
 def write_run_reports(run_dir: RunDir) -> Path:
     """Write ``reports/summary.md``, ``reports/summary.html`` and ``reports/cases/<case_id>.html``.
 
@@ -91,9 +74,9 @@ def write_run_reports(run_dir: RunDir) -> Path:
     """
     from .html import render_run_html
 
-    results = run_dir.case_results()
+    manifest, entries = run_dir.read_manifest(), run_dir.case_entries()
     out = run_dir.reports / "summary.md"
-    atomic_write_text(out, render_summary_md(run_dir.run_id, read_manifest(run_dir), results,
-                                             unfinished_cases(run_dir, results)))
-    render_run_html(run_dir)
+    atomic_write_text(out, render_summary_md(run_dir.run_id, manifest, [r for _, r in entries if r is not None],
+                                             [name for name, r in entries if r is None]))
+    render_run_html(run_dir, manifest=manifest, entries=entries)
     return out

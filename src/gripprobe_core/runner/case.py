@@ -180,7 +180,6 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
 
         extra = _collect_agent_artifacts(rc, pc, ctx, artifacts, phase)
         outputs = PhaseOutputs(stdout_path=stdout_path, stderr_path=stderr_path, process=process, extra=extra)
-        ctx.marker_patterns = [p for got in hook.tier_c_patterns(agent=pc.agent) or [] for p in got or []]
         outputs.final_text = _final_text(rc, pc, ctx, outputs, artifacts / f"{phase}.final.txt")
         write_phase_context(artifacts, ctx, extra=extra)
         events, summary = derive_telemetry(rc.gpm, pc.agent, ctx, outputs,

@@ -125,6 +125,16 @@ def derive_verdict(gpm: GripProbePluginManager, test: TestSpec, *, process: Proc
         tool_unsupported="backend_tool_unsupported" if summary.telemetry_backend_tool_unsupported else None))
 
 
+def harness_error_verdict(gpm: GripProbePluginManager, reason: str) -> tuple[Verdict, TelemetrySummary]:
+    """The verdict and summary of a case that could not be judged at all (a harness exception, its
+    artifacts missing): HARNESS_ERROR with ``reason`` as failure reason, capture missing."""
+    summary = summarize_phase([], observability="none", capture_missing=True, parse_error=False)
+    verdict = gpm.hook.evaluate(inputs=EvaluationInputs(
+        validators=[], process=ProcessResult(status="ok"), events=[], summary=summary,
+        rules={"harness_error": reason}))
+    return verdict, summary
+
+
 def read_jsonl(path: Path) -> list[Any]:
     """Lines of a JSON-lines file; a line that is not JSON is kept as None (line numbers stay right)."""
     out: list[Any] = []

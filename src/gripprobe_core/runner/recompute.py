@@ -18,15 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..context import EvaluationInputs, PhaseContext, PhaseOutputs, ValidatorContext
+from ..context import PhaseContext, PhaseOutputs, ValidatorContext
 from ..models.events import Event
-from ..models.results import CaseKey, CaseResult, PhaseRecord, ProcessResult
+from ..models.results import CaseKey, CaseResult, PhaseRecord
 from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
 from ..plugins import GripProbePluginManager
 from ..store import RunDir, atomic_write_text
 from ..telemetry.summary import summarize_phase
 from .derive import (
-    CASE_INPUTS, ProxyEvidence, derive_telemetry, derive_verdict, phase_context_name, read_jsonl, run_validators,
+    CASE_INPUTS, ProxyEvidence, derive_telemetry, derive_verdict, harness_error_verdict, phase_context_name, read_jsonl,
+    run_validators,
 )
 
 #: The fields a recompute derives (and the identity test compares).
@@ -120,19 +121,9 @@ def _phase(gpm: GripProbePluginManager, res: CaseResult, rec: PhaseRecord, case_
 
 
 def _harness_case(gpm: GripProbePluginManager, base: CaseResult, problem: str) -> CaseResult:
-    summary = summarize_phase([], observability="none", capture_missing=True, parse_error=False)
-    verdict = gpm.hook.evaluate(inputs=EvaluationInputs(
-        validators=[], process=ProcessResult(status="ok"), events=[], summary=summary,
-        rules={"harness_error": "artifact_missing_or_corrupt"}))
+    verdict, summary = harness_error_verdict(gpm, "artifact_missing_or_corrupt")
     return base.model_copy(update={"verdict": verdict, "telemetry": summary, "validators": [],
                                    "harness_error": problem})
-
-
-def _placeholder(run_id: str, case_id: str, key: CaseKey) -> CaseResult:
-    summary = summarize_phase([], observability="none", capture_missing=True, parse_error=False)
-    from ..runner.case import _skipped_verdict  # any verdict: _harness_case replaces it
-    return CaseResult(run_id=run_id, case_id=case_id, key=key, started_at="", finished_at="", duration_s=0.0,
-                      verdict=_skipped_verdict("placeholder"), telemetry=summary)
 
 
 def _key_for(case_dir: Path, planned: dict[str, dict]) -> CaseKey | None:
@@ -158,8 +149,10 @@ def recompute_case(gpm: GripProbePluginManager, run_dir: RunDir, case_dir: Path,
         if key is None:
             return Recomputed(case_id, None, problem="case.json is missing or corrupt and nothing names the case")
         problem = "case.json is missing or corrupt"
-        return Recomputed(case_id, _harness_case(gpm, _placeholder(run_dir.run_id, case_id, key), problem),
-                          ["verdict"], problem)
+        verdict, summary = harness_error_verdict(gpm, "artifact_missing_or_corrupt")
+        res = CaseResult(run_id=run_dir.run_id, case_id=case_id, key=key, started_at="", finished_at="",
+                         duration_s=0.0, verdict=verdict, telemetry=summary, harness_error=problem)
+        return Recomputed(case_id, res, ["verdict"], problem)
     if not orig.phases:  # skipped, tool-unsupported or a harness exception: nothing ran, nothing to derive
         return Recomputed(case_id, orig)
     try:
@@ -212,11 +205,9 @@ def recompute_run(gpm: GripProbePluginManager, run_dir: RunDir, *, write: bool =
     previous case.json as ``case.before-recompute.json`` (once) and gets the new one plus new events."""
     from .case import write_case
 
-    try:
-        manifest = json.loads(run_dir.manifest.read_text())
-        planned = {p["case_id"]: p for p in manifest.get("planned", []) if isinstance(p, dict) and "case_id" in p}
-    except (OSError, ValueError, TypeError, KeyError):
-        planned = {}
+    entries = run_dir.read_manifest().get("planned")
+    planned = {p["case_id"]: p for p in entries if isinstance(p, dict) and "case_id" in p} \
+        if isinstance(entries, list) else {}
     out = []
     dirs = sorted(d for d in run_dir.cases.iterdir() if d.is_dir()) if run_dir.cases.is_dir() else []
     for case_dir in dirs:

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..context import EvaluationInputs
-from ..models.results import CaseResult, ProcessResult
+from ..models.results import CaseResult
 from ..plugins import GripProbePluginManager
 from ..runcontext import make_run_context
 from ..store import RunDir, allocate_run_dir, atomic_write_json
 from ..timeutil import utc_now_iso
 from .case import RunConfig, run_case, write_case
+from .derive import harness_error_verdict
 from .loop import loop_name, run as run_loop
 from .matrix import PlannedCase
 
@@ -79,11 +79,7 @@ async def _guarded(pc: PlannedCase, rc: RunConfig) -> CaseResult:
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        from ..telemetry.summary import summarize_phase
-        summary = summarize_phase([], observability="none", capture_missing=True, parse_error=False)
-        verdict = rc.gpm.hook.evaluate(inputs=EvaluationInputs(
-            validators=[], process=ProcessResult(status="ok"), events=[], summary=summary,
-            rules={"harness_error": "harness_exception"}))
+        verdict, summary = harness_error_verdict(rc.gpm, "harness_exception")
         now = utc_now_iso()
         res = CaseResult(run_id=rc.run_id, case_id=pc.case_id, key=pc.key, started_at=now, finished_at=now,
                          duration_s=0.0, verdict=verdict, telemetry=summary, tags=list(pc.test.tags),
@@ -181,14 +177,33 @@ class ResumeState:
         return self.manifest.get(name)
 
 
-def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | None) -> ResumeState:
-    """Check ``run_path`` can be resumed with ``cases`` (the plan of ``suite``) and sort done from to-do.
+def load_resume_manifest(run_path: Path) -> dict:
+    """The manifest of a run to resume; a one-line :class:`UserError` when there is none to trust."""
+    import json
+
+    from ..errors import UserError
+
+    path = Path(run_path) / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text())
+        if not isinstance(manifest, dict):
+            raise ValueError("not a JSON object")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no manifest; --resume takes a run directory "
+                        f"(results/runs/<RUN_ID>), see `gripprobe list-runs`") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: unreadable ({exc}); this run cannot be resumed") from None
+    return manifest
+
+
+def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | None, manifest: dict) -> ResumeState:
+    """Check ``run_path`` (whose manifest is ``manifest``, see :func:`load_resume_manifest`) can be
+    resumed with ``cases`` (the plan of ``suite``) and sort done from to-do.
 
     Granularity is the case key (agent, model, backend, format, test): a case is done when its case.json
     (written last, atomically) reads back with the same key; any other leftovers of a planned case (a
     run killed mid-case) are removed before it runs again, so every case ends up exactly once.
     """
-    import json
     import shutil
 
     from ..errors import UserError
@@ -196,15 +211,6 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
 
     path = run_path.resolve()
     run_dir = RunDir(path)
-    try:
-        manifest = json.loads(run_dir.manifest.read_text())
-        if not isinstance(manifest, dict):
-            raise ValueError("not a JSON object")
-    except FileNotFoundError:
-        raise UserError(f"{run_dir.manifest}: no manifest; --resume takes a run directory "
-                        f"(results/runs/<RUN_ID>), see `gripprobe list-runs`") from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{run_dir.manifest}: unreadable ({exc}); this run cannot be resumed") from None
     if suite and manifest.get("suite") and manifest.get("suite") != suite:
         raise UserError(f"{path} ran suite {manifest.get('suite')!r}, not {suite!r}; resume it with "
                         f"--suite {manifest.get('suite')}")
@@ -230,19 +236,14 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
                        done=done, resumed_at=[str(x) for x in manifest.get("resumed_at") or []], manifest=manifest)
 
 
-def planned_keys(run_path: Path) -> list:
-    """The case keys a run's manifest planned, as explicit suite cases ([] when it names none or is
-    unreadable: :func:`prepare_resume` then reports the manifest problem)."""
-    import json
-
+def planned_keys(manifest: dict) -> list:
+    """The case keys a run's manifest planned, as explicit suite cases ([] when it names none)."""
     from ..models.specs import SuiteCase
 
     try:
-        manifest = json.loads((Path(run_path) / "manifest.json").read_text())
-        entries = manifest.get("planned") or []
         return [SuiteCase(agent=p["agent"], model=p["model"], test=p["test"], format=p["format"],
-                          backend=p.get("backend")) for p in entries]
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+                          backend=p.get("backend")) for p in manifest.get("planned") or []]
+    except (TypeError, KeyError, AttributeError, ValueError):
         return []
 
 

@@ -82,16 +82,23 @@ class RunDir:
     def case(self, case_id: str) -> Path:
         return self.cases / case_id
 
+    def read_manifest(self) -> dict[str, Any]:
+        """manifest.json as a dict; ``{}`` when it is missing or unreadable (a killed or foreign run)."""
+        try:
+            data = json.loads(self.manifest.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def case_entries(self) -> list[tuple[str, CaseResult | None]]:
+        """Every case directory with its result (None when case.json is missing or unreadable), sorted."""
+        if not self.cases.is_dir():
+            return []
+        return [(d.name, read_case(d / "case.json")) for d in sorted(self.cases.iterdir()) if d.is_dir()]
+
     def case_results(self) -> list[CaseResult]:
         """Every readable case.json, sorted by case id (unreadable ones are skipped)."""
-        out = []
-        if not self.cases.is_dir():
-            return out
-        for d in sorted(self.cases.iterdir()):
-            res = read_case(d / "case.json")
-            if res is not None:
-                out.append(res)
-        return out
+        return [res for _, res in self.case_entries() if res is not None]
 
 
 def read_case(path: Path) -> CaseResult | None:

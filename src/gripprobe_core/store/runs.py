@@ -55,12 +55,7 @@ class RunInfo:
 def describe_run(run: RunDir) -> RunInfo:
     """What ``list-runs`` shows. Counts come from the case.json files present (the truth after a kill),
     agents and models from the plan (or from the cases when the manifest is unreadable)."""
-    try:
-        manifest = json.loads(run.manifest.read_text())
-        if not isinstance(manifest, dict):
-            manifest = {}
-    except (OSError, ValueError):
-        manifest = {}
+    manifest = run.read_manifest()
     planned = [p for p in manifest.get("planned") or [] if isinstance(p, dict)]
     counts: Counter[str] = Counter()
     agents, models = set(), set()
