@@ -35,3 +35,17 @@ def test_copy_specs_then_run_gripprobe_then_read_what_it_wrote(tmp_path):
                                        tool_kinds=["execute"])) is None
     with pytest.raises(AssertionError, match="exited 2"):
         run_gripprobe("run", "--specs", specs, "--results", tmp_path / "r", "--suite", "nope")
+
+
+def test_phase_context_is_laid_out_like_the_runners(tmp_path):
+    from gripprobe_core.models.specs import TestSpec
+    from gripprobe_core.testing import phase_context
+
+    agent = CliAgentSpec(id="x", plugin="x", executable="xagent", tool_kinds=["write"])
+    test = TestSpec(id="t", title="t", prompt="p", validators=[{"kind": "file_exists", "path": "a.txt"}],
+                    fixtures=[{"path": "sub/a.txt", "content": "hi\n"}], reference=[{"shell": "true"}])
+    ctx = phase_context(tmp_path, agent, test=test, model_name="lazy", fmt="tool", api_key="k")
+    assert ctx.prompt == "p" and ctx.backend.model_id == "lazy" and ctx.api_key == "k"
+    assert (ctx.workspace / "sub" / "a.txt").read_text() == "hi\n"
+    assert all(d.is_dir() for d in (ctx.home, ctx.tmpdir, ctx.artifacts_dir, *map(Path, ctx.xdg.values())))
+    assert ctx.agent_executable == tmp_path / "bin" / "xagent"

@@ -23,8 +23,11 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["copy_specs", "installed_agent", "read_cases", "read_jsonl", "repo_specs", "run_gripprobe",
-           "start_gripprobe", "finish_gripprobe"]
+__all__ = ["copy_specs", "installed_agent", "phase_context", "read_cases", "read_jsonl", "repo_specs",
+           "run_gripprobe", "start_gripprobe", "finish_gripprobe"]
+
+SHELL_PWD = {"id": "shell_pwd", "title": "pwd", "validators": [{"kind": "file_exists", "path": "pwd.txt"}],
+             "reference": [{"shell": "pwd > pwd.txt"}]}
 
 
 def repo_specs(start: Path) -> Path | None:
@@ -102,3 +105,30 @@ def installed_agent(agent: Any, gpm: Any = None) -> Any:
     gpm = gpm or make_plugin_manager()
     recipe = gpm.hook.agent_install_recipe(agent=agent)
     return AgentCache.default().installed(agent.id, recipe) if recipe is not None else None
+
+
+def phase_context(tmp_path: Path, agent: Any, *, prompt: str = "Run `pwd` and save it to pwd.txt.", test: Any = None,
+                  model_name: str = "perfect", fmt: str = "tool", phase: str = "measured", api_key: str | None = None,
+                  base_url: str = "http://127.0.0.1:43210", backend_env: dict[str, str] | None = None,
+                  executable: Path | None = None) -> Any:
+    """A :class:`~gripprobe_core.PhaseContext` laid out like the runner's under ``tmp_path`` (workspace,
+    fresh HOME with its XDG folders, TMPDIR, artifacts), against the oracle backend's ``model_name``
+    profile, for unit-testing a plugin's hooks. ``test`` defaults to a shell_pwd-like test with
+    ``prompt``; its fixtures are written into the workspace."""
+    from .context import PhaseContext
+    from .models.specs import BackendSpec, ModelSpec, TestSpec
+
+    test = test if test is not None else TestSpec(**SHELL_PWD, prompt=prompt)
+    backend = BackendSpec(id="oracle", kind="oracle", model_id=model_name, env=backend_env or {})
+    ctx = PhaseContext(run_id="r1", case_id="c1", phase=phase, agent=agent,
+                       model=ModelSpec(id=f"oracle-{model_name}", backends=[backend]), backend=backend, test=test,
+                       format=fmt, prompt=test.prompt, workspace=tmp_path / "ws", home=tmp_path / "home",
+                       tmpdir=tmp_path / "tmp", artifacts_dir=tmp_path / "artifacts", base_url=base_url,
+                       model_name=model_name, api_key=api_key,
+                       agent_executable=executable if executable is not None else tmp_path / "bin" / agent.executable)
+    for d in (ctx.workspace, ctx.home, ctx.tmpdir, ctx.artifacts_dir, *map(Path, ctx.xdg.values())):
+        d.mkdir(parents=True, exist_ok=True)
+    for fx in test.fixtures:
+        (ctx.workspace / fx.path).parent.mkdir(parents=True, exist_ok=True)
+        (ctx.workspace / fx.path).write_text(fx.content)
+    return ctx

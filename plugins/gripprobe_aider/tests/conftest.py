@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gripprobe_core import BackendSpec, CliAgentSpec, ModelSpec, PhaseContext, TestSpec
+from gripprobe_core import CliAgentSpec, PhaseContext, TestSpec
+from gripprobe_core.testing import phase_context
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -39,18 +40,8 @@ def make_ctx(tmp_path: Path, agent: CliAgentSpec, *, api_key: str | None = None,
              fmt: str = "diff", backend_env: dict[str, str] | None = None,
              base_url: str = "http://127.0.0.1:43210") -> PhaseContext:
     """A phase context laid out like the runner's (fresh HOME with XDG dirs, seeded workspace, artifacts)."""
-    backend = BackendSpec(id="oracle", kind="oracle", model_id=model_name, env=backend_env or {})
-    model = ModelSpec(id=f"oracle-{model_name}", backends=[backend])
-    ctx = PhaseContext(run_id="r1", case_id="c1", phase="measured", agent=agent, model=model, backend=backend,
-                       test=PATCH_TEST, format=fmt, prompt=PATCH_TEST.prompt, workspace=tmp_path / "ws",
-                       home=tmp_path / "home", tmpdir=tmp_path / "tmp", artifacts_dir=tmp_path / "artifacts",
-                       base_url=base_url, model_name=model_name, api_key=api_key,
-                       agent_executable=tmp_path / "bin" / "aider")
-    for p in (ctx.workspace, ctx.home, ctx.tmpdir, ctx.artifacts_dir, *map(Path, ctx.xdg.values())):
-        p.mkdir(parents=True, exist_ok=True)
-    for fx in PATCH_TEST.fixtures:
-        (ctx.workspace / fx.path).write_text(fx.content)
-    return ctx
+    return phase_context(tmp_path, agent, test=PATCH_TEST, model_name=model_name, fmt=fmt, api_key=api_key,
+                         base_url=base_url, backend_env=backend_env)
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gripprobe_core import BackendSpec, CliAgentSpec, ModelSpec, PhaseContext, TestSpec
+from gripprobe_core import CliAgentSpec, PhaseContext
+from gripprobe_core.testing import phase_context
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -32,18 +33,9 @@ def agent() -> CliAgentSpec:
 def make_ctx(tmp_path: Path, agent: CliAgentSpec, *, api_key: str | None = None, model_name: str = "perfect",
              fmt: str = "tool", phase: str = "measured", base_url: str = "http://127.0.0.1:43210") -> PhaseContext:
     """A phase context laid out like the runner's (fresh HOME with XDG dirs, workspace, artifacts)."""
-    backend = BackendSpec(id="oracle", kind="oracle", model_id=model_name)
-    model = ModelSpec(id=f"oracle-{model_name}", backends=[backend])
-    test = TestSpec(id="shell_pwd", title="pwd", prompt="Run `pwd` and save it to pwd.txt.\n-- Do not type it.",
-                    validators=[{"kind": "file_exists", "path": "pwd.txt"}], reference=[{"shell": "pwd > pwd.txt"}])
-    ctx = PhaseContext(run_id="r1", case_id="c1", phase=phase, agent=agent, model=model, backend=backend,
-                       test=test, format=fmt, prompt=test.prompt, workspace=tmp_path / "ws",
-                       home=tmp_path / "home", tmpdir=tmp_path / "tmp", artifacts_dir=tmp_path / "artifacts",
-                       base_url=base_url, model_name=model_name, api_key=api_key,
-                       agent_executable=tmp_path / "venv" / "bin" / "gptme")
-    for p in (ctx.workspace, ctx.home, ctx.tmpdir, ctx.artifacts_dir, *map(Path, ctx.xdg.values())):
-        p.mkdir(parents=True, exist_ok=True)
-    return ctx
+    return phase_context(tmp_path, agent, prompt="Run `pwd` and save it to pwd.txt.\n-- Do not type it.",
+                         model_name=model_name, fmt=fmt, phase=phase, api_key=api_key, base_url=base_url,
+                         executable=tmp_path / "venv" / "bin" / "gptme")
 
 
 @pytest.fixture
