@@ -25,9 +25,9 @@ _MODELS = (
     "STATUSES", "SuiteCase", "SuiteSpec", "TelemetrySummary", "TestSpec", "TIER_ORDER", "TOOL_KINDS",
     "ToolCallPayload", "ValidatorResult", "ValidatorSpec", "Verdict",
 )
-_WHERE = {**{n: ".context" for n in _CONTEXT}, **{n: ".errors" for n in _ERRORS}, **{n: ".models" for n in _MODELS}}
+_WHERE = {"json_lines": ".jsonl", **{n: ".context" for n in _CONTEXT}, **{n: ".errors" for n in _ERRORS}, **{n: ".models" for n in _MODELS}}
 
-__all__ = ["hookimpl", "__version__", *_CONTEXT, *_ERRORS, *_MODELS]
+__all__ = ["hookimpl", "__version__", "json_lines", *_CONTEXT, *_ERRORS, *_MODELS]
 
 
 def __getattr__(name: str) -> Any:

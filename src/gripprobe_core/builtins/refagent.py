@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from gripprobe_core import hookimpl
 from gripprobe_core.context import AgentCommand, AgentInfo, PhaseContext, PhaseOutputs, RouteDecision
 from gripprobe_core.errors import WrapperParseError
+from gripprobe_core.jsonl import json_lines
 from gripprobe_core.models.events import Event
 from gripprobe_core.models.specs import BackendSpec, CliAgentSpec
 from gripprobe_core.telemetry.toolnames import normalize
@@ -75,13 +76,8 @@ def parse_stdout(path: Path, phase: str) -> list[Event]:
     except OSError as exc:
         raise WrapperParseError(f"cannot read reference agent stdout {path}: {exc}") from exc
     parser = _StdoutParser(phase, path.name)
-    for lineno, raw in enumerate(data.splitlines(), start=1):
-        try:
-            obj = json.loads(raw.decode("utf-8", "replace"))
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(obj, dict):
-            parser.feed(obj, lineno)
+    for lineno, obj in json_lines(data):
+        parser.feed(obj, lineno)
     return parser.events
 
 

@@ -11,7 +11,6 @@ with are ``artifacts/case_inputs.json``. Neither holds a secret: the API key is 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,15 +132,3 @@ def harness_error_verdict(gpm: GripProbePluginManager, reason: str) -> tuple[Ver
         validators=[], process=ProcessResult(status="ok"), events=[], summary=summary,
         rules={"harness_error": reason}))
     return verdict, summary
-
-
-def read_jsonl(path: Path) -> list[Any]:
-    """Lines of a JSON-lines file; a line that is not JSON is kept as None (line numbers stay right)."""
-    out: list[Any] = []
-    with open(path, "rb") as fh:
-        for line in fh:
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                out.append(None)
-    return out

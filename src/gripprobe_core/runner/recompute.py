@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..context import PhaseContext, PhaseOutputs, ValidatorContext
+from ..jsonl import json_lines
 from ..models.events import Event
 from ..models.results import CaseKey, CaseResult, PhaseRecord
 from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
@@ -26,8 +27,7 @@ from ..plugins import GripProbePluginManager
 from ..store import RunDir, atomic_write_text
 from ..telemetry.summary import summarize_phase
 from .derive import (
-    CASE_INPUTS, ProxyEvidence, derive_telemetry, derive_verdict, harness_error_verdict, phase_context_name, read_jsonl,
-    run_validators,
+    CASE_INPUTS, ProxyEvidence, derive_telemetry, derive_verdict, harness_error_verdict, phase_context_name, run_validators,
 )
 
 #: The fields a recompute derives (and the identity test compares).
@@ -173,7 +173,7 @@ def recompute_case(gpm: GripProbePluginManager, run_dir: RunDir, case_dir: Path,
     validators = []
     if harness_error is None and last.phase == "measured":
         requests_path = case_dir / "artifacts" / "challenge.measured.requests.jsonl"
-        requests = [r for r in read_jsonl(requests_path) if isinstance(r, dict)] if requests_path.is_file() else []
+        requests = [r for _, r in json_lines(requests_path.read_bytes())] if requests_path.is_file() else []
         validators, harness_error = run_validators(gpm, test, ValidatorContext(
             workspace=case_dir / "workspace", test=test, run_context=dict(orig.run_context),
             challenge=dict(last.challenge), challenge_requests=requests, events=last_events,

@@ -37,11 +37,11 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pydantic import ValidationError
 
-from gripprobe_core import Event
+from gripprobe_core import Event, json_lines
 from gripprobe_core.telemetry.toolnames import normalize
 
 #: Longest tool output kept in an event payload.
@@ -141,17 +141,6 @@ def _clip(text: str | None) -> str | None:
 def _tool(raw_name: str | None) -> dict[str, Any]:
     name, kind = normalize(raw_name)
     return {"raw_name": raw_name, "name": name or None, "kind": kind}
-
-
-def _json_lines(data: bytes) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for every line that is a JSON object; everything else is skipped."""
-    for lineno, raw in enumerate(data.splitlines(), start=1):
-        try:
-            obj = json.loads(raw.decode("utf-8", "replace"))
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(obj, dict):
-            yield lineno, obj
 
 
 def _text_of(content: Any) -> str:
@@ -373,7 +362,7 @@ def _completed_items(lines: list[tuple[int, dict[str, Any]]]) -> dict[str, dict[
 
 def parse_rollout_bytes(data: bytes, phase: str, artifact: str) -> RolloutParse:
     """Events of a rollout transcript's bytes (see the module docstring). Never raises."""
-    lines = list(_json_lines(data))
+    lines = list(json_lines(data))
     parser = _RolloutParser(phase, artifact, _completed_items(lines))
     for lineno, obj in lines:
         try:
@@ -452,7 +441,7 @@ class _StdoutParser:
 def parse_stdout_bytes(data: bytes, phase: str, artifact: str) -> StdoutParse:
     """Events of ``codex exec --json`` output bytes (see the module docstring). Never raises."""
     parser = _StdoutParser(phase, artifact)
-    for lineno, obj in _json_lines(data):
+    for lineno, obj in json_lines(data):
         try:
             parser.feed(lineno, obj)
         except Exception:  # an odd line costs its own events, never the phase's

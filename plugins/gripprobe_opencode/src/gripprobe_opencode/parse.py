@@ -20,7 +20,6 @@ skipped.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -29,7 +28,7 @@ from typing import Any, Iterable
 
 from pydantic import ValidationError
 
-from gripprobe_core import Event
+from gripprobe_core import Event, json_lines
 
 try:  # the shared table (gripprobe-core ≥ the telemetry release); a local copy keeps older cores working
     from gripprobe_core.telemetry.toolnames import normalize as _normalize
@@ -77,14 +76,7 @@ def iso_from_ms(value: Any) -> str | None:
 
 def read_lines(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for every stdout line that is a JSON object. Raises OSError if unreadable."""
-    data = path.read_bytes()
-    for lineno, raw in enumerate(data.splitlines(), start=1):
-        try:
-            obj = json.loads(raw.decode("utf-8", "replace"))
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(obj, dict):
-            yield lineno, obj
+    return json_lines(path.read_bytes())
 
 
 @dataclass
