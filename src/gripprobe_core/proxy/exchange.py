@@ -16,13 +16,13 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
-import aiohttp
-from aiohttp import web
+from multidict import CIMultiDict
 
 from .recorder import BEGIN, CHUNK, minimal_record, record_timestamp
 from .recorder_client import BATCH_BYTES, RecorderChild, credential_headers
 
 if TYPE_CHECKING:
+    from .relay import Request
     from .server import RecordingProxy
 
 __all__ = ["Exchange", "Observer", "ObserverFactory"]
@@ -46,14 +46,14 @@ class Exchange:
     """One request/response through the proxy: timing, where it is observed (the recorder process or
     an in-process observer), and the single record it yields."""
 
-    def __init__(self, proxy: RecordingProxy, request: web.BaseRequest) -> None:
+    def __init__(self, proxy: RecordingProxy, request: Request) -> None:
         self.proxy = proxy
         self.t0 = time.perf_counter()
         self.wall0 = time.time()
         self.request = request
         self.request_body = b""
-        self.upstream: aiohttp.ClientResponse | None = None
-        self.response: web.StreamResponse | None = None
+        self.response_headers: list[tuple[bytes, bytes]] | None = None
+        """The response headers as relayed to the client (raw), once known."""
         self.status: int | None = None
         self.ttfb_ms: float | None = None
         self.opened = False
@@ -174,12 +174,12 @@ class Exchange:
             return
         self.done = True
         duration_ms = (time.perf_counter() - self.t0) * 1000
-        headers: Mapping[str, str] = self.response.headers if self.response is not None else {}
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self.response_headers or ()]
         self.proxy._count(proxy_error)
         self._open()
         if self.frames is not None:
             assert self.meta is not None
-            end = {"status": self.status, "response_headers": [[k, v] for k, v in headers.items()],
+            end = {"status": self.status, "response_headers": [[k, v] for k, v in headers],
                    "duration_ms": duration_ms, "ttfb_ms": self.ttfb_ms, "proxy_error": proxy_error}
             frames, nbytes = self.frames, self.batch
             self.frames, self.batch = [], 0
@@ -199,7 +199,7 @@ class Exchange:
         obs = self.observer
         if obs is not None:
             try:
-                record = dict(obs.finish(status=self.status, response_headers=headers, duration_ms=duration_ms,
+                record = dict(obs.finish(status=self.status, response_headers=CIMultiDict(headers), duration_ms=duration_ms,
                                          ttfb_ms=self.ttfb_ms, proxy_error=proxy_error))
             except Exception:
                 log.exception("recording proxy: observer.finish failed; writing a minimal record")
@@ -210,13 +210,3 @@ class Exchange:
                                            "ttfb_ms": self.ttfb_ms, "proxy_error": proxy_error})
         record["x_gripprobe_timestamp"] = record_timestamp(self.wall0)  # the request's start
         self.proxy._write_record(record)
-
-    def close_upstream(self) -> None:
-        """Drop the upstream connection unless the response was read to the end (then it is reused)."""
-        up, self.upstream = self.upstream, None
-        if up is None:
-            return
-        if self.done and up.content.at_eof():
-            up.release()
-        else:
-            up.close()

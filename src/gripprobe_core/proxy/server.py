@@ -5,6 +5,8 @@ upstream root URL. Any method, path and query is forwarded to ``upstream_url + p
 headers are dropped and ``Host`` is rewritten. Response bodies are never decoded nor re-encoded
 (``Content-Encoding`` passes through as is). Streams (SSE, NDJSON, chunked, unknown or large length)
 are forwarded chunk by chunk as they arrive; small bodies of known length are read whole, then sent.
+The HTTP/1.1 on both sides (asyncio protocols, httptools parsers, pooled upstream connections) is
+:mod:`.relay`; this module is the proxy's lifecycle and where its records go.
 
 Each exchange is *observed*: its request and response bytes go to an
 :class:`~gripprobe_core.proxy.observe.ExchangeObserver`, whose ``finish(...)`` dict is the exchange's
@@ -39,32 +41,19 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-import aiohttp
-from aiohttp import web
-from multidict import CIMultiDict
 from yarl import URL
 
 from .exchange import Exchange, Observer, ObserverFactory
 from .recorder import RecordFile, encode_record
 from .recorder_client import RecorderChild, RecorderClient, get_recorder
+from .relay import ClientConnection, UpstreamPool
 
 log = logging.getLogger(__name__)
 
 #: Reasons caused by the upstream (they make the phase's proxy status ``error``).
 UPSTREAM_ERRORS = frozenset({"proxy_connect_error", "upstream_reset", "upstream_malformed", "upstream_timeout"})
-
-HOP_BY_HOP = frozenset({
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te",
-    "trailer", "trailers", "transfer-encoding", "upgrade",
-})
-STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/jsonl", "application/stream+json")
-WHOLE_BODY_LIMIT = 1024 * 1024
-"""Bodies of known length up to this size are read whole, then sent; anything else is streamed."""
-ERROR_STATUS = {"proxy_connect_error": 502, "upstream_reset": 502, "upstream_malformed": 502,
-                "upstream_timeout": 504}
-
 
 class RecordingProxy:
     """A phase-scoped recording reverse proxy in front of ``upstream_url`` (a server root, e.g.
@@ -96,11 +85,20 @@ class RecordingProxy:
         self._recorder = recorder
         self._fallback_factory: ObserverFactory | None = None
         self._children: set[RecorderChild] = set()
-        self._runner: web.ServerRunner | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[ClientConnection] = set()
         self._base_url: str | None = None
         self._record_file = RecordFile(self.record_path)
-        self._inflight: set[asyncio.Task[Any]] = set()
+        url = URL(self.upstream_url)
+        if url.scheme not in ("http", "https") or not url.raw_host:
+            raise ValueError(f"the recording proxy needs an http(s) upstream URL, not {upstream_url!r}")
+        self._prefix = url.raw_path.rstrip("/").encode("latin-1")
+        authority = url.raw_host if ":" not in url.raw_host else f"[{url.raw_host}]"
+        if url.explicit_port is not None:
+            authority += f":{url.explicit_port}"
+        self._host_header = authority.encode("latin-1")
+        self._pool = UpstreamPool(url.scheme, url.raw_host, url.port or 80,
+                                  connect_timeout=min(30.0, upstream_timeout_s))
         self._stopping = False
         self._metadata_only = 0
         self._recorder_reason: str | None = None
@@ -130,42 +128,25 @@ class RecordingProxy:
             self._recorder.child()  # warm before the first exchange; None: observe in-process
         with contextlib.suppress(OSError):  # this run's exchanges only, never a stale file's
             self.record_path.unlink(missing_ok=True)
-        # The low-level server: no router or middlewares, every request is ours to relay.
-        server = web.Server(self._handle, handler_cancellation=True, access_log=None)
-        runner = web.ServerRunner(server, shutdown_timeout=1.0)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        host, port = runner.addresses[0][:2]
-        self._runner = runner
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: ClientConnection(self), "127.0.0.1", 0)
+        host, port = self._server.sockets[0].getsockname()[:2]
         self._base_url = f"http://{host}:{port}"
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(30.0, self.upstream_timeout_s),
-                                        sock_read=self.upstream_timeout_s)
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300), timeout=timeout, auto_decompress=False,
-            cookie_jar=aiohttp.DummyCookieJar(), trust_env=False,
-            skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"))
 
     async def stop(self) -> None:
         """Stop serving: close in-flight exchanges (recorded), the listener and the upstream connections;
         wait for the records (:meth:`flush`), close the record file. Safe to call twice, and after a
         failed :meth:`start`."""
         self._stopping = True
-        pending = [t for t in self._inflight if not t.done()]
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=5.0)
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()
-        if self._session is not None:
-            session, self._session = self._session, None
-            await session.close()
+        if self._server is not None:
+            server, self._server = self._server, None
+            server.close()
+        for conn in list(self._connections):  # in-flight exchanges are recorded as proxy_stopped
+            conn.abort()
+        self._pool.close()
+        deadline = time.monotonic() + 5.0
+        while self._connections and time.monotonic() < deadline:  # connection_lost runs soon after abort
+            await asyncio.sleep(0.001)
         await self.flush()
         self._record_file.close()
 
@@ -219,126 +200,6 @@ class RecordingProxy:
         """Every record written so far (see :func:`read_records`)."""
         return read_records(self.record_path)
 
-    # -------------------------------------------------------------------------------- relaying
-
-    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        task = asyncio.current_task()
-        if task is not None:
-            self._inflight.add(task)
-        ex = Exchange(self, request)
-        try:
-            return await self._relay(ex, request)
-        except asyncio.CancelledError:
-            ex.finish("proxy_stopped" if self._stopping else "client_disconnect")
-            raise
-        except ConnectionError:  # the client went away (e.g. while sending its body)
-            ex.finish("proxy_stopped" if self._stopping else "client_disconnect")
-            _abort(request)
-            return ex.response if ex.response is not None else web.Response(status=400)
-        except Exception as exc:  # a bug here must cost one exchange, never the proxy
-            log.exception("recording proxy: unexpected error relaying %s %s", request.method, request.path)
-            ex.finish(f"proxy_internal_error: {type(exc).__name__}")
-            if ex.response is not None and ex.response.prepared:
-                _abort(request)
-                return ex.response
-            return _error_response(500, "proxy_internal_error", "the recording proxy failed on this request")
-        finally:
-            ex.close_upstream()
-            if task is not None:
-                self._inflight.discard(task)
-
-    async def _relay(self, ex: Exchange, request: web.BaseRequest) -> web.StreamResponse:
-        ex.request_body = await request.content.read()  # whole body, no size limit (long agent contexts)
-        assert self._session is not None
-        target = URL(self.upstream_url + request.raw_path, encoded=True)
-        try:
-            ex.upstream = await self._session.request(
-                request.method, target, headers=forward_headers(request.headers),
-                data=ex.request_body or None, allow_redirects=False)
-        except aiohttp.ClientConnectorError as exc:
-            return await self._fail(ex, request, "proxy_connect_error", f"cannot connect to the upstream: {exc}")
-        except asyncio.TimeoutError:
-            return await self._fail(ex, request, "upstream_timeout",
-                                    f"no response from the upstream within {self.upstream_timeout_s:g} s")
-        except aiohttp.ServerDisconnectedError:
-            return await self._fail(ex, request, "upstream_reset", "the upstream closed the connection")
-        except aiohttp.ClientResponseError as exc:  # not an HTTP response
-            return await self._fail(ex, request, "upstream_malformed", f"the upstream's response is not HTTP: {exc}")
-        except aiohttp.ClientError as exc:
-            return await self._fail(ex, request, "upstream_reset", f"upstream connection failed: {exc}")
-        up = ex.upstream
-        ex.status = up.status
-        if _is_stream(up):
-            return await self._relay_stream(ex, request, up)
-        try:
-            body = await up.read()
-        except asyncio.TimeoutError:
-            return await self._fail(ex, request, "upstream_timeout", "the upstream stopped sending its response")
-        except aiohttp.ClientError:
-            return await self._fail(ex, request, "upstream_reset", "the upstream closed the connection mid-response")
-        headers = response_headers(up.headers, keep_length=False)
-        resp = web.Response(status=up.status, reason=up.reason, body=body, headers=headers)
-        ex.response = resp
-        try:
-            await resp.prepare(request)
-            await resp.write_eof()
-        except ConnectionError:
-            return _cut(ex, request, resp, "client_disconnect")
-        ex.mark_first_byte()
-        ex.feed(body)
-        ex.finish(None)
-        return resp
-
-    async def _relay_stream(self, ex: Exchange, request: web.BaseRequest,
-                            up: aiohttp.ClientResponse) -> web.StreamResponse:
-        resp = web.StreamResponse(status=up.status, reason=up.reason,
-                                  headers=response_headers(up.headers, keep_length=True))
-        ex.response = resp
-        await resp.prepare(request)
-        while True:
-            try:
-                chunk = await up.content.readany()
-            except asyncio.TimeoutError:
-                return _cut(ex, request, resp, "upstream_timeout")
-            except aiohttp.ClientError:
-                return _cut(ex, request, resp, "upstream_reset")
-            if not chunk:
-                break
-            try:
-                await resp.write(chunk)
-            except ConnectionError:
-                return _cut(ex, request, resp, "client_disconnect")
-            ex.mark_first_byte()
-            ex.feed(chunk)
-            child = ex.child
-            if child is not None and child.congested:  # the recorder lags: wait, memory stays flat
-                await child.drain()
-        try:
-            await resp.write_eof()
-        except ConnectionError:
-            return _cut(ex, request, resp, "client_disconnect")
-        ex.finish(None)
-        return resp
-
-    async def _fail(self, ex: Exchange, request: web.BaseRequest, reason: str, message: str) -> web.StreamResponse:
-        """Answer a fault that happened before the client got anything: an error JSON, recorded."""
-        if self._stopping:
-            reason = "proxy_stopped"
-        resp = _error_response(ERROR_STATUS.get(reason, 502), reason, message)
-        ex.status = resp.status
-        ex.response = resp
-        try:
-            await resp.prepare(request)
-            await resp.write_eof()
-        except ConnectionError:
-            ex.finish(reason)
-            return resp
-        ex.mark_first_byte()
-        assert resp.body is not None and isinstance(resp.body, bytes)
-        ex.feed(resp.body)
-        ex.finish(reason)
-        return resp
-
     # -------------------------------------------------------------------------------- recording
 
     def _recorder_child(self) -> RecorderChild | None:
@@ -387,70 +248,6 @@ class RecordingProxy:
                 "recorder_error": self.recorder_error}
 
 
-# ------------------------------------------------------------------------------------ helpers
-
-def _is_stream(up: aiohttp.ClientResponse) -> bool:
-    """Forward chunk by chunk? Yes for stream content types, chunked or unknown-length bodies, bodies
-    over :data:`WHOLE_BODY_LIMIT`, and bodiless replies (HEAD, 1xx, 204, 304: headers kept as they are)."""
-    if up.method == "HEAD" or up.status in (204, 304) or up.status < 200:
-        return True
-    ctype = up.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
-    if ctype in STREAM_TYPES:
-        return True
-    if "chunked" in up.headers.get("Transfer-Encoding", "").lower():
-        return True
-    length = up.headers.get("Content-Length")
-    if length is None:
-        return True
-    try:
-        return int(length) > WHOLE_BODY_LIMIT
-    except ValueError:
-        return True
-
-
-def _connection_tokens(headers: Mapping[str, str]) -> set[str]:
-    """Header names listed in ``Connection`` are hop-by-hop too (RFC 9110 §7.6.1)."""
-    value = headers.get("Connection", "")
-    return {t.strip().lower() for t in value.split(",") if t.strip()}
-
-
-def forward_headers(headers: Mapping[str, str]) -> CIMultiDict[str]:
-    """The client's request headers as sent upstream: hop-by-hop, ``Host``, ``Content-Length`` and
-    ``Expect`` dropped (the client library sets Host and the length for the forwarded body)."""
-    drop = HOP_BY_HOP | _connection_tokens(headers) | {"host", "content-length", "expect"}
-    return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in drop and not k.lower().startswith("proxy-"))
-
-
-def response_headers(headers: Mapping[str, str], *, keep_length: bool) -> CIMultiDict[str]:
-    """The upstream's response headers as sent to the client: hop-by-hop dropped; ``Content-Length``
-    kept only for streamed bodies of known length (a whole body gets its length recomputed)."""
-    drop = HOP_BY_HOP | _connection_tokens(headers)
-    if not keep_length:
-        drop = drop | {"content-length"}
-    return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in drop and not k.lower().startswith("proxy-"))
-
-
-def _error_response(status: int, reason: str, message: str) -> web.Response:
-    body = {"error": {"message": message, "type": "proxy_error", "code": reason}}
-    return web.Response(status=status, body=json.dumps(body).encode(), content_type="application/json")
-
-
-def _abort(request: web.BaseRequest) -> None:
-    """Close the client's connection so it sees a truncated response, not a clean end."""
-    transport = request.transport
-    if transport is not None and not transport.is_closing():
-        transport.close()
-
-
-def _cut(ex: Exchange, request: web.BaseRequest, resp: web.StreamResponse, reason: str) -> web.StreamResponse:
-    """A stream that cannot go on: record why, then cut the client's connection short."""
-    if ex.proxy._stopping and reason != "client_disconnect":
-        reason = "proxy_stopped"
-    ex.finish(reason)
-    _abort(request)
-    return resp
-
-
 def read_records(path: Path) -> list[dict]:
     """The JSON-line records of ``path`` in order; ``[]`` when it is missing. A line that is not a JSON
     object (a torn write) is skipped, never raised on."""
@@ -459,7 +256,7 @@ def read_records(path: Path) -> list[dict]:
     except OSError:
         return []
     out = []
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): U+0085 or U+2028 inside a JSON string is no line end
         try:
             obj = json.loads(line)
         except ValueError:
