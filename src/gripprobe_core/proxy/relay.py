@@ -157,7 +157,6 @@ class ClientConnection(asyncio.Protocol):
         self.write_paused = False
         self.reading_paused = False
         self._url: list[bytes] = []
-        self._done_waiter: asyncio.Future[None] | None = None
 
     # transport callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -206,8 +205,6 @@ class ClientConnection(asyncio.Protocol):
         for req in pending:
             if req.exchange is not None:
                 req.exchange.finish(reason)
-        if self._done_waiter is not None and not self._done_waiter.done():
-            self._done_waiter.set_result(None)
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -236,8 +233,8 @@ class ClientConnection(asyncio.Protocol):
         assert req is not None
         req.target = b"".join(self._url)
         req.method = self.parser.get_method().decode("latin-1")
-        req.keep_alive = self.parser.should_keep_alive()
         req.http10 = self.parser.get_http_version() == "1.0"
+        req.keep_alive = self.parser.should_keep_alive() and not req.http10  # 1.0: one request per connection
         req.exchange = Exchange(self.proxy, req)
         for k, v in req.raw_headers:
             if k.lower() == b"expect" and v.strip().lower() == b"100-continue":
@@ -304,7 +301,9 @@ class ClientConnection(asyncio.Protocol):
             self.transport.abort()
 
     def reject(self, status: int, message: bytes) -> None:
-        """Answer a request that cannot be parsed, then close (no exchange: nothing reached the upstream)."""
+        """Answer a request that cannot be parsed, then close. It makes no record: nothing of it
+        reached the upstream."""
+        self.incoming = None
         if self.relay is None and not self.queue:
             body = message + b"\n"
             self.write(b"HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
@@ -312,12 +311,6 @@ class ClientConnection(asyncio.Protocol):
             self.close()
         else:
             self.abort()
-
-    async def wait_closed(self) -> None:
-        if self.closed:
-            return
-        self._done_waiter = asyncio.get_running_loop().create_future()
-        await self._done_waiter
 
 
 # ----------------------------------------------------------------------------- upstream side
@@ -474,6 +467,7 @@ class Relay:
         self.closing = False
         self.paused = False
         self.draining = False
+        self._drain_task: asyncio.Task[None] | None = None
         self.finished = False
         self._request: bytes = b""
 
@@ -502,6 +496,10 @@ class Relay:
         except OSError as exc:
             self.connecting = None
             self.fail("proxy_connect_error", f"cannot connect to the upstream: {exc}")
+            return
+        except Exception as exc:
+            self.connecting = None
+            self.internal_error(exc)
             return
         self.connecting = None
         if self.finished:  # the client left (or the proxy stopped) while connecting
@@ -609,7 +607,7 @@ class Relay:
         if child is not None and child.congested and not self.draining:  # the recorder lags: wait for it
             self.draining = True
             self.set_paused()
-            self.loop.create_task(self._drain(child))
+            self._drain_task = self.loop.create_task(self._drain(child))  # referenced: tasks are weakly held
 
     async def _drain(self, child: Any) -> None:
         try:
