@@ -17,9 +17,10 @@ def run(coro: Any) -> Any:
 
 
 @asynccontextmanager
-async def serving(app: web.Application) -> AsyncIterator[str]:
-    """A real aiohttp server for ``app`` on 127.0.0.1 (port 0); yields its root URL."""
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+async def serving(app: web.Application, **runner_kw: Any) -> AsyncIterator[str]:
+    """A real aiohttp server for ``app`` on 127.0.0.1 (port 0); yields its root URL. ``runner_kw``:
+    more ``web.AppRunner`` options (e.g. ``keepalive_timeout``)."""
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, **runner_kw)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -38,3 +39,17 @@ async def proxied(upstream: str, record: Path, **kw: Any) -> AsyncIterator[Recor
         yield proxy
     finally:
         await proxy.stop()
+
+
+async def ok(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
+
+
+def app_with(**routes: Any) -> web.Application:
+    """An upstream app: ``GET /ok`` answers ``{"ok": true}``; each ``name=handler`` serves ``/name``
+    (any method)."""
+    app = web.Application()
+    app.router.add_get("/ok", ok)
+    for name, handler in routes.items():
+        app.router.add_route("*", f"/{name}", handler)
+    return app

@@ -11,15 +11,15 @@ import asyncio
 import json
 import socket
 import time
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from gripprobe_core.proxy import RecordingProxy, read_records
-from proxy_helpers import proxied, run, serving  # noqa: E402
+from proxy_helpers import app_with, ok, proxied, run, serving  # noqa: E402
 
 
 
@@ -30,18 +30,6 @@ async def wait_for_records(proxy: RecordingProxy, n: int, timeout: float = 5.0) 
     while proxy.exchange_count < n:
         assert time.monotonic() < deadline, f"expected {n} records, have {proxy.exchange_count}"
         await asyncio.sleep(0.01)
-
-
-async def ok(request: web.Request) -> web.Response:
-    return web.json_response({"ok": True})
-
-
-def app_with(**routes: Any) -> web.Application:
-    app = web.Application()
-    app.router.add_get("/ok", ok)
-    for name, handler in routes.items():
-        app.router.add_route("*", f"/{name}", handler)
-    return app
 
 
 def closed_port() -> int:
@@ -180,13 +168,19 @@ def test_garbage_and_invalid_sse_are_relayed_as_is_and_recorded(tmp_path: Path) 
     assert "{not json" in json.dumps(records[1]["x_gripprobe_response"])  # the invalid SSE event, kept as text
 
 
-def test_non_http_upstream_is_502_upstream_malformed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reply", [
+    b"SSH-2.0-OpenSSH_9.0 this is not HTTP\r\n\r\n",
+    # a 101 was never asked for (Upgrade is not forwarded): not HTTP the proxy can relay
+    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\x81\x05hello",
+], ids=["ssh", "101"])
+def test_non_http_upstream_is_502_upstream_malformed(tmp_path: Path, reply: bytes) -> None:
     record = tmp_path / "r.jsonl"
 
     async def talk_nonsense(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"SSH-2.0-OpenSSH_9.0 this is not HTTP\r\n\r\n")
+        writer.write(reply)
         await writer.drain()
+        await asyncio.sleep(0.2)  # the proxy must not wait for more
         writer.close()
 
     async def main() -> None:

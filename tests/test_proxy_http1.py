@@ -13,47 +13,22 @@ from __future__ import annotations
 
 import asyncio
 import random
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 from multidict import CIMultiDict
 
 from gripprobe_core.proxy import RecordingProxy, read_records
-from proxy_helpers import proxied, run, serving  # noqa: E402
+from proxy_helpers import app_with, proxied, run, serving  # noqa: E402
 
 TIMEOUT = 2.0
 """Longest wait for any single network step; a hang fails the test instead of stalling the suite."""
 
 
 # ------------------------------------------------------------------------------------- helpers
-
-@asynccontextmanager
-async def serving_with(app: web.Application, **runner_kw: Any) -> AsyncIterator[str]:
-    """Like ``serving`` but with extra ``web.AppRunner`` options (e.g. ``keepalive_timeout``)."""
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, **runner_kw)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
-
-
-async def ok(request: web.Request) -> web.Response:
-    return web.json_response({"ok": True})
-
-
-def app_with(**routes: Any) -> web.Application:
-    app = web.Application()
-    app.router.add_get("/ok", ok)
-    for name, handler in routes.items():
-        app.router.add_route("*", f"/{name}", handler)
-    return app
-
 
 async def connect(proxy: RecordingProxy) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     host, port = proxy.base_url.removeprefix("http://").rsplit(":", 1)
@@ -269,34 +244,21 @@ def test_expect_100_continue(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------ closing the client
 
-def test_http10_client_without_keep_alive_is_closed_after_the_response(tmp_path: Path) -> None:
+@pytest.mark.parametrize("request_head", [
+    b"GET /ok HTTP/1.0\r\n\r\n",
+    b"GET /ok HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",  # HTTP/1.0: one request per connection
+    b"GET /ok HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n",
+], ids=["http10", "http10-keep-alive", "connection-close"])
+def test_client_connection_is_closed_after_the_response(tmp_path: Path, request_head: bytes) -> None:
     record = tmp_path / "r.jsonl"
 
     async def main() -> None:
         async with serving(app_with()) as up, proxied(up, record) as proxy:
             reader, writer = await connect(proxy)
-            writer.write(b"GET /ok HTTP/1.0\r\n\r\n")
+            writer.write(request_head)
             await writer.drain()
             status_line, _, body = await read_response(reader)
             assert status_line.split(b" ", 2)[1] == b"200" and body == b'{"ok": true}'
-            await assert_closed_by_proxy(reader)
-            await close(writer)
-
-    run(main())
-    records = read_records(record)
-    assert [r["x_gripprobe_status"] for r in records] == [200] and no_proxy_errors(records)
-
-
-def test_connection_close_request_is_closed_after_the_response(tmp_path: Path) -> None:
-    record = tmp_path / "r.jsonl"
-
-    async def main() -> None:
-        async with serving(app_with()) as up, proxied(up, record) as proxy:
-            reader, writer = await connect(proxy)
-            writer.write(b"GET /ok HTTP/1.1\r\nHost: " + host_header(proxy) + b"\r\nConnection: close\r\n\r\n")
-            await writer.drain()
-            status_line, _, body = await read_response(reader)
-            assert status_line.startswith(b"HTTP/1.1 200") and body == b'{"ok": true}'
             await assert_closed_by_proxy(reader)
             await close(writer)
 
@@ -346,7 +308,7 @@ def test_upstream_closing_idle_connections_is_not_an_error(tmp_path: Path) -> No
         return web.json_response({"ok": True})
 
     async def main() -> None:
-        async with serving_with(app_with(hit=hit), keepalive_timeout=0.05) as up, proxied(up, record) as proxy:
+        async with serving(app_with(hit=hit), keepalive_timeout=0.05) as up, proxied(up, record) as proxy:
             reader, writer = await connect(proxy)
             request = b"GET /hit HTTP/1.1\r\nHost: " + host_header(proxy) + b"\r\n\r\n"
             statuses = []
@@ -415,33 +377,6 @@ def test_upstream_body_delimited_by_eof(tmp_path: Path) -> None:
     run(main())
     records = read_records(record)
     assert [r["x_gripprobe_status"] for r in records] == [200] and no_proxy_errors(records)
-
-
-def test_upstream_101_it_was_never_asked_for_is_502_malformed(tmp_path: Path) -> None:
-    """Upgrade is never forwarded, so a 101 reply is not HTTP the proxy can relay: 502, recorded."""
-    record = tmp_path / "r.jsonl"
-
-    async def switch(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\x81\x05hello")
-        await writer.drain()
-        await asyncio.sleep(0.5)
-        writer.close()
-
-    async def main() -> None:
-        server = await asyncio.start_server(switch, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        try:
-            async with proxied(f"http://127.0.0.1:{port}", record) as proxy, aiohttp.ClientSession() as s:
-                async with s.get(proxy.base_url + "/v1/models") as r:
-                    assert r.status == 502 and (await r.json())["error"]["code"] == "upstream_malformed"
-        finally:
-            server.close()
-            await server.wait_closed()
-
-    run(main())
-    [rec] = read_records(record)
-    assert rec["x_gripprobe_proxy_error"] == "upstream_malformed" and rec["x_gripprobe_status"] == 502
 
 
 def test_h2c_upgrade_offer_is_answered_as_http11(tmp_path: Path) -> None:
