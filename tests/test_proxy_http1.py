@@ -12,7 +12,11 @@ headers both ways, large bodies to a slow reader, and percent-encoded paths. Raw
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import shutil
+import ssl
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -610,3 +614,49 @@ def test_a_client_that_stops_reading_stops_the_upstream_read(tmp_path: Path) -> 
     run(main())
     records = read_records(record)
     assert [r["x_gripprobe_status"] for r in records] == [200] and no_proxy_errors(records)
+
+
+# ---------------------------------------------------------------------------------------- https
+
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made with the openssl command (present wherever
+    Debian's ca-certificates is)."""
+    if shutil.which("openssl") is None:
+        if os.environ.get("CI"):
+            pytest.fail("the openssl command is needed for the https upstream test (apt-get install openssl)")
+        pytest.skip("no openssl command")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def test_https_upstream_verified_against_the_trusted_cas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An https upstream is relayed when its certificate is trusted (``SSL_CERT_FILE``), and refused
+    as ``proxy_connect_error`` when it is not: the proxy never skips verification."""
+    cert, key = self_signed(tmp_path)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+
+    async def main(record: Path) -> tuple[int, bytes]:
+        runner = web.AppRunner(app_with(), access_log=None, shutdown_timeout=0.5)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)
+        await site.start()
+        try:
+            upstream = f"https://127.0.0.1:{runner.addresses[0][1]}"
+            async with proxied(upstream, record) as proxy, aiohttp.ClientSession() as s, \
+                    s.get(proxy.base_url + "/ok") as r:
+                return r.status, await r.read()
+        finally:
+            await runner.cleanup()
+
+    status, body = run(main(tmp_path / "untrusted.jsonl"))  # the system's CAs do not know this one
+    assert status == 502 and b"proxy_connect_error" in body
+    [rec] = read_records(tmp_path / "untrusted.jsonl")
+    assert rec["x_gripprobe_proxy_error"] == "proxy_connect_error"
+
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    assert run(main(tmp_path / "trusted.jsonl")) == (200, b'{"ok": true}')
+    assert no_proxy_errors(read_records(tmp_path / "trusted.jsonl"))
