@@ -75,7 +75,7 @@ class Request:
     computed on first use, which is after the client has its first response bytes."""
 
     __slots__ = ("method", "target", "raw_headers", "body", "keep_alive", "http10", "expect_continue",
-                 "complete", "exchange", "_url", "_headers")
+                 "exchange", "_url", "_headers")
 
     def __init__(self) -> None:
         self.method = "GET"
@@ -85,7 +85,6 @@ class Request:
         self.keep_alive = True
         self.http10 = False
         self.expect_continue = False
-        self.complete = False
         self.exchange: Exchange | None = None
         self._url: Any = None
         self._headers: CIMultiDict[str] | None = None
@@ -114,6 +113,12 @@ class Request:
             self._headers = CIMultiDict((k.decode("latin-1"), v.decode("latin-1")) for k, v in self.raw_headers)
         return self._headers
 
+    def whole_body(self) -> bytes:
+        """The body as one bytes object (its parts are joined once)."""
+        if len(self.body) != 1:
+            self.body = [b"".join(self.body)]
+        return self.body[0]
+
     def upstream_bytes(self, prefix: bytes, host: bytes) -> bytes:
         """The request as sent upstream: the target under the upstream's path prefix, ``Host`` the
         upstream's, hop-by-hop headers, ``Host``, ``Content-Length`` and ``Expect`` dropped, the body
@@ -131,8 +136,7 @@ class Request:
             if lk in drop or lk in (b"host", b"content-length", b"expect") or lk.startswith(b"proxy-"):
                 continue
             lines += (k, b": ", v, b"\r\n")
-        body = b"".join(self.body) if len(self.body) != 1 else self.body[0]
-        self.body = [body]
+        body = self.whole_body()
         if body or self.method in ("POST", "PUT", "PATCH"):
             lines.append(b"Content-Length: %d\r\n" % len(body))
         lines.append(b"\r\n")
@@ -200,7 +204,7 @@ class ClientConnection(asyncio.Protocol):
             relay.client_gone(reason)
         pending = list(self.queue)
         self.queue.clear()
-        if self.incoming is not None and not self.incoming.complete:
+        if self.incoming is not None:  # a request still arriving
             pending.append(self.incoming)
         for req in pending:
             if req.exchange is not None:
@@ -250,7 +254,6 @@ class ClientConnection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         req = self.incoming
         assert req is not None
-        req.complete = True
         self.incoming = None
         self.queue.append(req)
         if len(self.queue) >= MAX_PIPELINED and self.transport is not None and not self.reading_paused:
@@ -474,8 +477,8 @@ class Relay:
     # ----------------------------------------------------------------------- sending upstream
     def start(self) -> None:
         proxy = self.proxy
+        self.ex.request_body = self.req.whole_body()
         self._request = self.req.upstream_bytes(proxy._prefix, proxy._host_header)
-        self.ex.request_body = self.req.body[0]
         if proxy._stopping:
             self.fail("proxy_stopped", "the recording proxy is stopping")
             return
