@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from pathlib import Path
@@ -45,6 +44,7 @@ from typing import Any
 
 from yarl import URL
 
+from ..jsonl import json_lines
 from .exchange import Exchange, Observer, ObserverFactory
 from .recorder import RecordFile, encode_record
 from .recorder_client import RecorderChild, RecorderClient, get_recorder
@@ -250,17 +250,9 @@ class RecordingProxy:
 
 def read_records(path: Path) -> list[dict]:
     """The JSON-line records of ``path`` in order; ``[]`` when it is missing. A line that is not a JSON
-    object (a torn write) is skipped, never raised on."""
+    object (a torn write) is skipped, never raised on (:func:`gripprobe_core.json_lines`)."""
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        data = Path(path).read_bytes()
     except OSError:
         return []
-    out = []
-    for line in text.split("\n"):  # not splitlines(): U+0085 or U+2028 inside a JSON string is no line end
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
+    return [obj for _, obj in json_lines(data)]
