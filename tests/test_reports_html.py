@@ -223,3 +223,19 @@ def test_aggregate_page_scales_linearly():
     html = render_aggregate_html(data)
     assert time.monotonic() - t0 < 5
     assert html.count("<tr data-f-agent=") == 300
+
+
+def test_line_separators_inside_event_text_do_not_break_the_timeline(run, tmp_path):
+    """Events are written as JSON lines with ensure_ascii=False: a U+2028 or U+0085 in agent text
+    stays inside its line, and the case page must not take it for a line end."""
+    copy = RunDir(tmp_path / run.run_id)
+    shutil.copytree(run.path, copy.path)
+    events_path = copy.case(PERFECT) / "artifacts/events.measured.jsonl"
+    events = [json.loads(line) for line in events_path.read_bytes().splitlines()]
+    events[0].setdefault("payload", {})["text"] = "one\u2028two\x85three\u2029four"
+    events_path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events), encoding="utf-8")
+    write_run_reports(copy)
+    html = (copy.reports / "cases" / f"{PERFECT}.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="events-data">(.*?)</script>', html, re.S)[1])
+    assert len(data["measured"]) == len(events)
+    assert "unreadable line" not in html and "could not be parsed" not in html

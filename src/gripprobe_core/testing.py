@@ -93,7 +93,7 @@ def read_cases(run_dir: Path) -> dict[str, dict]:
 def read_jsonl(path: Path) -> list[dict]:
     """The objects of a JSON-lines file ([] when it does not exist)."""
     path = Path(path)
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()] if path.exists() else []
 
 
 def installed_agent(agent: Any, gpm: Any = None) -> Any:

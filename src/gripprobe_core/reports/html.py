@@ -146,7 +146,9 @@ def _read_events(path: Path) -> dict:
     """Events of one phase in display order: each model response followed by the tool events it
     spawned (``depth`` 1, via parent_id); anything else in sequence order at depth 0."""
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        # bytes.splitlines(): the harness writes JSON lines with ensure_ascii=False, and str.splitlines()
+        # would also break a line at a U+2028 or U+0085 inside a string
+        lines = [raw.decode("utf-8", "replace") for raw in path.read_bytes().splitlines()]
     except FileNotFoundError:
         return {"state": "missing", "events": [], "bad_lines": 0}
     except OSError:
