@@ -125,12 +125,24 @@ def test_perfect_passes_lazy_no_tool_call(auto_run):
             assert case["verdict"]["invoked"] == "yes"
             kind = {"shell_pwd": "execute", "save_file": "write"}[case["key"]["test"]]
             assert [c.payload["kind"] for c in calls] == [kind]
-            assert all(e.timestamp for e in events)
+            # cn exits without flushing its log: the last stream's lines may all be lost, and then the
+            # last response has neither a time nor the response_id that pairs it with tier A
+            responses = [e for e in events if e.event_type == "model_response"]
+            unlogged = [e for e in responses if not e.response_id]
+            assert unlogged in ([], responses[-1:]), "only the last stream can be cut from the log"
+            logged = [e for e in events if e not in unlogged]
+            assert all(e.timestamp for e in logged)
             # tier A (the proxy) and tier B saw the same calls and responses: the merge kept each once
             merged = [json.loads(line) for line in (auto_run / "cases" / cid / "artifacts" /
                                                      "events.measured.jsonl").read_text().splitlines()]
-            assert case["telemetry"]["tiers_present"] == ["A"]
-            assert sorted(map(identity, merged)) == sorted(identity(e.model_dump()) for e in events)
+            from_a = sorted(identity(e) for e in merged if e["source_tier"] == "A")
+            from_b = sorted(identity(e.model_dump()) for e in logged)
+            if not unlogged:
+                assert case["telemetry"]["tiers_present"] == ["A"]
+                assert sorted(map(identity, merged)) == from_b == from_a
+            else:  # responses without a response_id are never merged (docs/evaluator.md): it stays as B
+                assert [e["source_tier"] for e in merged].count("B") == 1
+                assert set(from_b) < set(from_a) and len(from_a) == len(from_b) + 1
         else:
             assert calls == [] and [e.event_type for e in events] == ["model_response"]
 
