@@ -135,8 +135,27 @@ tags: [non_sanity]
 validators:
   - {kind: file_exists, path: done.txt}
 reference:
-  - shell: "sleep 300 & echo $! > child.pid; wait"
+  - shell: "sleep 300.4242 & echo $! > child.pid; wait"
 """
+#: The sleeper's argument: how a test finds it on the host, where its PID (inside the sandbox's PID
+#: namespace) means nothing.
+SLEEPER_ARG = b"300.4242"
+
+
+def _sleepers() -> list[int]:
+    """Host PIDs of live (not zombie) processes running the hang test's sleeper."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if SLEEPER_ARG in argv and state != "Z":
+            found.append(int(d.name))
+    return found
 
 
 def test_hung_agent_with_grandchild_is_killed_timeout(tmp_path):
@@ -149,8 +168,8 @@ def test_hung_agent_with_grandchild_is_killed_timeout(tmp_path):
     case_dir = run_dir / "cases" / "reference__oracle-perfect__oracle__tool__hang"
     case = read_json(case_dir / "case.json")
     assert case["verdict"]["status"] == "TIMEOUT" and case["verdict"]["failure_reason"] == "timeout"
-    pid = int((case_dir / "workspace" / "child.pid").read_text())
-    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    assert (case_dir / "workspace" / "child.pid").read_text().strip().isdigit()
+    assert _sleepers() == []
 
 
 def test_ctrl_c_keeps_finished_cases_and_marks_run_incomplete(tmp_path):
@@ -172,7 +191,7 @@ def test_ctrl_c_keeps_finished_cases_and_marks_run_incomplete(tmp_path):
     pid_glob = "gripprobe-*/*hang/warmup/workspace/child.pid"
     while time.monotonic() < deadline and not list(scratch.glob(pid_glob)):
         time.sleep(0.1)
-    pid = int(next(scratch.glob(pid_glob)).read_text())
+    assert _sleepers(), "the hang case's sleeper should be running"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
@@ -183,7 +202,7 @@ def test_ctrl_c_keeps_finished_cases_and_marks_run_incomplete(tmp_path):
     assert read_json(done[0])["verdict"]["status"] == "PASS"
     assert not (run_dir / "cases" / "reference__oracle-perfect__oracle__tool__hang" / "case.json").exists()
     time.sleep(0.5)
-    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    assert _sleepers() == []
     assert not list(scratch.glob("gripprobe-*")), "scratch (agent homes) must be removed even when interrupted"
 
 

@@ -81,11 +81,21 @@ def test_recompute_is_identical_to_the_run(mixed_run, tmp_path):
     assert (run / "reports" / "summary.md").is_file()
 
 
+def _forget_evidence(case_dir: Path) -> None:
+    """Make a case look written before evidence digests existed (nothing to check them against)."""
+    data = read_json(case_dir / "case.json")
+    data.pop("evidence", None)
+    (case_dir / "case.json").write_text(json.dumps(data))
+
+
 def test_recompute_turns_missing_or_corrupt_artifacts_into_harness_error(mixed_run, tmp_path):
+    """Runs written before evidence digests: each missing or corrupt artifact is named."""
     run = _copy(mixed_run, tmp_path)
     passed = [d for d in _case_dirs(run) if read_json(d / "case.json")["verdict"]["status"] == "PASS"]
     assert len(passed) >= 4
     a, b, c, d = passed[:4]
+    for case_dir in (a, c, d):
+        _forget_evidence(case_dir)
     (a / "artifacts" / "case_inputs.json").unlink()                  # missing specs snapshot
     (b / "case.json").write_text('{"run_id": "trunc')               # corrupt case.json (named by the manifest)
     (c / "measured.stdout").unlink()                                 # the agent's captured output is gone
@@ -104,6 +114,33 @@ def test_recompute_turns_missing_or_corrupt_artifacts_into_harness_error(mixed_r
     # the previous verdict is kept beside the new one, once
     assert read_json(a / "case.before-recompute.json")["verdict"]["status"] == "PASS"
     assert (run / "reports" / "summary.md").read_text().count("HARNESS_ERROR") >= 4
+
+
+def test_recompute_marks_changed_evidence_as_tampered_every_time(mixed_run, tmp_path):
+    run = _copy(mixed_run, tmp_path)
+    passed = [d for d in _case_dirs(run) if read_json(d / "case.json")["verdict"]["status"] == "PASS"]
+    a, b, c, d = passed[:4]
+    proxy = a / "artifacts" / "proxy.measured.http.jsonl"
+    proxy.write_bytes(proxy.read_bytes() + proxy.read_bytes().splitlines(keepends=True)[-1])  # a replayed record
+    (b / "artifacts" / "case_inputs.json").unlink()
+    (c / "workspace" / "greeting.extra").write_text("planted")
+    stdout = d / "measured.stdout"
+    stdout.write_bytes(stdout.read_bytes() + b'{"type": "tool.result", "status": "success"}\n')
+    untouched = {x.name: _derived(read_json(x / "case.json")) for x in _case_dirs(run) if x not in (a, b, c, d)}
+    for _ in range(2):  # a recompute keeps the run's digests: the next one finds the change again
+        res = gripprobe("rebuild-reports", str(run), "--recompute")
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+        for case_dir, needle in ((a, "artifacts/proxy.measured.http.jsonl changed"),
+                                 (b, "artifacts/case_inputs.json is gone"),
+                                 (c, "workspace/greeting.extra appeared after the run"),
+                                 (d, "measured.stdout changed")):
+            got = read_json(case_dir / "case.json")
+            assert got["verdict"]["status"] == "HARNESS_ERROR", case_dir.name
+            assert got["verdict"]["failure_reason"] == "artifact_tampered"
+            assert needle in got["harness_error"], got["harness_error"]
+        for x in _case_dirs(run):
+            if x.name in untouched:
+                assert _derived(read_json(x / "case.json")) == untouched[x.name], x.name
 
 
 def test_rebuild_reports_rejects_a_folder_that_is_not_a_run(tmp_path):

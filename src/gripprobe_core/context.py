@@ -91,6 +91,10 @@ class AgentInfo:
     observability: Literal["structured", "markers", "none"] = "structured"
     """What its outputs can show: structured tool events (tier B), only text markers (tier C), nothing."""
     install_hint: str = ""
+    wire_formats: tuple[str, ...] = ()
+    """Formats in which every tool call the agent runs is one the model asked for as a structured call
+    on the wire. In them, when the proxy collected the phase's traffic, a call the agent reports that the
+    wire never carried confirms nothing (the agent cannot talk its way to PASS; docs/evaluator.md)."""
 
 
 @dataclass
@@ -110,6 +114,9 @@ class ValidatorContext:
     agent_workspace: str | None = None
     """The measured workspace path as the agent saw it, when ``workspace`` is elsewhere (a rebuild
     judging the stored copy). None means ``workspace`` itself; ``workspace_path`` checks use this."""
+    sandbox: Any = None
+    """The run's sandbox (``runner.sandbox.Sandbox``): a validator that runs a command on the agent's
+    work (``command_output``) runs it confined like the agent. None: unconfined."""
 
 
 Validator = Callable[[ValidatorContext, dict[str, Any]], ValidatorResult]

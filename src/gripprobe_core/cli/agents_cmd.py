@@ -104,10 +104,14 @@ def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None)
 @click.option("--no-check", is_flag=True, help="Skip the self-check run against the oracle.")
 @click.option("--test", "test_id", default="shell_pwd", show_default=True, help="Test for the self-check.")
 def doctor_command(specs_root: Path | None, no_check: bool, test_id: str) -> None:
-    """Per agent: installed or not, version, and a self-check against the oracle (one real case)."""
+    """The sandbox (does bubblewrap work here?), then per agent: installed or not, version, and a
+    self-check against the oracle (one real case, sandboxed when bubblewrap works)."""
     from ..runner import RunOptions, execute_run, plan_cases
+    from ..runner.sandbox import probe_report
     gpm, specs = _load(specs_root)
     cache = AgentCache.default()
+    sandbox_ok, said = probe_report()
+    click.echo(f"{'sandbox':12} {'bwrap' if sandbox_ok else 'NONE':12} {said}")
     failed = 0
     for agent_id, agent in sorted(specs.agents.items()):
         st = agent_status(gpm, cache, agent)

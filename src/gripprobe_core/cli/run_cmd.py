@@ -29,6 +29,10 @@ def _common_options(fn):
         click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), help="Per-phase agent timeout in seconds."),
         click.option("--telemetry-proxy", "proxy_mode", type=click.Choice(["off", "auto", "force"]), default=None,
                      help="Recording proxy mode (default: the agent spec's telemetry_proxy_mode)."),
+        click.option("--sandbox", "sandbox", type=click.Choice(["auto", "bwrap", "none"]), default=None,
+                     help="Confine each agent phase with bubblewrap: auto (when a start-of-run probe shows it works, "
+                          "else unsandboxed with a warning), bwrap (required: exit 2 when it cannot run), none. "
+                          "Default: the suite's, else each agent spec's `sandbox`, else auto."),
         click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Cases run at once (default 1)."),
         click.option("--backend", help="Backend id of the model specs to use (default: each model's first)."),
     ]
@@ -70,7 +74,7 @@ def run_suite_command(suite, resume, **common) -> None:
 
 
 def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, proxy_mode, timeout_s, base_url,
-             specs_root, hardware, no_install, results_root, whole_suite: bool = False) -> None:
+             specs_root, hardware, no_install, results_root, sandbox, whole_suite: bool = False) -> None:
     from ..runner import RunOptions, execute_run, plan_cases, plan_suite
     from ..runner.run import load_resume_manifest, planned_keys, prepare_resume
     from ..specs import find_specs_root, load_specs
@@ -117,6 +121,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         proxy_mode = proxy_mode or state.option("telemetry_proxy_mode")
         timeout_s = timeout_s or state.option("timeout_s")
         base_url = base_url or state.option("base_url_override")
+        sandbox = sandbox or state.option("sandbox")
     from ..agents import AgentCache
     from .agents_cmd import ensure_agents_installed, find_installed_agents
     agents_used = list({c.agent.id: c.agent for c in cases}.values())
@@ -125,7 +130,9 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     else:
         installed = ensure_agents_installed(gpm, agents_used, AgentCache.default(),
                                             log=lambda m: click.echo(m, err=True))
-    opts = RunOptions(results_root=results_root, jobs=jobs or s.jobs or 1, installed=installed,
+    sandbox = sandbox or s.sandbox
+    _check_sandbox(sandbox, cases)
+    opts = RunOptions(results_root=results_root, jobs=jobs or s.jobs or 1, installed=installed, sandbox=sandbox,
                       proxy_mode=proxy_mode or s.telemetry_proxy_mode, timeout_s=timeout_s,
                       base_url_override=base_url, suite=suite_id, specs_root=root, argv=sys.argv[1:],
                       hardware_profile=hardware)
@@ -136,3 +143,17 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     click.echo(str(outcome.run_dir.path))
     if outcome.interrupted:
         sys.exit(130)
+
+
+def _check_sandbox(mode: str | None, cases: list) -> None:
+    """Probe the sandbox once before anything runs: ``bwrap`` that cannot run is exit 2 with the fix;
+    ``auto`` that falls back says so once (and every such case records ``sandbox: none``)."""
+    from ..runner.sandbox import resolve_sandbox
+
+    modes = {mode} if mode else {c.agent.sandbox or "auto" for c in cases}
+    warned = set()
+    for m in sorted(modes):
+        box = resolve_sandbox(m)
+        if box.warning and box.warning not in warned:
+            warned.add(box.warning)
+            click.echo(f"warning: {box.warning}", err=True)

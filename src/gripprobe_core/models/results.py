@@ -82,6 +82,9 @@ class TelemetrySummary(_M):
     telemetry_invoked_confidence: float = 0.0
     telemetry_retry_loop_detected: bool = False
     telemetry_tool_call_without_result_count: int = 0
+    telemetry_tool_call_unwitnessed_count: int = Field(
+        default=0, description="Tool calls the agent reported that the recording proxy never saw the model ask "
+                               "for, where every real call travels on the wire (they confirm nothing).")
     telemetry_backend_tool_unsupported: bool = False
     telemetry_protocol_structured_count: int | None = Field(
         default=None, description="Structured tool calls seen at tier A; None without proxy data.")
@@ -158,3 +161,8 @@ class CaseResult(_M):
     telemetry_proxy_mode: Literal["off", "auto", "force"] = "auto"
     skip_reason: str | None = None
     harness_error: str | None = None
+    sandbox: Literal["bwrap", "none"] | None = Field(
+        default=None, description="How the agent's phases were confined (bwrap) or not (none); None when nothing ran.")
+    evidence: dict[str, str] | None = Field(
+        default=None, description="sha256 of every evidence file (path relative to the case directory), "
+                                  "checked by rebuild-reports --recompute (artifact_tampered).")

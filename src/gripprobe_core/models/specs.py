@@ -14,6 +14,7 @@ ToolKind = Literal["read", "write", "execute", "search", "fetch", "other"]
 TOOL_KINDS: tuple[str, ...] = ("read", "write", "execute", "search", "fetch", "other")
 Tag = Literal["sanity", "non_sanity", "multilingual", "web", "scenario"]
 ProxyMode = Literal["off", "auto", "force"]
+SandboxMode = Literal["auto", "bwrap", "none"]
 
 
 class _Strict(BaseModel):
@@ -78,6 +79,9 @@ class CliAgentSpec(_Strict):
     tool_kinds: list[ToolKind] = Field(description="Tool kinds the agent can perform.")
     timeout_s: float = Field(default=120, gt=0)
     telemetry_proxy_mode: ProxyMode = "auto"
+    sandbox: SandboxMode | None = Field(
+        default=None, description="auto | bwrap | none: how its phases are confined (default auto; a suite's "
+                                  "or the command line's choice wins).")
     version: str | None = Field(default=None, description="Pinned version, when the agent is installed by GripProbe.")
 
 
@@ -191,6 +195,8 @@ class SuiteSpec(_Strict):
     cases: list[SuiteCase] = Field(default_factory=list, description="Explicit cases, added to the matrix.")
     telemetry_proxy_mode: ProxyMode | None = None
     jobs: int | None = Field(default=None, ge=1)
+    sandbox: SandboxMode | None = Field(
+        default=None, description="auto | bwrap | none for every agent of the suite (the command line's --sandbox wins).")
 
 
 class HardwareProfile(_Strict):

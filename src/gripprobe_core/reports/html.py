@@ -84,7 +84,7 @@ def render_summary_html(run_id: str, manifest: dict, entries: list[tuple[str, Ca
     for name, r in entries:
         if r is None:
             continue
-        rows.append({"cells": summary_row(r), "page": f"cases/{name}.html",
+        rows.append({"cells": summary_row(r), "page": f"cases/{name}.html", "unsandboxed": r.sandbox == "none",
                      "filters": {"agent": [r.key.agent], "model": [r.key.model], "format": [r.key.format],
                                  "status": [r.verdict.status], "tag": list(r.tags)}})
     filters = {

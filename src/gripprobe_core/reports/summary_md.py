@@ -57,8 +57,15 @@ def render_summary_md(run_id: str, manifest: dict, results: list[CaseResult], un
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
     ]
+    status_col = COLUMNS.index("status")
     for r in results:
-        lines.append("| " + " | ".join(_cell(c) for c in summary_row(r)) + " |")
+        cells = list(summary_row(r))
+        if r.sandbox == "none":  # the agent could reach the harness's files: say so beside its status
+            cells[status_col] += " (unsandboxed)"
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    unsandboxed = sum(1 for r in results if r.sandbox == "none")
+    if unsandboxed:
+        lines += ["", f"{unsandboxed} case(s) ran unsandboxed (no bubblewrap): see docs/sandbox.md."]
     unfinished = list(unfinished)
     if unfinished:
         lines += ["", "Cases without a readable case.json (unfinished or corrupt):", ""]

@@ -25,11 +25,13 @@ from ..runcontext import render_test, template_vars
 from ..store import RunDir, atomic_write_json, atomic_write_text
 from ..telemetry.summary import summarize_phase
 from ..timeutil import utc_now_iso
+from .evidence import LISTING, copy_file, copy_workspace, evidence_digests
 from .derive import CASE_INPUTS, ProxyEvidence, derive_telemetry, derive_verdict, run_validators, write_phase_context
 from .env import base_env, make_phase_dirs
 from .matrix import PlannedCase, missing_tool_kinds
 from .process import DEFAULT_CAPTURE_CAP, run_process
 from .proxy import PhaseProxy, open_phase_proxy
+from .sandbox import Sandbox, resolve_sandbox
 
 PHASES = ("warmup", "measured")
 
@@ -50,6 +52,11 @@ class RunConfig:
     installed: dict[str, Any] = field(default_factory=dict)
     hardware_profile: str | None = None
     source_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    sandbox_mode: str | None = None  # None: the agent spec's ``sandbox``, else auto
+
+    def sandbox_for(self, pc: PlannedCase) -> Sandbox:
+        """The sandbox a case's phases run in (the run-start probe decided what ``auto`` means)."""
+        return resolve_sandbox(self.sandbox_mode or pc.agent.sandbox or "auto")
 
 
 @dataclass
@@ -104,7 +111,8 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
     reg = rc.gpm.registry
     artifacts = case_dir / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
-    workspace = case_dir / "workspace" if phase == "measured" else scratch / phase / "workspace"
+    # Every phase works outside the results tree; the harness copies the measured workspace back itself.
+    workspace = scratch / phase / "workspace"
     home, tmpdir = scratch / phase / "home", scratch / phase / "tmp"
     challenge = None
     oracle = None
@@ -164,10 +172,14 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
             for p in (stdout_path, stderr_path):
                 p.write_bytes(b"")
         else:
+            box = rc.sandbox_for(pc)
             argv = [resolve_executable(command.argv[0], env.get("PATH", "")), *command.argv[1:]]
-            process = await run_process(argv, cwd=command.cwd or workspace, env=env, stdin=command.stdin,
+            installed = getattr(rc.installed.get(pc.agent.id), "path", None)
+            cwd = command.cwd or workspace
+            argv = box.wrap(argv, cwd=cwd, rw=[workspace, home, tmpdir], ro=[installed] if installed else [])
+            process = await run_process(argv, cwd=cwd, env=env, stdin=command.stdin,
                                         timeout_s=ctx.timeout_s, stdout_path=stdout_path, stderr_path=stderr_path,
-                                        cap_bytes=rc.capture_cap)
+                                        cap_bytes=rc.capture_cap, sandboxed=box.confined)
         await proxy.stop()
         if oracle is not None:
             await oracle.stop()
@@ -178,6 +190,9 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
             challenge = None
             _write_jsonl(artifacts / f"challenge.{phase}.requests.jsonl", requests)
 
+        if phase == "measured":
+            listing = copy_workspace(workspace, case_dir / "workspace")
+            atomic_write_json(artifacts / LISTING, listing.as_json())
         extra = _collect_agent_artifacts(rc, pc, ctx, artifacts, phase)
         outputs = PhaseOutputs(stdout_path=stdout_path, stderr_path=stderr_path, process=process, extra=extra)
         outputs.final_text = _final_text(rc, pc, ctx, outputs, artifacts / f"{phase}.final.txt")
@@ -207,10 +222,8 @@ def _collect_agent_artifacts(rc: RunConfig, pc: PlannedCase, ctx: PhaseContext, 
     extra: dict[str, Path] = {}
     for answer in rc.gpm.hook.phase_artifacts(agent=pc.agent, ctx=ctx) or []:
         for name, src in (answer or {}).items():
-            src = Path(src)
-            if src.is_file():
-                dst = artifacts / f"{phase}.{name}"
-                shutil.copyfile(src, dst)
+            dst = artifacts / f"{phase}.{name}"
+            if copy_file(Path(src), dst):  # agent-written: never a symlink followed, a FIFO opened
                 extra[name] = dst
     return extra
 
@@ -249,9 +262,11 @@ async def run_case(pc: PlannedCase, rc: RunConfig) -> CaseResult:
                 agent_version=getattr(rc.installed.get(pc.agent.id), "version", None) or pc.agent.version,
                 model_hash=pc.backend.model_hash, hardware_profile=rc.hardware_profile,
                 telemetry_proxy_mode=rc.proxy_mode or pc.agent.telemetry_proxy_mode)
+    box = rc.sandbox_for(pc)
 
     def finish(**kw: Any) -> CaseResult:
-        res = CaseResult(finished_at=utc_now_iso(), duration_s=round(time.monotonic() - t0, 4), **base, **kw)
+        res = CaseResult(finished_at=utc_now_iso(), duration_s=round(time.monotonic() - t0, 4), **base,
+                         sandbox=box.kind if kw.get("phases") else None, **kw)
         write_case(case_dir, res)
         return res
 
@@ -285,15 +300,17 @@ async def run_case(pc: PlannedCase, rc: RunConfig) -> CaseResult:
             if pr.harness_error:
                 break
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)  # homes may hold config files with keys: never kept
+        _remove_tree(scratch)  # homes may hold config files with keys: never kept
 
     last = phases[-1]
     harness_error = last.harness_error
     validators: list[ValidatorResult] = []
     if harness_error is None and last.record.phase == "measured":
+        # Judged on the harness's copy (what a recompute judges too), not on the agent's own directory.
         validators, harness_error = run_validators(rc.gpm, pc.test, ValidatorContext(
-            workspace=last.workspace, test=pc.test, run_context=dict(rc.run_context),
-            challenge=last.challenge_facts, challenge_requests=last.challenge_requests, events=last.events))
+            workspace=case_dir / "workspace", test=pc.test, run_context=dict(rc.run_context),
+            challenge=last.challenge_facts, challenge_requests=last.challenge_requests, events=last.events,
+            agent_workspace=str(last.workspace), sandbox=box))
     verdict = derive_verdict(rc.gpm, pc.test, process=last.record.process, events=last.events,
                              summary=last.record.summary, validators=validators, harness_error=harness_error,
                              phase_harness_error=bool(last.harness_error))
@@ -301,12 +318,32 @@ async def run_case(pc: PlannedCase, rc: RunConfig) -> CaseResult:
                   telemetry=last.record.summary, harness_error=harness_error)
 
 
-def write_case(case_dir: Path, res: CaseResult) -> None:
-    """Write case.json last: its presence means the case is complete (resume relies on this)."""
+def _remove_tree(path: Path) -> None:
+    """Remove an agent's scratch tree, even where it took away its own permissions (chmod 000)."""
+    def fix(func: Any, p: str, _exc: Any) -> None:
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                func(p)
+        except OSError:
+            pass
+    shutil.rmtree(path, onerror=fix)
+
+
+def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False) -> None:
+    """Write case.json last: its presence means the case is complete (resume relies on this).
+
+    The sha256 of every evidence file goes into case.json (``evidence``) unless ``keep_evidence`` (a
+    recompute keeps what the run recorded, so tampering stays detectable on every later recompute)."""
     artifacts = case_dir / "artifacts"
     phases = {p.phase: p.summary.model_dump(mode="json") for p in res.phases}
     atomic_write_json(artifacts / "events.summary.json", {**res.telemetry.model_dump(mode="json"), "phases": phases})
     atomic_write_text(case_dir / "expected.txt", "".join(f"## {v.kind}\n{v.expected}\n" for v in res.validators))
     atomic_write_text(case_dir / "observed.txt", "".join(
         f"## {v.kind}: {'pass' if v.passed else 'fail'}\n{v.observed}\n" for v in res.validators))
+    if not keep_evidence:
+        res.evidence = evidence_digests(case_dir) if res.phases else None
     atomic_write_json(case_dir / "case.json", res.model_dump(mode="json"))

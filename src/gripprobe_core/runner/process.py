@@ -47,8 +47,10 @@ def _tree_pids(token: str) -> list[int]:
     return found
 
 
-def _kill_tree(pgid: int, token: str, sig: int) -> None:
+def _kill_tree(pgid: int, token: str | None, sig: int) -> None:
     _killpg(pgid, sig)
+    if token is None:  # sandboxed: the PID namespace ends with bwrap, nothing to sweep
+        return
     for pid in _tree_pids(token):
         try:
             os.kill(pid, sig)
@@ -101,7 +103,7 @@ async def _wait_exit(proc: asyncio.subprocess.Process, timeout: float) -> bool:
     return True
 
 
-async def _terminate_tree(proc: asyncio.subprocess.Process, pgid: int, token: str) -> None:
+async def _terminate_tree(proc: asyncio.subprocess.Process, pgid: int, token: str | None) -> None:
     """SIGTERM the whole tree, then SIGKILL whatever is left after a grace period."""
     _kill_tree(pgid, token, signal.SIGTERM)
     if not await _wait_exit(proc, KILL_GRACE_S):
@@ -112,16 +114,21 @@ async def _terminate_tree(proc: asyncio.subprocess.Process, pgid: int, token: st
 
 async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin: bytes | None,
                       timeout_s: float, stdout_path: Path, stderr_path: Path,
-                      cap_bytes: int = DEFAULT_CAPTURE_CAP) -> ProcessResult:
+                      cap_bytes: int = DEFAULT_CAPTURE_CAP, sandboxed: bool = False) -> ProcessResult:
     """Run ``argv`` in its own session and classify the outcome.
 
     ok: exit 0 · nonzero_exit: exit > 0 · timeout: still running at ``timeout_s`` (the whole process tree,
     grandchildren included even when they started their own session, is killed) · shell_error: could not start, or killed by a signal it did not get
     from us · harness_capture_failed: stdout/stderr could not be written.
     Stragglers left in the tree after the agent exits are killed too.
+
+    ``sandboxed``: ``argv`` starts bwrap (runner/sandbox.py), whose PID namespace takes every process of
+    the tree down with it; otherwise the tree is also found through an environment token in /proc (a
+    fallback a process that scrubs its environment, ``setsid env -i``, escapes).
     """
-    token = secrets.token_hex(8)
-    env = {**env, TREE_TOKEN_VAR: token}
+    token = None if sandboxed else secrets.token_hex(8)
+    if token is not None:
+        env = {**env, TREE_TOKEN_VAR: token}
     started_at = utc_now_iso()
     t0 = time.monotonic()
     base = dict(command=list(argv), started_at=started_at)

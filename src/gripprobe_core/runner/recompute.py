@@ -26,6 +26,7 @@ from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
 from ..plugins import GripProbePluginManager
 from ..store import RunDir, atomic_write_text
 from ..telemetry.summary import summarize_phase
+from .evidence import verify_evidence
 from .derive import (
     CASE_INPUTS, ProxyEvidence, derive_telemetry, derive_verdict, harness_error_verdict, phase_context_name, run_validators,
 )
@@ -120,8 +121,9 @@ def _phase(gpm: GripProbePluginManager, res: CaseResult, rec: PhaseRecord, case_
     return rec.model_copy(update={"summary": summary}), events, pctx
 
 
-def _harness_case(gpm: GripProbePluginManager, base: CaseResult, problem: str) -> CaseResult:
-    verdict, summary = harness_error_verdict(gpm, "artifact_missing_or_corrupt")
+def _harness_case(gpm: GripProbePluginManager, base: CaseResult, problem: str,
+                  reason: str = "artifact_missing_or_corrupt") -> CaseResult:
+    verdict, summary = harness_error_verdict(gpm, reason)
     return base.model_copy(update={"verdict": verdict, "telemetry": summary, "validators": [],
                                    "harness_error": problem})
 
@@ -155,6 +157,13 @@ def recompute_case(gpm: GripProbePluginManager, run_dir: RunDir, case_dir: Path,
         return Recomputed(case_id, res, ["verdict"], problem)
     if not orig.phases:  # skipped, tool-unsupported or a harness exception: nothing ran, nothing to derive
         return Recomputed(case_id, orig)
+    if orig.evidence is not None:  # runs before evidence digests were recorded cannot be checked
+        tampered = verify_evidence(case_dir, orig.evidence)
+        if tampered:
+            problem = "evidence changed after the run: " + "; ".join(tampered[:5]) + (
+                f" (+{len(tampered) - 5} more)" if len(tampered) > 5 else "")
+            res = _harness_case(gpm, orig, problem, reason="artifact_tampered")
+            return Recomputed(case_id, res, _changed(orig, res), problem)
     try:
         specs = _inputs(case_dir)
         phases, events, contexts = [], [], []
@@ -223,6 +232,6 @@ def recompute_run(gpm: GripProbePluginManager, run_dir: RunDir, *, write: bool =
             atomic_write_text(case_dir / "artifacts" / f"events.{phase}.jsonl", "".join(
                 json.dumps(e.model_dump(mode="json"), ensure_ascii=False, default=str) + "\n" for e in events))
         (case_dir / "artifacts").mkdir(parents=True, exist_ok=True)
-        write_case(case_dir, r.result)
+        write_case(case_dir, r.result, keep_evidence=True)
     return out
 

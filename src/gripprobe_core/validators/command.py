@@ -1,8 +1,13 @@
-"""``command_output``: run a command in the measured workspace and compare what it prints."""
+"""``command_output``: run a command in the measured workspace and compare what it prints.
+
+The command runs the agent's work, so it runs confined like the agent (the run's sandbox), in a scratch
+copy of the stored workspace: whatever it writes (``__pycache__``, caches) never changes the evidence.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -37,11 +42,18 @@ class CommandOutputOptions(Options):
     timeout_s: float = Field(default=10.0, gt=0, le=60)
 
 
-def _run(argv: list[str], cwd: Path, timeout_s: float) -> tuple[int | None, str, str]:
+def _run(argv: list[str], workspace: Path, cwd_rel: PurePosixPath, timeout_s: float,
+         sandbox: Any = None) -> tuple[int | None, str, str]:
     """(exit code or None on timeout, stdout, problem) — the whole process group dies on timeout."""
-    with tempfile.TemporaryDirectory(prefix="gripprobe-validate-") as home, \
+    with tempfile.TemporaryDirectory(prefix="gripprobe-validate-") as scratch, \
             tempfile.TemporaryFile() as out:
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "TMPDIR": home,
+        home, work = Path(scratch) / "home", Path(scratch) / "workspace"
+        home.mkdir()
+        shutil.copytree(workspace, work, symlinks=True)
+        cwd = work / cwd_rel
+        if sandbox is not None:
+            argv = sandbox.wrap(argv, cwd=cwd, rw=[work, home])
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(home),
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
         if "TZ" in os.environ:
             env["TZ"] = os.environ["TZ"]
@@ -85,7 +97,7 @@ def command_output(ctx: ValidatorContext, options: dict[str, Any]) -> ValidatorR
     if not cwd.is_dir():
         return ValidatorResult(kind=kind, passed=False, expected=shown_expected, observed="<no such directory>",
                                message=f"working directory {cwd_rel} does not exist")
-    code, stdout, problem = _run(argv, cwd, opts.timeout_s)
+    code, stdout, problem = _run(argv, Path(ctx.workspace), cwd_rel, opts.timeout_s, ctx.sandbox)
     shown_command = " ".join(argv)
     if problem:
         return ValidatorResult(kind=kind, passed=False, expected=shown_expected, observed=clip(stdout),

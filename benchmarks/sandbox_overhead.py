@@ -1,0 +1,109 @@
+"""The sandbox's added cost per phase: the same cases run with --sandbox bwrap and --sandbox none.
+
+Runs 20 real cases (40 phases: reference agent × oracle perfect/lazy × 10 tests) through the real CLI once per
+mode and round, alternating which mode goes first, and pairs each phase with its unsandboxed twin:
+the added cost is the median of (agent process time under bwrap − the same phase's time without). Also
+printed, measured in the same run: the whole command's wall time per case in each mode (what a user waits
+for, including the workspace copy, evidence digests and reports), and the bare cost of starting a process
+under bwrap against starting it directly. Target: median added cost ≤ 20 ms per phase.
+
+    ./dev bench            # or: .venv/bin/python benchmarks/sandbox_overhead.py [--cases 20] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_MS = 20.0
+
+
+def _ms(values: list[float]) -> str:
+    return f"{statistics.median(values):7.1f} ms (p90 {sorted(values)[int(0.9 * (len(values) - 1))]:.1f})"
+
+
+def bare_start_ms(n: int = 20) -> tuple[float, float]:
+    """Median time to run /bin/true directly and under the sandbox's full bwrap command line."""
+    from gripprobe_core.runner.sandbox import resolve_sandbox
+
+    box = resolve_sandbox("bwrap")
+    with tempfile.TemporaryDirectory() as d:
+        ws = Path(d)
+        wrapped = box.wrap(["/bin/true"], cwd=ws, rw=[ws])
+        out = []
+        for argv in (["/bin/true"], wrapped):
+            times = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                subprocess.run(argv, check=True)
+                times.append((time.perf_counter() - t0) * 1000)
+            out.append(statistics.median(times))
+    return out[0], out[1]
+
+
+def run_once(mode: str, tests: list[str], out: Path) -> tuple[float, dict[tuple[str, str], float]]:
+    argv = [sys.executable, "-m", "gripprobe_core.cli", "run", "--specs", str(ROOT / "specs"), "--results", str(out),
+            "--sandbox", mode, "-a", "reference", "-m", "oracle-perfect", "-m", "oracle-lazy"]
+    for t in tests:
+        argv += ["-t", t]
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"gripprobe run --sandbox {mode} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    run_dir = Path(proc.stdout.strip().splitlines()[-1])
+    phases = {}
+    for case in run_dir.glob("cases/*/case.json"):
+        data = json.loads(case.read_text())
+        assert data["sandbox"] == mode, (case, data["sandbox"])
+        for ph in data["phases"]:
+            phases[(data["case_id"], ph["phase"])] = ph["process"]["duration_s"] * 1000
+    return wall, phases
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args(argv)
+
+    from gripprobe_core.plugins import make_plugin_manager
+    from gripprobe_core.specs import load_specs
+
+    specs = load_specs(ROOT / "specs", registry=make_plugin_manager().registry)
+    tests = sorted(t.id for t in specs.tests.values() if t.challenge is None)[: max(1, args.cases // 2)]
+    added: list[float] = []
+    walls: dict[str, list[float]] = {"none": [], "bwrap": []}
+    times: dict[str, list[float]] = {"none": [], "bwrap": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            seen: dict[str, dict] = {}
+            for mode in (("none", "bwrap") if r % 2 == 0 else ("bwrap", "none")):
+                wall, phases = run_once(mode, tests, Path(tmp) / f"{mode}-{r}")
+                walls[mode].append(wall / max(1, len(phases) // 2))
+                times[mode] += phases.values()
+                seen[mode] = phases
+            added += [seen["bwrap"][k] - seen["none"][k] for k in seen["none"] if k in seen["bwrap"]]
+    direct, wrapped = bare_start_ms()
+    med = statistics.median(added)
+    print(f"phases paired: {len(added)} ({args.rounds} round(s) of {len(added) // max(1, args.rounds)})")
+    print(f"agent phase, none:    {_ms(times['none'])}")
+    print(f"agent phase, bwrap:   {_ms(times['bwrap'])}")
+    print(f"added by the sandbox: {_ms(added)} per phase  (target ≤ {TARGET_MS:.0f} ms: "
+          f"{'met' if med <= TARGET_MS else 'NOT met'})")
+    print(f"whole run per case (wall, from outside): none {statistics.median(walls['none']) * 1000:.0f} ms, "
+          f"bwrap {statistics.median(walls['bwrap']) * 1000:.0f} ms")
+    print(f"bare start of /bin/true: direct {direct:.1f} ms, under bwrap {wrapped:.1f} ms "
+          f"(+{wrapped - direct:.1f} ms)")
+    return 0 if med <= TARGET_MS else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

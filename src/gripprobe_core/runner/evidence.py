@@ -1,0 +1,330 @@
+"""Evidence the agent cannot forge: what the harness itself copies out of a phase, and its digests.
+
+The agent's workspace and HOME are the agent's: anything in them may be a symlink, a FIFO, a device, a
+name that is not UTF-8, a 1 GB file or 100,000 files, and under ``--sandbox none`` something may still
+be changing them. So after a phase the harness copies only what validators and reports need, walking
+by directory file descriptor (``O_NOFOLLOW``: a path swapped for a symlink mid-walk is not followed),
+opening only regular files (``O_NONBLOCK``: a FIFO never blocks it), within size and count caps.
+Symlinks, FIFOs, sockets and devices are listed, never recreated.
+
+case.json records the sha256 of every evidence file (:func:`evidence_digests`); ``rebuild-reports
+--recompute`` checks them (:func:`verify_evidence`) and a case whose evidence changed becomes
+HARNESS_ERROR ``artifact_tampered``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAX_FILE_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CopyLimits:
+    """Caps on what is copied out of a workspace (the rest is listed as skipped, with the reason)."""
+
+    max_files: int = 10_000
+    max_file_bytes: int = MAX_FILE_BYTES
+    max_total_bytes: int = 256 * 1024 * 1024
+    max_depth: int = 64
+    max_listed_skips: int = 1_000
+    """Skipped entries listed one by one; beyond this they are only counted."""
+
+LISTING = "workspace.listing.json"
+#: Files the harness derives again on every recompute: not evidence.
+DERIVED_ARTIFACTS = ("events.summary.json",)
+DERIVED_PREFIX_SUFFIX = (("events.", ".jsonl"),)
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_CHUNK = 1024 * 1024
+
+
+def display_name(name: str | bytes) -> str:
+    """A file name as safe text: bytes that are not UTF-8 become ``\\xNN`` (never a crash, never a lone
+    surrogate that a UTF-8 writer would refuse); control characters are left to the JSON/HTML escaping."""
+    raw = os.fsencode(name)
+    return raw.decode("utf-8", errors="backslashreplace")
+
+
+def _key(rel: str) -> str:
+    """The exact bytes of a relative path, as hex when they are not plain UTF-8 (listing ↔ disk key)."""
+    raw = os.fsencode(rel)
+    try:
+        raw.decode("utf-8")
+        return rel if "\\" not in rel else "hex:" + raw.hex()
+    except UnicodeDecodeError:
+        return "hex:" + raw.hex()
+
+
+def _kind(mode: int) -> str:
+    return ("dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "symlink" if stat.S_ISLNK(mode)
+            else "fifo" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode)
+            else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "other")
+
+
+@dataclass
+class CopyListing:
+    """What a workspace copy holds and what it left out."""
+
+    root: str
+    limits: CopyLimits = field(default_factory=CopyLimits)
+    files: int = 0
+    bytes: int = 0
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    skipped: int = 0
+    skipped_unlisted: int = 0
+    error: str | None = None
+
+    def skip(self, rel: str, kind: str, reason: str, **extra: Any) -> None:
+        self.skipped += 1
+        if self.skipped > self.limits.max_listed_skips:
+            self.skipped_unlisted += 1
+            return
+        self.entries.append({"path": display_name(rel), "key": _key(rel), "type": kind, "copied": False,
+                             "reason": reason, **extra})
+
+    def as_json(self) -> dict[str, Any]:
+        return {"root": self.root, "files": self.files, "bytes": self.bytes, "skipped": self.skipped,
+                "skipped_unlisted": self.skipped_unlisted, "error": self.error,
+                "limits": asdict(self.limits),
+                "entries": self.entries}
+
+
+def _copy_fd(src_fd: int, dst: Path, mode: int, limit: int) -> tuple[int, str, bool]:
+    """Copy at most ``limit`` bytes of an open file to ``dst``; (bytes, sha256, grew past limit)."""
+    h = hashlib.sha256()
+    n = 0
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode & 0o777 & ~0o022 | 0o600)
+    try:
+        while n < limit:
+            try:
+                chunk = os.read(src_fd, min(_CHUNK, limit - n))
+            except BlockingIOError:  # a file that is not what it said (raced): stop here
+                break
+            if not chunk:
+                break
+            os.write(fd, chunk)
+            h.update(chunk)
+            n += len(chunk)
+        grew = n >= limit and bool(os.read(src_fd, 1))
+    finally:
+        os.close(fd)
+    return n, h.hexdigest(), grew
+
+
+def copy_workspace(src: Path, dst: Path, limits: CopyLimits | None = None) -> CopyListing:
+    """Copy the workspace at ``src`` into ``dst`` (created) the safe way; never raises for what is in it."""
+    listing = CopyListing(root=display_name(str(src)), limits=limits or CopyLimits())
+    dst.mkdir(parents=True, exist_ok=True)
+    try:
+        root_fd = os.open(src, _DIR_FLAGS)
+    except OSError as exc:
+        listing.error = f"workspace not readable: {exc.strerror or type(exc).__name__}"
+        return listing
+    try:
+        _walk(root_fd, "", dst, 0, listing)
+    finally:
+        os.close(root_fd)
+    return listing
+
+
+def _walk(dir_fd: int, rel_dir: str, dst_dir: Path, depth: int, listing: CopyListing) -> None:
+    try:
+        names = sorted(os.listdir(dir_fd))
+    except OSError as exc:
+        listing.skip(rel_dir or ".", "dir", f"unreadable: {exc.strerror or type(exc).__name__}")
+        return
+    for name in names:
+        rel = f"{rel_dir}/{name}" if rel_dir else name
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            listing.skip(rel, "other", "vanished")
+            continue
+        kind = _kind(st.st_mode)
+        if kind == "dir":
+            if depth + 1 >= listing.limits.max_depth:
+                listing.skip(rel, kind, "too_deep")
+                continue
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            except OSError:
+                listing.skip(rel, kind, "not_a_directory_when_opened")
+                continue
+            try:
+                (dst_dir / name).mkdir(exist_ok=True)
+                _walk(child, rel, dst_dir / name, depth + 1, listing)
+            finally:
+                os.close(child)
+        elif kind == "file":
+            _copy_one(dir_fd, name, rel, st, dst_dir, listing)
+        elif kind == "symlink":
+            try:
+                target = display_name(os.readlink(name, dir_fd=dir_fd))
+            except OSError:
+                target = "?"
+            listing.skip(rel, kind, "symlink_not_followed", target=target)
+        else:
+            listing.skip(rel, kind, "not_a_regular_file")
+
+
+def _copy_one(dir_fd: int, name: str, rel: str, st: os.stat_result, dst_dir: Path, listing: CopyListing) -> None:
+    lim = listing.limits
+    if listing.files >= lim.max_files:
+        listing.skip(rel, "file", "file_count_cap", size=st.st_size)
+        return
+    if st.st_size > lim.max_file_bytes:
+        listing.skip(rel, "file", "file_size_cap", size=st.st_size)
+        return
+    if listing.bytes + st.st_size > lim.max_total_bytes:
+        listing.skip(rel, "file", "total_size_cap", size=st.st_size)
+        return
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        listing.skip(rel, "file", "not_openable")
+        return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped between stat and open
+            listing.skip(rel, "other", "not_a_regular_file")
+            return
+        limit = min(lim.max_file_bytes, lim.max_total_bytes - listing.bytes)
+        size, digest, grew = _copy_fd(fd, dst_dir / name, st.st_mode, limit)
+    except OSError as exc:
+        listing.skip(rel, "file", f"copy_failed: {exc.strerror or type(exc).__name__}")
+        return
+    finally:
+        os.close(fd)
+    listing.files += 1
+    listing.bytes += size
+    entry: dict[str, Any] = {"path": display_name(rel), "key": _key(rel), "type": "file", "copied": True,
+                             "size": size, "sha256": digest}
+    if grew:
+        entry["truncated"] = True
+    listing.entries.append(entry)
+
+
+def copy_file(src: Path, dst: Path, limit: int = MAX_FILE_BYTES) -> bool:
+    """Copy one agent-written file (a session log ...) if it is a regular file, not following a final
+    symlink and never opening a FIFO; False when there was nothing safe to copy."""
+    try:
+        fd = os.open(src, _FILE_FLAGS)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        _copy_fd(fd, dst, 0o644, limit)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------- digests
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        fd = os.open(path, _FILE_FLAGS)
+    except OSError:
+        return None
+    h = hashlib.sha256()
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        while chunk := os.read(fd, _CHUNK):
+            h.update(chunk)
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def _derived(name: str) -> bool:
+    return name in DERIVED_ARTIFACTS or any(name.startswith(p) and name.endswith(s) for p, s in DERIVED_PREFIX_SUFFIX)
+
+
+def _evidence_paths(case_dir: Path) -> list[str]:
+    rels = [n for n in ("prompt.txt", "warmup.stdout", "warmup.stderr", "measured.stdout", "measured.stderr")
+            if (case_dir / n).is_file()]
+    art = case_dir / "artifacts"
+    try:
+        names = sorted(os.listdir(art))
+    except OSError:
+        names = []
+    rels += [f"artifacts/{n}" for n in names if not _derived(n)]
+    return rels
+
+
+def evidence_digests(case_dir: Path) -> dict[str, str]:
+    """sha256 of every evidence file of a case: what the agent printed, what the harness observed
+    (proxy records, oracle and challenge logs, phase contexts, the agent's kept files) and the workspace
+    listing, which itself holds the sha256 of every copied workspace file."""
+    out = {}
+    for rel in _evidence_paths(case_dir):
+        digest = _sha256(case_dir / rel)
+        out[rel] = digest if digest is not None else "not-a-regular-file"
+    return out
+
+
+def verify_evidence(case_dir: Path, recorded: dict[str, str]) -> list[str]:
+    """What changed since the run wrote ``recorded``: a list of one-line problems, empty when intact."""
+    problems = []
+    now = evidence_digests(case_dir)
+    for rel, digest in sorted(recorded.items()):
+        if rel not in now:
+            problems.append(f"{rel} is gone")
+        elif now[rel] != digest:
+            problems.append(f"{rel} changed")
+    problems += [f"{rel} appeared after the run" for rel in sorted(set(now) - set(recorded))]
+    listing = case_dir / "artifacts" / LISTING
+    if listing.is_file() and f"artifacts/{LISTING}" in recorded:
+        problems += _verify_workspace(case_dir / "workspace", listing)
+    return problems
+
+
+def _verify_workspace(root: Path, listing_path: Path) -> list[str]:
+    try:
+        data = json.loads(listing_path.read_bytes())
+        want = {e["key"]: e["sha256"] for e in data.get("entries", []) if e.get("copied")}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return [f"artifacts/{LISTING} is unreadable"]
+    have: dict[str, str | None] = {}
+    _digest_tree(root, "", have)
+    problems = []
+    for key in sorted(set(want) | set(have)):
+        shown = display_name(bytes.fromhex(key[4:])) if key.startswith("hex:") else key
+        if key not in have:
+            problems.append(f"workspace/{shown} is gone")
+        elif key not in want:
+            problems.append(f"workspace/{shown} appeared after the run")
+        elif have[key] != want[key]:
+            problems.append(f"workspace/{shown} changed")
+    return problems
+
+
+def _digest_tree(root: Path, rel_dir: str, out: dict[str, str | None]) -> None:
+    base = root / rel_dir if rel_dir else root
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return
+    for name in names:
+        rel = f"{rel_dir}/{name}" if rel_dir else name
+        try:
+            st = os.lstat(root / rel)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            _digest_tree(root, rel, out)
+        else:
+            out[_key(rel)] = _sha256(root / rel) if stat.S_ISREG(st.st_mode) else "not-a-regular-file"
