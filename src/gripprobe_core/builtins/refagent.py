@@ -34,6 +34,7 @@ def register_agents(register: Callable[[AgentInfo], None]) -> None:
     register(AgentInfo(
         name=NAME, observability="structured",
         description="GripProbe's reference agent: an OpenAI tool loop (shell/read/write/edit) with JSON events",
+        wire_formats=("tool",),  # it runs only the structured calls the model sends
         install_hint="ships with gripprobe-core (command: gripprobe-refagent)"))
 
 

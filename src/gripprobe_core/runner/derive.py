@@ -88,6 +88,7 @@ def derive_telemetry(gpm: GripProbePluginManager, agent: CliAgentSpec, ctx: Phas
     summary = summarize_phase(
         events, observability=getattr(info, "observability", "none"),
         capture_missing=not outputs.stdout_path.exists(), parse_error=parse_error is not None, **proxy_kw,
+        wire_witnessed=ctx.format in getattr(info, "wire_formats", ()),
     )
     if parse_error:
         summary.telemetry_capture_skip_reason = "wrapper_parse_error"

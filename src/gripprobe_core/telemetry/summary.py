@@ -38,16 +38,25 @@ def summarize_phase(
     proxy_nonstructured_count: int = 0,
     backend_tool_unsupported: bool = False,
     capture_skip_reason: str | None = None,
+    wire_witnessed: bool = False,
 ) -> TelemetrySummary:
     """Summarize one phase's merged events (see :func:`merge_events`).
 
     ``observability`` is what the agent's outputs can show (``AgentInfo.observability``);
     ``capture_missing``: required telemetry artifacts were not produced or are unreadable;
     ``parse_error``: a parser raised ``WrapperParseError``; ``proxy_*``: the phase proxy's outcome
-    (``proxy_structured_count`` None means "count the tier-A starts" when the proxy collected).
+    (``proxy_structured_count`` None means "count the tier-A starts" when the proxy collected);
+    ``wire_witnessed``: every real tool call of this agent and format travels structured on the wire
+    (``AgentInfo.wire_formats``), so when the proxy watched the phase (collected, or ran and saw no traffic
+    at all) only calls tier A saw can count as run.
     """
     attempts = tool_attempts(events)
     executed = [a for a in attempts if a.executed]
+    unwitnessed = 0
+    proxy_watched = proxy_status == "collected" or (proxy_status == "skipped" and proxy_skip_reason == "capture_missing")
+    if wire_witnessed and proxy_watched:  # the proxy ran; a model call it did not see did not happen
+        seen = [a for a in executed if a.start is not None and a.start.source_tier == "A"]
+        unwitnessed, executed = len(executed) - len(seen), seen
     has_tool_events = any(e.is_tool_event() for e in events)
     verdict, reason = _tool_verdict(
         executed=bool(executed), has_tool_events=has_tool_events, observability=observability,
@@ -80,6 +89,7 @@ def summarize_phase(
         telemetry_invoked_confidence=TIER_CONFIDENCE[confidence_tier or "none"],
         telemetry_retry_loop_detected=detect_retry_loop(events),
         telemetry_tool_call_without_result_count=sum(1 for a in attempts if a.requested_only),
+        telemetry_tool_call_unwitnessed_count=unwitnessed,
         telemetry_backend_tool_unsupported=bool(backend_tool_unsupported),
         telemetry_protocol_structured_count=proxy_structured_count,
         tool_event_verdict=verdict,
