@@ -162,3 +162,19 @@ def test_failed_run_without_session_gives_the_stderr_error(tmp_path):
     bad.write_bytes(b"\x00\xff")
     assert len(plugin.parse_wrapper_events(agent_spec(), ctx, _outputs(
         tmp_path, status="timeout", exit_code=None, session=bad, stderr=stderr))) == 1
+
+
+def test_redacted_log_never_opens_a_fifo_or_follows_a_symlink(tmp_path):
+    """cn.log is agent-written: a FIFO there must not block the harness, a symlink must not leak a file."""
+    import os
+
+    from gripprobe_continue.plugin import write_redacted_log
+
+    fifo, link, real = tmp_path / "fifo.log", tmp_path / "link.log", tmp_path / "cn.log"
+    os.mkfifo(fifo)
+    os.symlink("/etc/hostname", link)
+    real.write_text("key sk-secret\n")
+    assert write_redacted_log(fifo, None) is None
+    assert write_redacted_log(link, None) is None
+    out = write_redacted_log(real, "sk-secret")
+    assert out is not None and "sk-secret" not in out.read_text()

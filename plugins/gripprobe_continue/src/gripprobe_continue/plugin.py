@@ -8,6 +8,8 @@ timed by the (redacted) log; see :mod:`.parse` and :mod:`.config`.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Callable
 
@@ -145,11 +147,19 @@ def write_redacted_log(log: Path, api_key: str | None) -> Path | None:
 
     The verbose log prints the model config, key included, so the original never leaves HOME.
     """
+    try:  # the agent wrote it: a regular file only, never a FIFO (it would block) or a symlink out of HOME
+        fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
     try:
-        with log.open("rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
             data = fh.read(LOG_COPY_LIMIT)
     except OSError:
         return None
+    finally:
+        os.close(fd)
     cut = data.rfind(b"\n") + 1 if len(data) == LOG_COPY_LIMIT else len(data)
     text = redact_text(data[:cut].decode("utf-8", "replace"), (api_key,) if api_key else ())
     target = log.with_name(REDACTED_LOG_NAME)
