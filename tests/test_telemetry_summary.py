@@ -282,3 +282,41 @@ def test_merge_takes_a_definite_status_from_a_lower_tier_duplicate():
     # a definite status on the kept event is never overwritten
     a2 = a.model_copy(update={"status": "error"})
     assert merge_events([[a2], [b]])[0].status == "error"
+
+
+# ------------------------------------------------------------------ claims the wire contradicts
+
+def test_a_reported_call_the_wire_never_carried_confirms_nothing() -> None:
+    """wire_witnessed: only calls tier A saw count as run when the proxy watched the phase."""
+    claimed = call("success", "B", call_id="forged")
+    for status, reason in (("collected", None), ("skipped", "capture_missing")):
+        s = summarize(claimed, wire_witnessed=True, proxy_status=status, proxy_skip_reason=reason)
+        assert (s.tool_event_verdict, s.tool_event_verdict_reason) == ("tool_event_inconclusive",
+                                                                       "source_parse_inconclusive")
+        assert s.telemetry_tool_call_unwitnessed_count == 1 and s.telemetry_invoked_confidence == 0.0
+    # the same claim stands where the proxy could not watch, or the agent's calls need not travel the wire
+    for kw in ({"wire_witnessed": True, "proxy_status": "skipped", "proxy_skip_reason": "disabled"},
+               {"wire_witnessed": False, "proxy_status": "collected"}):
+        s = summarize(claimed, **kw)
+        assert s.tool_event_verdict == "confirmed_tool_use" and s.telemetry_tool_call_unwitnessed_count == 0
+
+
+def test_a_call_the_wire_carried_is_confirmed_by_the_agents_result() -> None:
+    merged = merge_events([[ev("tool_call_start", "A", call_id="c1")],
+                           call("success", "B", call_id="c1")])
+    s = summarize(merged, wire_witnessed=True, proxy_status="collected")
+    assert s.tool_event_verdict == "confirmed_tool_use" and s.telemetry_tool_call_unwitnessed_count == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(["A", "B", "C", "D"]), max_size=6), st.booleans())
+def test_wire_witnessing_never_confirms_more(tiers: list[str], collected: bool) -> None:
+    """Witnessing only ever takes confirmations away, never adds one."""
+    events = [e for i, t in enumerate(tiers) for e in call("success", t, call_id=f"c{i}")]
+    status = "collected" if collected else "skipped"
+    plain = summarize(events, proxy_status=status, proxy_skip_reason=None if collected else "capture_missing")
+    witnessed = summarize(events, proxy_status=status, proxy_skip_reason=None if collected else "capture_missing",
+                          wire_witnessed=True)
+    if witnessed.tool_event_verdict == "confirmed_tool_use":
+        assert plain.tool_event_verdict == "confirmed_tool_use"
+    assert witnessed.telemetry_tool_call_unwitnessed_count == sum(1 for t in tiers if t in ("B", "C"))
