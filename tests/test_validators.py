@@ -404,10 +404,26 @@ def test_command_output_times_out_quickly(tmp_path: Path) -> None:
 
 
 def test_command_output_templates_and_cwd(tmp_path: Path) -> None:
+    """Sandboxed, the command sees the workspace where the agent saw it, and what it writes stays in a
+    scratch copy (the stored workspace is evidence)."""
+    from gripprobe_core.runner.sandbox import resolve_sandbox
+
+    box = resolve_sandbox("auto")
+    if not box.confined and os.environ.get("CI") == "true":
+        pytest.fail(f"bubblewrap is required under CI=true: {box.warning}")
     (tmp_path / "sub").mkdir()
+    seen = "/tmp/gripprobe-agent-view/measured/workspace"
     ctx = ctx_for(tmp_path, challenge={"token": "zz9"})
-    assert run("command_output", ctx, command=["bash", "-c", "echo ${challenge_token}; pwd"], cwd="sub",
-               expected="zz9\n" + str((tmp_path / "sub").resolve())).passed
+    ctx.sandbox, ctx.agent_workspace = box, seen
+    script = "echo ${challenge_token}; pwd; echo x > made.txt"
+    result = run("command_output", ctx, command=["bash", "-c", script], cwd="sub", expected="zz9\n" + seen + "/sub")
+    assert result.passed == box.confined, result
+    assert not (tmp_path / "sub" / "made.txt").exists()
+    # unsandboxed: a scratch copy too, at its own path
+    ctx.sandbox = None
+    result = run("command_output", ctx, command=["bash", "-c", script], cwd="sub", expected="zz9")
+    assert result.observed.startswith("zz9\n/") and not result.observed.startswith("zz9\n" + str(tmp_path))
+    assert not (tmp_path / "sub" / "made.txt").exists()
     result = run("command_output", ctx, command=["pwd"], cwd="../", expected="x")
     assert not result.passed and result.message.startswith("invalid options")
 

@@ -66,6 +66,11 @@ class AgentCommand:
     stdin: bytes | None = None
     cwd: Path | None = None
     """Working directory; the phase workspace when None."""
+    read_only: list[Path] = field(default_factory=list)
+    """Paths the command needs read-only besides the system, the Python runtime and the agent's cached
+    install, e.g. a directory of scripts shipped in the plugin's package. Under the sandbox nothing else
+    outside the phase's workspace, HOME and TMPDIR exists (docs/sandbox.md); files named by absolute
+    path on the command line are bound automatically."""
 
 
 @dataclass

@@ -176,7 +176,8 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
             argv = [resolve_executable(command.argv[0], env.get("PATH", "")), *command.argv[1:]]
             installed = getattr(rc.installed.get(pc.agent.id), "path", None)
             cwd = command.cwd or workspace
-            argv = box.wrap(argv, cwd=cwd, rw=[workspace, home, tmpdir], ro=[installed] if installed else [])
+            needs = [*([installed] if installed else []), *command.read_only]
+            argv = box.wrap(argv, cwd=cwd, rw=[workspace, home, tmpdir], ro=needs)
             process = await run_process(argv, cwd=cwd, env=env, stdin=command.stdin,
                                         timeout_s=ctx.timeout_s, stdout_path=stdout_path, stderr_path=stderr_path,
                                         cap_bytes=rc.capture_cap, sandboxed=box.confined)

@@ -60,11 +60,17 @@ class Sandbox:
     def confined(self) -> bool:
         return self.kind == "bwrap"
 
-    def wrap(self, argv: list[str], *, cwd: Path, rw: Iterable[Path], ro: Iterable[Path] = ()) -> list[str]:
-        """``argv`` as run inside the sandbox, with ``cwd`` as its working directory; unchanged for none."""
+    def wrap(self, argv: list[str], *, cwd: Path, rw: Iterable[Path], ro: Iterable[Path] = (),
+             rw_at: Iterable[tuple[Path, Path]] = ()) -> list[str]:
+        """``argv`` as run inside the sandbox, with ``cwd`` as its working directory; unchanged for none.
+
+        ``rw`` and ``ro`` appear at their own paths; ``rw_at`` pairs (source, where it appears inside)."""
         if not self.confined:
             return list(argv)
-        return [*self._args(rw=rw, ro=[*self.runtime, *ro, *_argv_files(argv)]), "--chdir", str(cwd), "--", *argv]
+        args = self._args(rw=rw, ro=[*self.runtime, *ro, *_argv_files(argv)])
+        for src, dst in rw_at:
+            args += ["--bind", str(src), str(dst)]
+        return [*args, "--chdir", str(cwd), "--", *argv]
 
     def _args(self, *, rw: Iterable[Path], ro: Iterable[Path]) -> list[str]:
         args = [self.bwrap or "bwrap", "--unshare-all", "--unshare-user", "--share-net", "--disable-userns",
@@ -100,12 +106,14 @@ def _outermost(paths: Iterable[Path]) -> list[Path]:
 
 
 def _argv_files(argv: list[str]) -> list[Path]:
-    """The executable itself (a script or binary outside the bound install), and its interpreter when it
-    is a script whose shebang names one: an agent declared by path needs exactly these."""
+    """Files the command line names: the executable itself (a script or binary outside the bound install)
+    and its ``#!`` interpreter, and every other argument that is the absolute path of an existing regular
+    file (``python /path/to/agent.py``): a command is meant to read the files it is given."""
+    out = [Path(a) for a in argv[1:] if a.startswith("/") and "\0" not in a and _is_file(a)]
     if not argv or os.sep not in argv[0]:
-        return []
+        return out
     exe = Path(argv[0])
-    out = [exe]
+    out.append(exe)
     try:
         real = exe.resolve()
         if real != exe:
@@ -123,6 +131,13 @@ def _argv_files(argv: list[str]) -> list[Path]:
             if (venv / "pyvenv.cfg").is_file():
                 out.append(venv)
     return out
+
+
+def _is_file(path: str) -> bool:
+    try:
+        return os.path.isfile(path)
+    except (OSError, ValueError):
+        return False
 
 
 def _runtime_paths() -> tuple[Path, ...]:

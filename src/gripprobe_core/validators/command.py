@@ -2,6 +2,8 @@
 
 The command runs the agent's work, so it runs confined like the agent (the run's sandbox), in a scratch
 copy of the stored workspace: whatever it writes (``__pycache__``, caches) never changes the evidence.
+Sandboxed, the copy appears at the path where the agent saw its workspace (a script that names its own
+absolute paths still finds them); unsandboxed it stays where it is.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ..context import ValidatorContext
 from ..models.results import ValidatorResult
 from ..runcontext import render
 from . import (
-    ExpectedRef, Options, clip, invalid_options, normalize_text, parse_options, resolve_expected, variables,
+    ExpectedRef, agent_workspace, Options, clip, invalid_options, normalize_text, parse_options, resolve_expected, variables,
     with_options,
 )
 
@@ -43,7 +45,7 @@ class CommandOutputOptions(Options):
 
 
 def _run(argv: list[str], workspace: Path, cwd_rel: PurePosixPath, timeout_s: float,
-         sandbox: Any = None) -> tuple[int | None, str, str]:
+         sandbox: Any = None, seen_at: str | None = None) -> tuple[int | None, str, str]:
     """(exit code or None on timeout, stdout, problem) — the whole process group dies on timeout."""
     with tempfile.TemporaryDirectory(prefix="gripprobe-validate-") as scratch, \
             tempfile.TemporaryFile() as out:
@@ -51,8 +53,9 @@ def _run(argv: list[str], workspace: Path, cwd_rel: PurePosixPath, timeout_s: fl
         home.mkdir()
         shutil.copytree(workspace, work, symlinks=True)
         cwd = work / cwd_rel
-        if sandbox is not None:
-            argv = sandbox.wrap(argv, cwd=cwd, rw=[work, home])
+        if sandbox is not None and sandbox.confined:
+            inside = Path(seen_at or work)
+            argv = sandbox.wrap(argv, cwd=inside / cwd_rel, rw=[home], rw_at=[(work, inside)])
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(home),
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
         if "TZ" in os.environ:
@@ -97,7 +100,7 @@ def command_output(ctx: ValidatorContext, options: dict[str, Any]) -> ValidatorR
     if not cwd.is_dir():
         return ValidatorResult(kind=kind, passed=False, expected=shown_expected, observed="<no such directory>",
                                message=f"working directory {cwd_rel} does not exist")
-    code, stdout, problem = _run(argv, Path(ctx.workspace), cwd_rel, opts.timeout_s, ctx.sandbox)
+    code, stdout, problem = _run(argv, Path(ctx.workspace), cwd_rel, opts.timeout_s, ctx.sandbox, agent_workspace(ctx))
     shown_command = " ".join(argv)
     if problem:
         return ValidatorResult(kind=kind, passed=False, expected=shown_expected, observed=clip(stdout),
