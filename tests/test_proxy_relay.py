@@ -290,10 +290,11 @@ def test_start_proxy_hook_returns_a_handle_and_none_for_non_http(tmp_path: Path)
 
     async def main() -> None:
         record = tmp_path / "proxy.measured.http.jsonl"
-        assert await gpm.hook.start_proxy(ctx=ctx("unix:///x"), upstream_url="unix:///x", record_path=record) is None
+        assert await gpm.hook.start_proxy(ctx=ctx("unix:///x"), upstream_url="unix:///x", record_path=record,
+                                            max_request_body=None) is None
         async with OracleServer(ACTIONS) as oracle:
             handle = await gpm.hook.start_proxy(ctx=ctx(oracle.base_url), upstream_url=oracle.base_url,
-                                                record_path=record)
+                                                record_path=record, max_request_body=None)
             assert re.fullmatch(r"http://127\.0\.0\.1:\d+", handle.base_url)
             async with aiohttp.ClientSession() as s:
                 async with s.post(handle.base_url + "/v1/chat/completions",

@@ -115,12 +115,14 @@ def route_base_url(agent: "CliAgentSpec", backend: "BackendSpec") -> "RouteDecis
 # --------------------------------------------------------------------------------------------- proxy
 
 @hookspec(firstresult=True)
-def start_proxy(ctx: "PhaseContext", upstream_url: str, record_path: "Path") -> Any:
+def start_proxy(ctx: "PhaseContext", upstream_url: str, record_path: "Path", max_request_body: "int | None") -> Any:
     """*First result.* Start a phase-scoped recording proxy in front of ``upstream_url`` (tier A).
 
     Return an object with ``base_url`` (str) and ``async stop()``; the runner hands ``base_url`` to
     the agent and stops the proxy when the phase ends. The proxy writes one JSON line per exchange
     to ``record_path``. Raise ``OSError`` when the port cannot be bound (proxy_bind_error).
+    ``max_request_body`` is the request body cap in bytes (``--proxy-max-body``; ``None``: the
+    proxy's default, 64 MiB): a larger request gets ``413`` and is never forwarded.
     """
 
 

@@ -61,13 +61,16 @@ class ProxyHandle:
 
 
 @hookimpl
-async def start_proxy(ctx: PhaseContext, upstream_url: str, record_path: Path) -> ProxyHandle | None:
+async def start_proxy(ctx: PhaseContext, upstream_url: str, record_path: Path,
+                      max_request_body: int | None) -> ProxyHandle | None:
     """Start a :class:`RecordingProxy` in front of ``upstream_url``; ``None`` for a non-HTTP upstream
-    (the runner reports ``unsupported_backend``). ``OSError`` when it cannot bind."""
+    (the runner reports ``unsupported_backend``). ``OSError`` when it cannot bind. (No default for
+    ``max_request_body``: pluggy never passes an argument that has one.)"""
     if not upstream_url.lower().startswith(("http://", "https://")):
         return None
     from ..proxy.server import RecordingProxy
 
-    proxy = RecordingProxy(upstream_url, record_path)
+    kw = {"max_request_body": max_request_body} if max_request_body is not None else {}
+    proxy = RecordingProxy(upstream_url, record_path, **kw)
     await proxy.start()
     return ProxyHandle(proxy, phase=ctx.phase)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -11,6 +12,30 @@ from ..errors import UserError
 from ..plugins import describe_failures, make_plugin_manager
 
 DEFAULT_SUITE = "default"
+_SIZE = re.compile(r"([0-9]+)([KMG]?)", re.IGNORECASE | re.ASCII)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _parse_size(text: str) -> int:
+    """``"1048576"``, ``"512K"``, ``"64M"``, ``"1G"`` (KiB, MiB, GiB; any case) → bytes, at least 1.
+    ``ValueError`` with the fix otherwise."""
+    m = _SIZE.fullmatch(text.strip())
+    if not m or int(m.group(1)) == 0:
+        raise ValueError(f"{text!r} is not a size: give a positive number of bytes, or of KiB, MiB or GiB "
+                         f"with a K, M or G suffix (e.g. 64M)")
+    return int(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+class _ByteSize(click.ParamType):
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return _parse_size(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def _common_options(fn):
@@ -33,6 +58,9 @@ def _common_options(fn):
                      help="Confine each agent phase with bubblewrap: auto (when a start-of-run probe shows it works, "
                           "else unsandboxed with a warning), bwrap (required: exit 2 when it cannot run), none. "
                           "Default: the suite's, else each agent spec's `sandbox`, else auto."),
+        click.option("--proxy-max-body", "proxy_max_body", type=_ByteSize(), default=None,
+                     help="Largest request body the recording proxy accepts: bytes, or K/M/G (KiB/MiB/GiB). "
+                          "A larger request gets 413 and is recorded as request_body_too_large. Default: 64M."),
         click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Cases run at once (default 1)."),
         click.option("--backend", help="Backend id of the model specs to use (default: each model's first)."),
     ]
@@ -73,8 +101,9 @@ def run_suite_command(suite, resume, **common) -> None:
     _execute(suite, (), (), (), (), resume=resume, whole_suite=True, **common)
 
 
-def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, proxy_mode, timeout_s, base_url,
-             specs_root, hardware, no_install, results_root, sandbox, whole_suite: bool = False) -> None:
+def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, proxy_mode, proxy_max_body, timeout_s,
+             base_url, specs_root, hardware, no_install, results_root, sandbox, whole_suite: bool = False) -> None:
+    from ..proxy import DEFAULT_MAX_REQUEST_BODY
     from ..runner import RunOptions, execute_run, plan_cases, plan_suite
     from ..runner.run import load_resume_manifest, planned_keys, prepare_resume
     from ..specs import find_specs_root, load_specs
@@ -122,6 +151,8 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         timeout_s = timeout_s or state.option("timeout_s")
         base_url = base_url or state.option("base_url_override")
         sandbox = sandbox or state.option("sandbox")
+        resumed_cap = state.option("proxy_max_body")
+        proxy_max_body = proxy_max_body or (resumed_cap if type(resumed_cap) is int and resumed_cap > 0 else None)
     from ..agents import AgentCache
     from .agents_cmd import ensure_agents_installed, find_installed_agents
     agents_used = list({c.agent.id: c.agent for c in cases}.values())
@@ -135,7 +166,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     opts = RunOptions(results_root=results_root, jobs=jobs or s.jobs or 1, installed=installed, sandbox=sandbox,
                       proxy_mode=proxy_mode or s.telemetry_proxy_mode, timeout_s=timeout_s,
                       base_url_override=base_url, suite=suite_id, specs_root=root, argv=sys.argv[1:],
-                      hardware_profile=hardware)
+                      hardware_profile=hardware, proxy_max_body=proxy_max_body or DEFAULT_MAX_REQUEST_BODY)
     reporter = make_reporter(total=len(cases))
     with reporter:
         outcome = execute_run(cases, gpm, opts, on_done=reporter.case_done, resume=state)

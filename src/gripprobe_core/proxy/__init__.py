@@ -5,6 +5,7 @@ Public API::
     proxy = RecordingProxy(upstream_url, record_path)   # observed in the recorder process
     await proxy.start(); proxy.base_url; ...; await proxy.stop()
     read_records(record_path) -> list[dict]              # one dict per exchange
+    DEFAULT_MAX_REQUEST_BODY                             # request body cap in bytes (64 MiB)
     close_recorder()                                     # stop this process's recorder (end of a run)
 
 Modules: ``server`` (the relay), ``exchange`` (one exchange: timing, hand-over to the recorder),
@@ -20,7 +21,10 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__all__ = ["UPSTREAM_ERRORS", "RecordingProxy", "close_recorder", "read_records"]
+__all__ = ["DEFAULT_MAX_REQUEST_BODY", "UPSTREAM_ERRORS", "RecordingProxy", "close_recorder", "read_records"]
+
+DEFAULT_MAX_REQUEST_BODY = 64 * 1024 * 1024
+"""A request body over this many bytes is answered 413 and never forwarded (``--proxy-max-body``)."""
 
 _WHERE = {"UPSTREAM_ERRORS": ".server", "RecordingProxy": ".server", "read_records": ".server",
           "close_recorder": ".recorder_client"}

@@ -7,7 +7,10 @@ arrive, written to a pooled upstream connection, and the upstream's response is 
 the client from the upstream's ``data_received``, with no task, queue or copy in between.
 
 * :class:`ClientConnection` serves one client connection (keep-alive, pipelined requests answered
-  in order, ``Expect: 100-continue``, chunked request bodies, HTTP/1.0 clients).
+  in order, ``Expect: 100-continue``, chunked request bodies, HTTP/1.0 clients). A request body over
+  the proxy's ``max_request_body`` is never kept nor forwarded: the request is answered ``413``
+  (``request_body_too_large``), and the rest of what the client sends is read and dropped for at
+  most :data:`LINGER_S` before the connection closes.
 * :class:`UpstreamPool` / :class:`UpstreamConnection`: keep-alive connections to the upstream
   (``http`` or ``https``), reused; a request whose reused connection turns out to be closed by the
   upstream is retried once on a fresh one (only when not a byte of a response came).
@@ -48,13 +51,19 @@ STREAM_TYPES = (b"text/event-stream", b"application/x-ndjson", b"application/jso
 WHOLE_BODY_LIMIT = 1024 * 1024
 """Bodies of known length up to this size are read whole, then sent; anything else is streamed."""
 ERROR_STATUS = {"proxy_connect_error": 502, "upstream_reset": 502, "upstream_malformed": 502,
-                "upstream_timeout": 504, "proxy_internal_error": 500}
+                "upstream_timeout": 504, "proxy_internal_error": 500, "request_body_too_large": 413}
+TOO_LARGE = "request_body_too_large"
+LINGER_S = 5.0
+"""After a ``413``, how long the client's further bytes are read and dropped (so that a client still
+sending sees the answer instead of a reset) before the connection is closed."""
 MAX_IDLE = 32
 """Idle upstream connections kept per proxy."""
 MAX_PIPELINED = 16
 """Complete requests queued on one client connection before it stops being read."""
 REASONS = {int(s): s.phrase.encode() for s in HTTPStatus}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_JOIN_BODY_LIMIT = 64 * 1024
+"""Request bodies up to this size go upstream in one write with their head; larger ones in a second."""
 
 
 def hop_by_hop(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
@@ -68,20 +77,28 @@ def error_body(reason: str, message: str) -> bytes:
     return json.dumps({"error": {"message": message, "type": "proxy_error", "code": reason}}).encode()
 
 
+class _BodyTooLarge(Exception):
+    """Raised from a parser callback to stop parsing a request whose body is over the cap."""
+
+
 # ----------------------------------------------------------------------------------- the request
 
 class Request:
     """One client request as parsed. The decoded views (``path``, ``query_string``, ``headers``) are
     computed on first use, which is after the client has its first response bytes."""
 
-    __slots__ = ("method", "target", "raw_headers", "body", "keep_alive", "http10", "expect_continue",
-                 "exchange", "_url", "_headers")
+    __slots__ = ("method", "target", "raw_headers", "body", "size", "too_large", "keep_alive", "http10",
+                 "expect_continue", "exchange", "_url", "_headers")
 
     def __init__(self) -> None:
         self.method = "GET"
         self.target = b""
         self.raw_headers: list[tuple[bytes, bytes]] = []
         self.body: list[bytes] = []
+        self.size = 0
+        """Body bytes received so far."""
+        self.too_large = False
+        """Its body is over the proxy's cap: it is answered 413, never relayed (its body is not kept)."""
         self.keep_alive = True
         self.http10 = False
         self.expect_continue = False
@@ -119,10 +136,11 @@ class Request:
             self.body = [b"".join(self.body)]
         return self.body[0]
 
-    def upstream_bytes(self, prefix: bytes, host: bytes) -> bytes:
+    def upstream_bytes(self, prefix: bytes, host: bytes) -> tuple[bytes, bytes]:
         """The request as sent upstream: the target under the upstream's path prefix, ``Host`` the
         upstream's, hop-by-hop headers, ``Host``, ``Content-Length`` and ``Expect`` dropped, the body
-        whole with its ``Content-Length``."""
+        whole with its ``Content-Length``. Returned as ``(head, b"")`` with a small body included in
+        the head, else as ``(head, body)`` (a large body is not copied once more)."""
         drop = hop_by_hop(self.raw_headers)
         target = self.target
         if not target.startswith(b"/"):  # absolute form (as sent to a forward proxy): keep path and query
@@ -140,8 +158,10 @@ class Request:
         if body or self.method in ("POST", "PUT", "PATCH"):
             lines.append(b"Content-Length: %d\r\n" % len(body))
         lines.append(b"\r\n")
+        if len(body) > _JOIN_BODY_LIMIT:
+            return b"".join(lines), body
         lines.append(body)
-        return b"".join(lines)
+        return b"".join(lines), b""
 
 
 # ------------------------------------------------------------------------------- client side
@@ -160,6 +180,10 @@ class ClientConnection(asyncio.Protocol):
         self.eof = False
         self.write_paused = False
         self.reading_paused = False
+        self.max_body = proxy.max_request_body
+        self.lingering = False
+        """A request was over the body cap: nothing more is parsed; what the client sends is dropped."""
+        self._linger: asyncio.TimerHandle | None = None
         self._url: list[bytes] = []
 
     # transport callbacks
@@ -168,6 +192,8 @@ class ClientConnection(asyncio.Protocol):
         self.proxy._connections.add(self)
 
     def data_received(self, data: bytes) -> None:
+        if self.lingering:
+            return
         try:
             try:
                 self.parser.feed_data(data)
@@ -180,10 +206,13 @@ class ClientConnection(asyncio.Protocol):
         except httptools.HttpParserUpgrade:
             self.reject(400, b"more than one protocol upgrade on one connection")
             return
-        except httptools.HttpParserCallbackError:  # one of our callbacks failed: a bug
-            log.exception("recording proxy: unexpected error reading a request")
-            self.reject(400, b"the recording proxy could not read this request")
-            return
+        except httptools.HttpParserCallbackError as exc:
+            if isinstance(exc.__context__, _BodyTooLarge):
+                self.body_too_large()
+            else:  # one of our callbacks failed: a bug
+                log.exception("recording proxy: unexpected error reading a request")
+                self.reject(400, b"the recording proxy could not read this request")
+                return
         except httptools.HttpParserError:
             self.reject(400, b"malformed HTTP request")
             return
@@ -191,13 +220,15 @@ class ClientConnection(asyncio.Protocol):
             self.next()
 
     def eof_received(self) -> bool | None:
-        """The client half-closed: answer the requests it completed, then close."""
+        """The client half-closed: answer the requests it completed (and a 413), then close."""
         self.eof = True
         return True if self.relay is not None or self.queue else None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.proxy._connections.discard(self)
+        if self._linger is not None:
+            self._linger.cancel()
         reason = "proxy_stopped" if self.proxy._stopping else "client_disconnect"
         relay, self.relay = self.relay, None
         if relay is not None:
@@ -208,7 +239,7 @@ class ClientConnection(asyncio.Protocol):
             pending.append(self.incoming)
         for req in pending:
             if req.exchange is not None:
-                req.exchange.finish(reason)
+                req.exchange.finish(TOO_LARGE if req.too_large else reason)
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -240,16 +271,43 @@ class ClientConnection(asyncio.Protocol):
         req.http10 = self.parser.get_http_version() == "1.0"
         req.keep_alive = self.parser.should_keep_alive() and not req.http10  # 1.0: one request per connection
         req.exchange = Exchange(self.proxy, req)
+        expect = False
         for k, v in req.raw_headers:
-            if k.lower() == b"expect" and v.strip().lower() == b"100-continue":
-                req.expect_continue = True
-                if self.relay is None and not self.queue and self.transport is not None:
-                    self.transport.write(_CONTINUE)
-                    req.expect_continue = False
+            lk = k.lower()
+            if lk == b"content-length":  # llhttp checked it is digits, and not given twice differently
+                if v.strip().isdigit() and int(v) > self.max_body:
+                    raise _BodyTooLarge  # answered at once: the client gets no 100 Continue
+            elif lk == b"expect" and v.strip().lower() == b"100-continue":
+                expect = True
+        if expect:
+            req.expect_continue = True
+            if self.relay is None and not self.queue and self.transport is not None:
+                self.transport.write(_CONTINUE)
+                req.expect_continue = False
 
     def on_body(self, body: bytes) -> None:
-        assert self.incoming is not None
-        self.incoming.body.append(body)
+        req = self.incoming
+        req.size += len(body)  # type: ignore[union-attr]
+        if req.size > self.max_body:  # type: ignore[union-attr]
+            raise _BodyTooLarge
+        req.body.append(body)  # type: ignore[union-attr]
+
+    def body_too_large(self) -> None:
+        """The request being read has a body over the cap (declared, or past it while arriving). It
+        is queued without its body, to be answered 413 in its turn (after the requests before it);
+        nothing more of this connection is parsed, and the connection closes after the 413."""
+        req = self.incoming
+        assert req is not None
+        self.incoming = None
+        req.body = []
+        req.too_large = True
+        req.keep_alive = False
+        req.expect_continue = False
+        self.queue.append(req)
+        self.lingering = True
+        if self.relay is not None and self.transport is not None and not self.reading_paused:
+            self.reading_paused = True  # until its turn: the client's sends block instead of being read
+            self.transport.pause_reading()
 
     def on_message_complete(self) -> None:
         req = self.incoming
@@ -294,9 +352,20 @@ class ClientConnection(asyncio.Protocol):
             self.transport.write(data)
 
     def close(self) -> None:
-        """Close after what was written (a clean end)."""
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()
+        """Close after what was written (a clean end). After a 413: end our side (the client reads
+        the answer, then EOF), drop what the client still sends, and close when it closes or after
+        :data:`LINGER_S`, so that a client still sending sees the 413 rather than a reset."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if self.lingering and self._linger is None and not self.eof and transport.can_write_eof():
+            transport.write_eof()
+            if self.reading_paused:
+                self.reading_paused = False
+                transport.resume_reading()
+            self._linger = asyncio.get_running_loop().call_later(LINGER_S, transport.close)
+            return
+        transport.close()
 
     def abort(self) -> None:
         """Cut the connection now (the client sees a truncated response, not a clean end)."""
@@ -473,12 +542,18 @@ class Relay:
         self._drain_task: asyncio.Task[None] | None = None
         self.finished = False
         self._request: bytes = b""
+        self._request_body: bytes = b""
+        """A large request body, written after :attr:`_request` (``b""``: in it)."""
 
     # ----------------------------------------------------------------------- sending upstream
     def start(self) -> None:
         proxy = self.proxy
+        if self.req.too_large:
+            self.fail(TOO_LARGE, f"the request body is over the recording proxy's limit of {proxy.max_request_body} "
+                                 f"bytes; it was not forwarded (raise the limit with gripprobe --proxy-max-body)")
+            return
         self.ex.request_body = self.req.whole_body()
-        self._request = self.req.upstream_bytes(proxy._prefix, proxy._host_header)
+        self._request, self._request_body = self.req.upstream_bytes(proxy._prefix, proxy._host_header)
         if proxy._stopping:
             self.fail("proxy_stopped", "the recording proxy is stopping")
             return
@@ -519,6 +594,8 @@ class Relay:
             self.timer = self.loop.call_at(self.last_read + self.proxy.upstream_timeout_s, self.check_timeout)
         assert conn.transport is not None
         conn.transport.write(self._request)
+        if self._request_body:
+            conn.transport.write(self._request_body)
 
     def check_timeout(self) -> None:
         self.timer = None

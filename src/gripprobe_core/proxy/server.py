@@ -22,15 +22,17 @@ the proxy never writes headers or bodies to the record; :meth:`RecordingProxy.fl
 
 Faults never crash the proxy and are recorded as ``x_gripprobe_proxy_error``:
 
-========================= ======================================================================
-``proxy_connect_error``   upstream unreachable → 502 JSON error to the client
-``upstream_timeout``      no byte for ``upstream_timeout_s`` → 504 (or the stream is cut)
-``upstream_reset``        upstream closed mid-response → 502, or the client's stream is cut short
-``upstream_malformed``    the upstream did not speak HTTP → 502 (a malformed *body* is relayed
-                          as is and recorded as far as it parses; that is not a proxy error)
-``client_disconnect``     the client went away → the upstream read is cancelled
-``proxy_stopped``         :meth:`RecordingProxy.stop` closed an exchange still in flight
-========================= ======================================================================
+========================== ======================================================================
+``proxy_connect_error``    upstream unreachable → 502 JSON error to the client
+``upstream_timeout``       no byte for ``upstream_timeout_s`` → 504 (or the stream is cut)
+``upstream_reset``         upstream closed mid-response → 502, or the client's stream is cut short
+``upstream_malformed``     the upstream did not speak HTTP → 502 (a malformed *body* is relayed
+                           as is and recorded as far as it parses; that is not a proxy error)
+``client_disconnect``      the client went away → the upstream read is cancelled
+``request_body_too_large`` the request body is over ``max_request_body`` → 413, never forwarded,
+                           the client's connection closed after the answer
+``proxy_stopped``          :meth:`RecordingProxy.stop` closed an exchange still in flight
+========================== ======================================================================
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from typing import Any
 from yarl import URL
 
 from ..jsonl import json_lines
+from . import DEFAULT_MAX_REQUEST_BODY
 from .exchange import Exchange, Observer, ObserverFactory
 from .recorder import RecordFile, encode_record
 from .recorder_client import RecorderChild, RecorderClient, get_recorder
@@ -65,7 +68,9 @@ class RecordingProxy:
     in-process: it is called with the keyword arguments of ``ExchangeObserver`` (method, path,
     query, upstream_url, request_headers, request_body, body_budget). ``upstream_timeout_s`` bounds
     the wait for the upstream's next byte (headers or body), not a stream's total duration;
-    ``flush_timeout_s`` bounds the wait for the recorder in :meth:`flush`.
+    ``flush_timeout_s`` bounds the wait for the recorder in :meth:`flush`. ``max_request_body`` caps
+    a request's body in bytes (default 64 MiB): over it, the request is answered ``413`` and recorded
+    as ``request_body_too_large``, and at most that much of it is ever held.
 
     Lifecycle: ``await start()`` (``OSError`` when it cannot bind; an old ``record_path`` is removed),
     :attr:`base_url`, then ``await stop()``, which closes in-flight exchanges (recorded as
@@ -75,7 +80,11 @@ class RecordingProxy:
 
     def __init__(self, upstream_url: str, record_path: Path, *, observer_factory: ObserverFactory | None = None,
                  recorder: RecorderClient | None = None, body_budget: int = 256 * 1024,
-                 upstream_timeout_s: float = 600, flush_timeout_s: float = 10.0) -> None:
+                 upstream_timeout_s: float = 600, flush_timeout_s: float = 10.0,
+                 max_request_body: int = DEFAULT_MAX_REQUEST_BODY) -> None:
+        if isinstance(max_request_body, bool) or not isinstance(max_request_body, int) or max_request_body < 1:
+            raise ValueError(f"max_request_body must be a positive number of bytes, not {max_request_body!r}")
+        self.max_request_body = max_request_body
         self.upstream_url = upstream_url.rstrip("/")
         self.record_path = Path(record_path)
         self.body_budget = body_budget

@@ -51,6 +51,7 @@ class RunConfig:
     capture_cap: int = DEFAULT_CAPTURE_CAP
     installed: dict[str, Any] = field(default_factory=dict)
     hardware_profile: str | None = None
+    proxy_max_body: int | None = None  # None: the proxy's default (64 MiB)
     source_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     sandbox_mode: str | None = None  # None: the agent spec's ``sandbox``, else auto
 
@@ -151,7 +152,8 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
         )
         make_phase_dirs(home, tmpdir, ctx.xdg)
         proxy = await open_phase_proxy(rc.gpm, ctx, mode=rc.proxy_mode or pc.agent.telemetry_proxy_mode,
-                                       upstream=upstream, record_path=artifacts / f"proxy.{phase}.http.jsonl")
+                                       upstream=upstream, record_path=artifacts / f"proxy.{phase}.http.jsonl",
+                                       max_request_body=rc.proxy_max_body)
         if proxy.harness_error:
             process = ProcessResult(status="ok", error=proxy.harness_error)
             summary = summarize_phase([], observability="none", capture_missing=False, parse_error=False,

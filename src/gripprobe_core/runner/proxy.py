@@ -78,7 +78,10 @@ def _has_traffic(path: Path | None) -> bool:
         return False
 
 
-async def open_phase_proxy(gpm, ctx: PhaseContext, *, mode: str, upstream: str, record_path: Path) -> PhaseProxy:
+async def open_phase_proxy(gpm, ctx: PhaseContext, *, mode: str, upstream: str, record_path: Path,
+                           max_request_body: int | None = None) -> PhaseProxy:
+    """The phase's proxy as ``mode`` wants it; ``max_request_body``: the request body cap in bytes
+    (``None``: the proxy's default)."""
     px = PhaseProxy(mode=mode, record_path=record_path)
     if mode == "off":
         px.skip_reason = "disabled"
@@ -87,7 +90,8 @@ async def open_phase_proxy(gpm, ctx: PhaseContext, *, mode: str, upstream: str, 
     if route is not None and not route.routable:
         return _unavailable(px, route.reason or "unsupported_shell")
     try:
-        handle = gpm.hook.start_proxy(ctx=ctx, upstream_url=upstream, record_path=record_path)
+        handle = gpm.hook.start_proxy(ctx=ctx, upstream_url=upstream, record_path=record_path,
+                                      max_request_body=max_request_body)
         if hasattr(handle, "__await__"):
             handle = await handle
     except OSError as exc:

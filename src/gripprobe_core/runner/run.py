@@ -42,6 +42,8 @@ class RunOptions:
     hardware_profile: str | None = None
     sandbox: str | None = None
     """auto | bwrap | none for every case; None: each agent spec's ``sandbox`` (default auto)."""
+    proxy_max_body: int | None = None
+    """The recording proxy's request body cap in bytes (None: its default, 64 MiB)."""
 
 
 @dataclass
@@ -66,6 +68,7 @@ def _manifest(rc: RunConfig, opts: RunOptions, cases: list[PlannedCase], *, stat
         "jobs": opts.jobs, "hardware_profile": opts.hardware_profile, "telemetry_proxy_mode": opts.proxy_mode,
         "sandbox": opts.sandbox,
         "timeout_s": opts.timeout_s, "base_url_override": opts.base_url_override, "run_context": rc.run_context,
+        "proxy_max_body": opts.proxy_max_body,
         "host": {"python": platform.python_version(), "platform": platform.platform(), "event_loop": loop_name()},
         "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version}
                     for p in rc.gpm.plugins()],
@@ -135,7 +138,8 @@ def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: Run
         rc = RunConfig(run_id=run_id, run_dir=run_dir, gpm=gpm, run_context=run_context,
                        work_root=Path(work), proxy_mode=opts.proxy_mode, timeout_s=opts.timeout_s,
                        base_url_override=opts.base_url_override, installed=dict(opts.installed or {}),
-                       hardware_profile=opts.hardware_profile, sandbox_mode=opts.sandbox)
+                       hardware_profile=opts.hardware_profile, sandbox_mode=opts.sandbox,
+                       proxy_max_body=opts.proxy_max_body)
 
         def manifest(status: str, finished_at: str | None = None) -> dict:
             present = run_dir.case_results() if resume is not None else results
