@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -117,6 +118,10 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         proxy_mode = proxy_mode or state.option("telemetry_proxy_mode")
         timeout_s = timeout_s or state.option("timeout_s")
         base_url = base_url or state.option("base_url_override")
+    from ..runner.preflight import preflight
+    # Before anything is installed or written: a dead backend is exit 2 with the fix, not a matrix of errors.
+    probes = preflight(cases, base_url_override=base_url, env=os.environ, locate=lambda pc: specs.where(
+        "model", pc.model.id, "backends", pc.model.backends.index(pc.backend), "base_url"))
     from ..agents import AgentCache
     from .agents_cmd import ensure_agents_installed, find_installed_agents
     agents_used = list({c.agent.id: c.agent for c in cases}.values())
@@ -128,7 +133,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     opts = RunOptions(results_root=results_root, jobs=jobs or s.jobs or 1, installed=installed,
                       proxy_mode=proxy_mode or s.telemetry_proxy_mode, timeout_s=timeout_s,
                       base_url_override=base_url, suite=suite_id, specs_root=root, argv=sys.argv[1:],
-                      hardware_profile=hardware)
+                      hardware_profile=hardware, preflight=[p.model_dump(mode="json") for p in probes])
     reporter = make_reporter(total=len(cases))
     with reporter:
         outcome = execute_run(cases, gpm, opts, on_done=reporter.case_done, resume=state)
