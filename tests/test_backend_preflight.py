@@ -192,6 +192,8 @@ def test_oracle_only_runs_probe_nothing(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     run_dir = Path(res.stdout.strip().splitlines()[-1])
     assert read_json(run_dir / "manifest.json")["preflight"] == []
+    case = read_json(next(run_dir.glob("cases/*/case.json")))
+    assert [p["backend_probe"] for p in case["phases"]] == [None, None]
 
 
 @pytest.mark.parametrize("kind,path,proxy", [("openai-compatible", "/v1/models", "off"),
@@ -215,6 +217,8 @@ def test_reachable_backend_runs_and_the_manifest_records_the_probe(tmp_path, kin
     case = read_json(case_dir / "case.json")
     assert case["verdict"]["status"] == "PASS", case["verdict"]
     assert model_requests and all(r["authorized"] for r in model_requests)  # the agent got the key
+    for rec in case["phases"]:  # the harness looked at the backend after each phase too
+        assert rec["backend_probe"]["reachable"] is True and rec["backend_probe"]["url"] == probe["url"]
     # the URL probed is the one the case used: the agent's base URL with the proxy off, else the proxy's upstream
     if proxy == "off":
         used = read_json(case_dir / "artifacts" / "measured.context.json")["base_url"]

@@ -130,7 +130,7 @@ BackendProblem = Literal["connect", "dns", "timeout", "url", "auth", "http", "bo
 
 class BackendProbe(_M):
     """What one probe of a model backend saw (``GET /v1/models`` or ``GET /api/tags``): in manifest.json
-    (the preflight). Never holds the API key."""
+    (the preflight) and in case.json (right after each phase). Never holds the API key."""
 
     backend_id: str
     kind: Literal["ollama", "openai-compatible"]
@@ -151,6 +151,8 @@ class PhaseRecord(_M):
     summary: TelemetrySummary
     proxy: dict[str, Any] = Field(default_factory=dict)
     challenge: dict[str, Any] = Field(default_factory=dict, description="Per-phase challenge facts (tokens, URL).")
+    backend_probe: BackendProbe | None = Field(
+        default=None, description="The backend probed by the harness right after the phase (not for the oracle).")
 
 
 class CaseResult(_M):

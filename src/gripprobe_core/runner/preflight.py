@@ -5,7 +5,8 @@ runner starts itself) is asked for its model list, concurrently: ``GET <root>/v1
 OpenAI-compatible server, ``GET <root>/api/tags`` for Ollama, where ``<root>`` is the base URL the case
 would use (``--base-url`` when given, else the spec's ``base_url``) without a trailing ``/v1``. One that
 does not answer with its listing stops the run before anything is written (:class:`BackendUnreachable`,
-exit 2, one line per backend with the fix).
+exit 2, one line per backend with the fix). The runner probes again right after each phase, so a backend
+that died mid-run is a harness fact, not the agent's failure (see ``derive.backend_was_unreachable``).
 
 :func:`probe_backend` is the one probe; it never raises and never prints or stores the API key.
 """
