@@ -174,6 +174,22 @@ def test_unreachable_backend_exits_2_with_one_line_and_writes_nothing(tmp_path, 
     assert not (tmp_path / "r").exists(), "no run directory for a run that never started"
 
 
+def test_every_unreachable_backend_gets_its_own_line(tmp_path):
+    ports = closed_port(), closed_port()
+    spec_root_with_model(tmp_path, kind="openai-compatible", base_url=f"http://127.0.0.1:{ports[0]}/v1",
+                         model_id="one", backend_id="first")
+    root = spec_root_with_model(tmp_path, kind="ollama", base_url=f"http://127.0.0.1:{ports[1]}",
+                                model_id="two", backend_id="second")
+    res = run_cli("run", "--specs", str(root), "--results", str(tmp_path / "r"), "-m", "one", "-m", "two",
+                  "-t", "shell_pwd")
+    assert res.returncode == 2
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    assert len(lines) == 2 and all(l.startswith("error: backend '") for l in lines), res.stderr
+    assert f":{ports[0]}/v1/models" in lines[0] and "'first'" in lines[0] and "one.yaml:" in lines[0]
+    assert f":{ports[1]}/api/tags" in lines[1] and "'second' (ollama)" in lines[1] and "two.yaml:" in lines[1]
+    assert not (tmp_path / "r").exists()
+
+
 def test_base_url_override_is_what_gets_probed(tmp_path):
     with OracleThread() as oracle:
         root = spec_root_with_model(tmp_path, kind="ollama", base_url=oracle.base_url)  # reachable as written
