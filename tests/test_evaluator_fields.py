@@ -33,14 +33,14 @@ def call(status: str, tier: str = "B", name: str = "shell", args: Any = None) ->
 
 def run(events: list[Event], *, passed: int = 1, total: int = 1, process: str = "ok", exit_code: int | None = 0,
         rules: dict[str, Any] | None = None, tool_unsupported: str | None = None, observability: str = "structured",
-        **summary_kw: Any) -> Verdict:
+        backend_unreachable: bool = False, **summary_kw: Any) -> Verdict:
     summary = summarize_phase(events, observability=observability,
                               capture_missing=summary_kw.pop("capture_missing", False),
                               parse_error=summary_kw.pop("parse_error", False), **summary_kw)
     validators = [ValidatorResult(kind="file", passed=i < passed) for i in range(total)]
     return event_evaluator(EvaluationInputs(
         validators=validators, process=ProcessResult(status=process, exit_code=exit_code), events=events,
-        summary=summary, rules=rules or {}, tool_unsupported=tool_unsupported))
+        summary=summary, rules=rules or {}, tool_unsupported=tool_unsupported, backend_unreachable=backend_unreachable))
 
 
 # ------------------------------------------------------------------ trajectory
@@ -117,6 +117,11 @@ def test_tier_d_errors_do_not_shape_the_trajectory() -> None:
     ({"parse_error": True}, call("success"), "HARNESS_ERROR", "wrapper_parse_error"),
     ({"rules": {"harness_error": "proxy_required_but_not_available"}}, call("success"), "HARNESS_ERROR",
      "proxy_required_but_not_available"),
+    ({"backend_unreachable": True, "process": "nonzero_exit", "exit_code": 1}, [], "HARNESS_ERROR",
+     "backend_unreachable"),
+    ({"backend_unreachable": True, "process": "timeout"}, call("success"), "HARNESS_ERROR", "backend_unreachable"),
+    ({"backend_unreachable": True, "passed": 0}, [], "HARNESS_ERROR", "backend_unreachable"),
+    ({"backend_unreachable": True}, call("success"), "PASS", None),  # the job was done before it went away
 ])
 def test_failure_reason(kwargs: dict[str, Any], events: list[Event], status: str, reason: str) -> None:
     verdict = run(events, **kwargs)
@@ -192,6 +197,7 @@ def test_reason_text_is_one_sentence_for_every_outcome() -> None:
         run(call("success"), process="nonzero_exit", exit_code=1), run([], parse_error=True),
         run([], capture_missing=True), run([], tool_unsupported="agent_tool_unsupported"),
         run([], backend_tool_unsupported=True), run([], rules={"harness_error": "proxy_required_but_not_available"}),
+        run([], process="nonzero_exit", exit_code=1, backend_unreachable=True),
     ]
     assert len({v.status for v in outcomes}) >= 8
     for verdict in outcomes:

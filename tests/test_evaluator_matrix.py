@@ -231,3 +231,41 @@ def test_any_timeline_yields_one_status_and_pass_needs_everything(
     if verdict.status == "PASS":
         assert vp and process == "ok" and summary.tool_event_verdict == "confirmed_tool_use"
         assert any(e.source_tier in "ABC" for e in evs if e.is_tool_event())
+
+
+# ------------------------------------------------------------------ backend unreachable (a harness fact)
+
+BACKEND_ROW = ("HARNESS_ERROR", "backend_unreachable")
+
+
+def test_backend_unreachable_is_harness_error_unless_the_process_ended_ok_and_validators_passed() -> None:
+    for combo in ALL_INPUTS:  # exhaustive
+        validators, process, _verdict, _reason, _unsupported = combo
+        got = classify(*combo, backend_unreachable=True)
+        if process == "ok" and validators:
+            assert got == classify(*combo), combo  # the job was done: judged as if the backend were fine
+        else:
+            assert got == BACKEND_ROW, combo  # above timeout, process errors, tool_unsupported, nonzero exit
+
+
+@settings(max_examples=150, deadline=None)
+@given(events(["A", "B", "C", "D"]), observability, proxy_status, st.booleans(), st.sampled_from(PROCESSES),
+       st.sampled_from([None, "backend_tool_unsupported", "agent_tool_unsupported"]))
+def test_a_dead_backend_is_never_blamed_on_the_agent(evs: list[Event], obs: str, proxy: str, vp: bool, process: str,
+                                                     unsupported: str | None) -> None:
+    summary = summarize_phase(evs, observability=obs, capture_missing=False, parse_error=False, proxy_status=proxy)
+
+    def judge(unreachable: bool) -> Any:
+        return event_evaluator(EvaluationInputs(
+            validators=[ValidatorResult(kind="file", passed=vp)],
+            process=ProcessResult(status=process, exit_code=0 if process == "ok" else 1), events=evs,
+            summary=summary, tool_unsupported=unsupported, backend_unreachable=unreachable))
+
+    dead, alive = judge(True), judge(False)
+    if process == "ok" and vp:
+        assert dead == alive
+    else:
+        assert dead.status not in ("SHELL_ERROR", "TIMEOUT", "FAIL", "NO_TOOL_CALL")
+        assert (dead.status, dead.evaluator_reason_code) == BACKEND_ROW
+        assert dead.failure_reason == "backend_unreachable"
+        assert dead.strict_pass_score == dead.overall_score == 0.0

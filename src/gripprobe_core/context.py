@@ -163,6 +163,10 @@ class EvaluationInputs:
     rules: dict[str, Any] = field(default_factory=dict)
     tool_unsupported: str | None = None
     """Set when the case cannot run: 'agent_tool_unsupported' (capabilities) or 'backend_tool_unsupported'."""
+    backend_unreachable: bool = False
+    """The harness itself found the model backend unreachable at the end of the measured phase (its probe
+    right after the phase, or the recording proxy's last attempt to reach it). Never set from what the
+    agent says: the agent's failure is then the backend's, HARNESS_ERROR ``backend_unreachable``."""
 
 
 AsyncStop = Callable[[], Awaitable[None]]

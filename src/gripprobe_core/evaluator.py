@@ -16,7 +16,7 @@ from .telemetry.attempts import (
 )
 
 __all__ = [
-    "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
+    "BACKEND_UNREACHABLE", "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
     "OVERALL_SCORE", "PRECEDENCE", "PROCESS_ROWS", "TOOL_MATRIX", "classify", "event_evaluator",
 ]
 
@@ -25,7 +25,12 @@ PWPV = "PASS_WITH_POLICY_VIOLATION"
 
 #: Order in which the evaluator decides; the first that applies wins.
 PRECEDENCE: tuple[str, ...] = (
-    "timeout", "shell_error", "harness_capture_failed", "tool_unsupported", "nonzero_exit", "tool_verdict")
+    "backend_unreachable", "timeout", "shell_error", "harness_capture_failed", "tool_unsupported", "nonzero_exit", "tool_verdict")
+
+#: The backend was found unreachable after the phase (a harness fact, :attr:`EvaluationInputs.backend_unreachable`):
+#: the agent's outcome is not its own, unless the process ended ok with every validator passing (the job
+#: was done before the backend went away), which the rest of the table then judges as usual.
+BACKEND_UNREACHABLE: tuple[Status, str] = ("HARNESS_ERROR", "backend_unreachable")
 
 #: Process results that decide the status whatever validators and tool evidence say: (status, reason code).
 PROCESS_ROWS: dict[str, tuple[Status, str]] = {
@@ -76,6 +81,7 @@ FAILURE_REASON_BY_CODE: dict[str, str] = {
     "validators_pass_after_nonzero": "nonzero_exit",
     "backend_tool_unsupported": "backend_tool_unsupported",
     "agent_tool_unsupported": "agent_tool_unsupported",
+    "backend_unreachable": "backend_unreachable",
 }
 
 #: ``error_type`` values parsers use for a tool call whose arguments could not be decoded.
@@ -85,16 +91,20 @@ _PROCESS_STATUSES = frozenset({"ok", "timeout", "shell_error", "harness_capture_
 
 
 def classify(validators_pass: bool, process: ProcessStatus, verdict: ToolEventVerdict,
-             reason: ToolEventVerdictReason, tool_unsupported: str | None = None) -> tuple[Status, str]:
+             reason: ToolEventVerdictReason, tool_unsupported: str | None = None,
+             backend_unreachable: bool = False) -> tuple[Status, str]:
     """The SPEC §6 status matrix: ``(status, evaluator_reason_code)``.
 
-    Precedence: timeout > shell_error > harness_capture_failed > tool_unsupported > nonzero_exit >
-    validators × tool verdict: the exact :data:`TOOL_MATRIX` row, else :data:`HARNESS_REASONS`, else
-    the row for any reason (``"*"``), else :data:`OFF_TABLE`. The reason code of a tool row is ``reason``.
+    Precedence: backend unreachable (unless process ok and validators pass, see :data:`BACKEND_UNREACHABLE`)
+    > timeout > shell_error > harness_capture_failed > tool_unsupported > nonzero_exit > validators × tool
+    verdict: the exact :data:`TOOL_MATRIX` row, else :data:`HARNESS_REASONS`, else the row for any reason
+    (``"*"``), else :data:`OFF_TABLE`. The reason code of a tool row is ``reason``.
     Raises ``ValueError`` only for a process status outside the contract (a bug, not bad data).
     """
     if process not in _PROCESS_STATUSES:
         raise ValueError(f"unknown process status {process!r}")
+    if backend_unreachable and not (process == "ok" and validators_pass):
+        return BACKEND_UNREACHABLE
     if process in PROCESS_ROWS:
         return PROCESS_ROWS[process]
     if tool_unsupported:
@@ -132,7 +142,8 @@ def event_evaluator(inputs: EvaluationInputs) -> Verdict:
     if harness_error:
         status, code = "HARNESS_ERROR", harness_error
     else:
-        status, code = classify(validators_pass, inputs.process.status, verdict, reason, tool_unsupported)
+        status, code = classify(validators_pass, inputs.process.status, verdict, reason, tool_unsupported,
+                                bool(inputs.backend_unreachable))
 
     events = list(inputs.events or [])
     attempts = tool_attempts(events, include_tier_d=False)
@@ -222,6 +233,8 @@ _TEXT: dict[str, str] = {
     "wrapper_parse_error": "A required agent artifact could not be parsed, so tool use cannot be judged.",
     "backend_tool_unsupported": "The backend cannot perform tool calls (it rejected the tools offered).",
     "agent_tool_unsupported": "The agent cannot perform the tool kinds this test requires.",
+    "backend_unreachable": "The model backend stopped answering the harness during the phase, so the outcome "
+                           "says nothing about the agent.",
     "nonzero_exit": "The agent exited with status {exit_code}, so the result is not reliable.",
     "validators_pass_after_nonzero":
         "The validators passed and tool use was confirmed, but the agent exited with status {exit_code}.",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -153,6 +154,12 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         sandbox = sandbox or state.option("sandbox")
         resumed_cap = state.option("proxy_max_body")
         proxy_max_body = proxy_max_body or (resumed_cap if type(resumed_cap) is int and resumed_cap > 0 else None)
+    from ..runner.preflight import preflight
+    # Before anything is installed or written: a dead backend is exit 2 with the fix, not a matrix of errors.
+    probes = preflight(cases, base_url_override=base_url, env=os.environ, locate=lambda pc: specs.where(
+        "model", pc.model.id, "backends", pc.model.backends.index(pc.backend), "base_url"))
+    sandbox = sandbox or s.sandbox
+    _check_sandbox(sandbox, cases)
     from ..agents import AgentCache
     from .agents_cmd import ensure_agents_installed, find_installed_agents
     agents_used = list({c.agent.id: c.agent for c in cases}.values())
@@ -161,12 +168,11 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     else:
         installed = ensure_agents_installed(gpm, agents_used, AgentCache.default(),
                                             log=lambda m: click.echo(m, err=True))
-    sandbox = sandbox or s.sandbox
-    _check_sandbox(sandbox, cases)
     opts = RunOptions(results_root=results_root, jobs=jobs or s.jobs or 1, installed=installed, sandbox=sandbox,
                       proxy_mode=proxy_mode or s.telemetry_proxy_mode, timeout_s=timeout_s,
                       base_url_override=base_url, suite=suite_id, specs_root=root, argv=sys.argv[1:],
-                      hardware_profile=hardware, proxy_max_body=proxy_max_body or DEFAULT_MAX_REQUEST_BODY)
+                      hardware_profile=hardware, proxy_max_body=proxy_max_body or DEFAULT_MAX_REQUEST_BODY,
+                      preflight=[p.model_dump(mode="json") for p in probes])
     reporter = make_reporter(total=len(cases))
     with reporter:
         outcome = execute_run(cases, gpm, opts, on_done=reporter.case_done, resume=state)

@@ -2,7 +2,7 @@
 
 from .events import Event, ToolCallPayload, TIER_ORDER
 from .results import (
-    CaseKey, CaseResult, PhaseRecord, ProcessResult, SourcePointer, STATUSES, TelemetrySummary,
+    BackendProbe, CaseKey, CaseResult, PhaseRecord, ProcessResult, SourcePointer, STATUSES, TelemetrySummary,
     ValidatorResult, Verdict,
 )
 from .specs import (
@@ -11,7 +11,7 @@ from .specs import (
 )
 
 __all__ = [
-    "BackendSpec", "CaseKey", "CaseResult", "ChallengeSpec", "CliAgentSpec", "Event", "FixtureFile",
+    "BackendProbe", "BackendSpec", "CaseKey", "CaseResult", "ChallengeSpec", "CliAgentSpec", "Event", "FixtureFile",
     "HardwareProfile", "HardwareProfiles", "ModelSpec", "PhaseRecord", "ProcessResult", "SourcePointer",
     "STATUSES", "SuiteCase", "SuiteSpec", "TelemetrySummary", "TestSpec", "TIER_ORDER", "TOOL_KINDS",
     "ToolCallPayload", "ValidatorResult", "ValidatorSpec", "Verdict",

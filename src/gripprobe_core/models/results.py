@@ -128,12 +128,34 @@ def _slug(s: str) -> str:
     return "".join(c if c.isalnum() or c in "-._" else "-" for c in s)
 
 
+BackendProblem = Literal["connect", "dns", "timeout", "url", "auth", "http", "body"]
+
+
+class BackendProbe(_M):
+    """What one probe of a model backend saw (``GET /v1/models`` or ``GET /api/tags``): in manifest.json
+    (the preflight) and in case.json (right after each phase). Never holds the API key."""
+
+    backend_id: str
+    kind: Literal["ollama", "openai-compatible"]
+    url: str = Field(description="The listing URL probed (credentials in it removed).")
+    reachable: bool
+    models: int | None = Field(default=None, description="How many models the listing named (when reachable).")
+    latency_ms: float = Field(description="From sending the request to the whole answer read.")
+    http_status: int | None = None
+    problem: BackendProblem | None = Field(
+        default=None, description="Why unreachable: connect | dns | timeout | url | auth | http | body.")
+    error: str | None = Field(default=None, description="What went wrong, in a few words.")
+    checked_at: str
+
+
 class PhaseRecord(_M):
     phase: Literal["warmup", "measured"]
     process: ProcessResult
     summary: TelemetrySummary
     proxy: dict[str, Any] = Field(default_factory=dict)
     challenge: dict[str, Any] = Field(default_factory=dict, description="Per-phase challenge facts (tokens, URL).")
+    backend_probe: BackendProbe | None = Field(
+        default=None, description="The backend probed by the harness right after the phase (not for the oracle).")
 
 
 class CaseResult(_M):

@@ -25,10 +25,14 @@ from ..runcontext import render_test, template_vars
 from ..store import RunDir, atomic_write_json, atomic_write_text
 from ..telemetry.summary import summarize_phase
 from ..timeutil import utc_now_iso
+from .derive import (
+    CASE_INPUTS, ProxyEvidence, backend_was_unreachable, derive_telemetry, derive_verdict, run_validators,
+    write_phase_context,
+)
 from .evidence import LISTING, copy_file, copy_workspace, evidence_digests
-from .derive import CASE_INPUTS, ProxyEvidence, derive_telemetry, derive_verdict, run_validators, write_phase_context
 from .env import base_env, make_phase_dirs
 from .matrix import PlannedCase, missing_tool_kinds
+from .preflight import probe_backend
 from .process import DEFAULT_CAPTURE_CAP, run_process
 from .proxy import PhaseProxy, open_phase_proxy
 from .sandbox import Sandbox, resolve_sandbox
@@ -183,6 +187,9 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
             process = await run_process(argv, cwd=cwd, env=env, stdin=command.stdin,
                                         timeout_s=ctx.timeout_s, stdout_path=stdout_path, stderr_path=stderr_path,
                                         cap_bytes=rc.capture_cap, sandboxed=box.confined)
+        # The harness's own look at the backend right after the agent: a dead backend is not the agent's fault.
+        probe = None if pc.backend.kind == "oracle" else await probe_backend(
+            pc.backend.kind, upstream, api_key=ctx.api_key, backend_id=pc.backend.id)
         await proxy.stop()
         if oracle is not None:
             await oracle.stop()
@@ -204,7 +211,8 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
                                            ProxyEvidence(proxy.events(), proxy.summary_kwargs()),
                                            run_id=rc.run_id, case_id=pc.case_id)
         _write_jsonl(artifacts / f"events.{phase}.jsonl", [e.model_dump(mode="json") for e in events])
-        rec = PhaseRecord(phase=phase, process=process, summary=summary, proxy=proxy.describe(), challenge=facts)
+        rec = PhaseRecord(phase=phase, process=process, summary=summary, proxy=proxy.describe(), challenge=facts,
+                          backend_probe=probe)
         return PhaseRun(rec, events, workspace, facts, requests)
     finally:
         if proxy is not None:
@@ -316,7 +324,8 @@ async def run_case(pc: PlannedCase, rc: RunConfig) -> CaseResult:
             agent_workspace=str(last.workspace), sandbox=box))
     verdict = derive_verdict(rc.gpm, pc.test, process=last.record.process, events=last.events,
                              summary=last.record.summary, validators=validators, harness_error=harness_error,
-                             phase_harness_error=bool(last.harness_error))
+                             phase_harness_error=bool(last.harness_error),
+                             backend_unreachable=backend_was_unreachable(last.record, case_dir / "artifacts"))
     return finish(phases=[p.record for p in phases], validators=validators, verdict=verdict,
                   telemetry=last.record.summary, harness_error=harness_error)
 

@@ -18,7 +18,7 @@ from typing import Any
 from ..context import EvaluationInputs, PhaseContext, PhaseOutputs, ValidatorContext
 from ..errors import WrapperParseError
 from ..models.events import Event
-from ..models.results import ProcessResult, TelemetrySummary, ValidatorResult, Verdict
+from ..models.results import PhaseRecord, ProcessResult, TelemetrySummary, ValidatorResult, Verdict
 from ..models.specs import CliAgentSpec, TestSpec
 from ..plugins import GripProbePluginManager
 from ..store import atomic_write_json
@@ -113,15 +113,37 @@ def run_validators(gpm: GripProbePluginManager, test: TestSpec, ctx: ValidatorCo
     return results, error
 
 
+def backend_was_unreachable(rec: PhaseRecord, artifacts: Path) -> bool:
+    """Did the harness itself find the model backend unreachable at the end of phase ``rec``?
+
+    Yes when the probe the runner made right after the phase (``rec.backend_probe``, case.json) failed,
+    or when the recording proxy's last exchange that reached for the upstream
+    (``proxy.<phase>.http.jsonl``) could not connect to it: the backend was gone when the agent last
+    asked. Nothing the agent printed counts. A transient connect error the agent got past does not.
+    """
+    if rec.backend_probe is not None and not rec.backend_probe.reachable:
+        return True
+    if not (rec.proxy or {}).get("started"):
+        return False
+    from ..proxy.server import UPSTREAM_ERRORS, read_records
+
+    last = None
+    for r in read_records(artifacts / f"proxy.{rec.phase}.http.jsonl"):
+        err = r.get("x_gripprobe_proxy_error")
+        if err is None or err in UPSTREAM_ERRORS:  # exchanges that reached for the upstream
+            last = err
+    return last == "proxy_connect_error"
+
+
 def derive_verdict(gpm: GripProbePluginManager, test: TestSpec, *, process: ProcessResult, events: list[Event],
                    summary: TelemetrySummary, validators: list[ValidatorResult], harness_error: str | None,
-                   phase_harness_error: bool) -> Verdict:
+                   phase_harness_error: bool, backend_unreachable: bool = False) -> Verdict:
     rules = test.rules.model_dump()
     if harness_error:
         rules["harness_error"] = "proxy_required_but_not_available" if phase_harness_error else "validator_error"
     return gpm.hook.evaluate(inputs=EvaluationInputs(
         validators=validators, process=process, events=events, summary=summary,
-        required_kinds=list(test.requires), rules=rules,
+        required_kinds=list(test.requires), rules=rules, backend_unreachable=backend_unreachable,
         tool_unsupported="backend_tool_unsupported" if summary.telemetry_backend_tool_unsupported else None))
 
 

@@ -28,7 +28,8 @@ from ..store import RunDir, atomic_write_text
 from ..telemetry.summary import summarize_phase
 from .evidence import verify_evidence
 from .derive import (
-    CASE_INPUTS, ProxyEvidence, derive_telemetry, derive_verdict, harness_error_verdict, phase_context_name, run_validators,
+    CASE_INPUTS, ProxyEvidence, backend_was_unreachable, derive_telemetry, derive_verdict, harness_error_verdict,
+    phase_context_name, run_validators,
 )
 
 #: The fields a recompute derives (and the identity test compares).
@@ -189,7 +190,8 @@ def recompute_case(gpm: GripProbePluginManager, run_dir: RunDir, case_dir: Path,
             agent_workspace=str(last_ctx.get("workspace") or "") or None))
     verdict = derive_verdict(gpm, test, process=last.process, events=last_events, summary=last.summary,
                              validators=validators, harness_error=harness_error,
-                             phase_harness_error=bool(last_ctx.get("harness_error")))
+                             phase_harness_error=bool(last_ctx.get("harness_error")),
+                             backend_unreachable=backend_was_unreachable(last, case_dir / "artifacts"))
     res = orig.model_copy(update={"phases": phases, "validators": validators, "verdict": verdict,
                                   "telemetry": last.summary, "harness_error": harness_error})
     return Recomputed(case_id, res, _changed(orig, res),

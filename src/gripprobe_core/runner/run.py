@@ -44,6 +44,8 @@ class RunOptions:
     """auto | bwrap | none for every case; None: each agent spec's ``sandbox`` (default auto)."""
     proxy_max_body: int | None = None
     """The recording proxy's request body cap in bytes (None: its default, 64 MiB)."""
+    preflight: list[dict] | None = None
+    """What the backend preflight saw (``BackendProbe`` dicts, see runner/preflight.py), for the manifest."""
 
 
 @dataclass
@@ -75,6 +77,7 @@ def _manifest(rc: RunConfig, opts: RunOptions, cases: list[PlannedCase], *, stat
         "planned": [{"case_id": c.case_id, **c.key.model_dump()} for c in cases],
         "counts": dict(sorted(Counter(r.verdict.status for r in results or []).items())),
         "completed": len(results or []),
+        "preflight": list(opts.preflight or []),
     }
 
 
@@ -147,6 +150,9 @@ def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: Run
                           finished_at=finished_at)
             if history:
                 m["resumed_at"] = history
+                # earlier sessions' probes stay, each with its checked_at
+                earlier = resume.manifest.get("preflight") if resume is not None else None
+                m["preflight"] = [p for p in earlier or [] if isinstance(p, dict)] + m["preflight"]
             return m
 
         atomic_write_json(run_dir.manifest, manifest("running"))
