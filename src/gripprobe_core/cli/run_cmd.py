@@ -9,6 +9,7 @@ import click
 
 from ..errors import UserError
 from ..plugins import describe_failures, make_plugin_manager
+from ..textsafe import safe_name
 
 DEFAULT_SUITE = "default"
 
@@ -133,6 +134,6 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     with reporter:
         outcome = execute_run(cases, gpm, opts, on_done=reporter.case_done, resume=state)
     reporter.final(outcome)
-    click.echo(str(outcome.run_dir.path))
+    click.echo(safe_name(outcome.run_dir.path))
     if outcome.interrupted:
-        sys.exit(130)
+        sys.exit(128 + outcome.signal)  # 130 after Ctrl-C (SIGINT), 143 after SIGTERM
