@@ -246,7 +246,7 @@ def test_sigterm_mid_run_marks_it_incomplete_like_ctrl_c_and_resume_completes_it
 
 def test_resume_refuses_another_suite_and_a_non_run(tmp_path, mixed_run):
     res = gripprobe("run-suite", "--suite", "default", "--resume", str(tmp_path))
-    assert res.returncode == 2 and "no manifest" in res.stderr
+    assert res.returncode == 2 and "not a run directory" in res.stderr
     run = _copy(mixed_run, tmp_path)
     manifest = read_json(run / "manifest.json")
     manifest["suite"] = "oracle-profiles"

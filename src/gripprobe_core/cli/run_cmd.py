@@ -77,6 +77,13 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     from ..specs import find_specs_root, load_specs
     from .progress import make_reporter
 
+    from ..store import check_run_dir, prepare_results_root
+
+    # Results paths first: a folder that cannot hold the run is one line and exit 2 before any work.
+    if resume is not None:
+        resume = check_run_dir(resume, f"--resume {resume}")
+    else:
+        results_root = prepare_results_root(results_root)
     gpm = make_plugin_manager()
     for w in describe_failures(gpm):
         click.echo(w, err=True)
@@ -111,7 +118,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     state = None
     if resume is not None:
         state = prepare_resume(resume, cases, suite=suite_id, manifest=manifest)
-        click.echo(f"resuming {state.run_dir.path}: {state.done} of {len(cases)} case(s) done, "
+        click.echo(f"resuming {safe_name(state.run_dir.path)}: {state.done} of {len(cases)} case(s) done, "
                    f"{len(state.todo)} to run", err=True)
         cases = state.todo
         hardware = hardware or state.option("hardware_profile")
