@@ -15,6 +15,15 @@ FIXTURE_PLUGINS = ROOT / "tests" / "fixtures" / "plugins"
 SPECS = ROOT / "specs"
 
 
+def _core_src() -> list[Path]:
+    """``ROOT/src`` when this test process imports gripprobe_core from there (a worktree run with
+    PYTHONPATH=src while another checkout is the editable install), so the CLI subprocess runs the same code."""
+    import gripprobe_core
+
+    src = Path(gripprobe_core.__file__).resolve().parents[1]
+    return [src] if src == ROOT / "src" else []
+
+
 def pip_install_target(src: Path, target: Path) -> Path:
     """Really install a distribution (wheel build + dist-info) into ``target``; no network needed."""
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
@@ -34,8 +43,9 @@ def gripprobe(*args: str, pythonpath: list[Path] | None = None, env: dict | None
               timeout: float = 300) -> subprocess.CompletedProcess:
     """Run the real `gripprobe` command in a subprocess."""
     e = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_") and k != "PYTHONPATH"}
-    if pythonpath:
-        e["PYTHONPATH"] = os.pathsep.join(map(str, pythonpath))
+    path = [*(pythonpath or []), *_core_src()]
+    if path:
+        e["PYTHONPATH"] = os.pathsep.join(map(str, path))
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "gripprobe_core.cli", *args], capture_output=True, text=True,
                           env=e, cwd=cwd or ROOT, timeout=timeout, stdin=subprocess.DEVNULL)

@@ -213,9 +213,77 @@ def test_sigkill_mid_run_then_resume_gives_every_case_exactly_once(tmp_path):
     assert again.returncode == 0 and f"{len(planned)} of {len(planned)} case(s) done, 0 to run" in again.stderr
 
 
+def _processes_mentioning(*needles: str) -> list[int]:
+    """Live processes whose environment mentions every one of ``needles`` (zombies excluded)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if (entry / "stat").read_text().split(") ", 1)[1].startswith("Z"):
+                continue
+            environ = (entry / "environ").read_bytes()
+            if all(n.encode() in environ for n in needles):
+                found.append(int(entry.name))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def test_sigterm_mid_run_marks_it_incomplete_like_ctrl_c_and_resume_completes_it(tmp_path):
+    """`kill PID` while an agent is running: finished cases intact, the running agent killed, the manifest
+    `incomplete` (interrupted_by SIGTERM), exit 143; `run-suite --resume` then completes the run."""
+    results, scratch = tmp_path / "results", tmp_path / "scratch"
+    scratch.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
+    env["TMPDIR"] = str(scratch)  # agent homes and warmup workspaces land here: found again below
+    # oracle-stall keeps its agent waiting for the model until the (long) timeout: SIGTERM finds it running
+    proc = subprocess.Popen([sys.executable, "-m", "gripprobe_core.cli", "run", "-m", "oracle-perfect", "-m",
+                             "oracle-stall", "-t", "shell_pwd", "-t", "save_file", "--timeout", "120",
+                             "--results", str(results)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 120
+    agents: list[int] = []
+    while time.monotonic() < deadline:
+        done = list(results.glob("runs/*/cases/*/case.json"))
+        # an agent of a stall case: its HOME/TMPDIR are under the run's scratch folder, named by the case
+        agents = _processes_mentioning(f"{scratch}/gripprobe-", "oracle-stall") if len(done) >= 2 else []
+        if agents:
+            break
+        time.sleep(0.1)
+    assert agents, "the stalled agent never started"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-3000:]
+    assert "Traceback" not in err and "interrupted (SIGTERM)" in err
+    run = Path(out.strip().splitlines()[-1])
+    manifest = read_json(run / "manifest.json")
+    assert manifest["status"] == "incomplete" and manifest["interrupted_by"] == "SIGTERM"
+    assert manifest["completed"] == 2 and manifest["counts"] == {"PASS": 2}
+    finished = {d.name: _tree_digest(d) for d in _case_dirs(run) if (d / "case.json").exists()}
+    assert len(finished) == 2 and all("oracle-perfect" in n for n in finished)
+    assert all(read_json(run / "cases" / n / "case.json")["verdict"]["status"] == "PASS" for n in finished)
+    time.sleep(0.5)
+    assert not [p for p in agents if Path(f"/proc/{p}").exists()
+                and not Path(f"/proc/{p}/stat").read_text().split(") ", 1)[1].startswith("Z")], "agent outlived SIGTERM"
+    assert not _processes_mentioning(f"{scratch}/gripprobe-"), "a process of the run outlived the SIGTERM"
+    assert not list(scratch.glob("gripprobe-*")), "scratch (agent homes) must be removed after SIGTERM"
+    listed = json.loads(gripprobe("list-runs", "--results", str(results), "--json").stdout)
+    assert listed["status"] == "incomplete" and listed["done"] == 2
+
+    res = gripprobe("run-suite", "--resume", str(run), "--timeout", "1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "2 of 4 case(s) done, 2 to run" in res.stderr
+    manifest = read_json(run / "manifest.json")
+    assert manifest["status"] == "complete" and "interrupted_by" not in manifest
+    assert manifest["counts"] == {"PASS": 2, "TIMEOUT": 2}
+    for name, digest in finished.items():  # finished cases were not run again
+        assert _tree_digest(run / "cases" / name) == digest
+
+
 def test_resume_refuses_another_suite_and_a_non_run(tmp_path, mixed_run):
     res = gripprobe("run-suite", "--suite", "default", "--resume", str(tmp_path))
-    assert res.returncode == 2 and "no manifest" in res.stderr
+    assert res.returncode == 2 and "not a run directory" in res.stderr
     run = _copy(mixed_run, tmp_path)
     manifest = read_json(run / "manifest.json")
     manifest["suite"] = "oracle-profiles"

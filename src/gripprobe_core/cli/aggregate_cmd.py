@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import UserError
+from ..textsafe import safe_name
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -48,10 +49,15 @@ def aggregate_command(runs_roots, output, agents, models, formats, tests, hardwa
     try:
         paths = write_aggregate(data, out)
     except OSError as exc:
-        raise UserError(f"cannot write to --output {output}: {exc.strerror or exc}") from None
+        import os
+
+        from ..store.roots import explain_os_error
+
+        target = Path(os.fsdecode(exc.filename)) if isinstance(exc.filename, (str, bytes)) else out
+        raise UserError(explain_os_error(f"--output {output}", target, exc, creating=True)) from None
     cases = sum(r["cases"] for r in data["runs"])
     click.echo(f"aggregated {cases} case(s) from {len(data['runs'])} run(s) into {len(data['rows'])} row(s); "
                f"unreadable case files skipped: {data['unreadable']}", err=True)
     for p in paths:
-        click.echo(str(p), err=True)
-    click.echo(str(out))
+        click.echo(safe_name(p), err=True)
+    click.echo(safe_name(out))

@@ -7,6 +7,7 @@ import sys
 import click
 
 from ..errors import SpecError, UserError
+from ..textsafe import safe_text
 
 
 def make_cli() -> click.Group:
@@ -30,17 +31,19 @@ def make_cli() -> click.Group:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: user errors are one line (or one line per spec error) and exit 2."""
+    """Console entry point: user errors are one line (or one line per spec error) and exit 2.
+
+    Error text may quote file content, so control characters in it are escaped (``safe_text``)."""
     cli = make_cli()
     try:
         rc = cli.main(args=argv, prog_name="gripprobe", standalone_mode=False)
     except SpecError as exc:
         for line in exc.errors:
-            click.echo(line, err=True)
+            click.echo(safe_text(line), err=True)
         click.echo(f"{len(exc.errors)} spec error(s); fix them and run `gripprobe validate`", err=True)
         sys.exit(2)
     except UserError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {safe_text(exc)}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

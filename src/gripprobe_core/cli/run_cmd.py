@@ -11,6 +11,7 @@ import click
 
 from ..errors import UserError
 from ..plugins import describe_failures, make_plugin_manager
+from ..textsafe import safe_name
 
 DEFAULT_SUITE = "default"
 _SIZE = re.compile(r"([0-9]+)([KMG]?)", re.IGNORECASE | re.ASCII)
@@ -110,6 +111,13 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     from ..specs import find_specs_root, load_specs
     from .progress import make_reporter
 
+    from ..store import check_run_dir, prepare_results_root
+
+    # Results paths first: a folder that cannot hold the run is one line and exit 2 before any work.
+    if resume is not None:
+        resume = check_run_dir(resume, f"--resume {resume}")
+    else:
+        results_root = prepare_results_root(results_root)
     gpm = make_plugin_manager()
     for w in describe_failures(gpm):
         click.echo(w, err=True)
@@ -144,7 +152,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     state = None
     if resume is not None:
         state = prepare_resume(resume, cases, suite=suite_id, manifest=manifest)
-        click.echo(f"resuming {state.run_dir.path}: {state.done} of {len(cases)} case(s) done, "
+        click.echo(f"resuming {safe_name(state.run_dir.path)}: {state.done} of {len(cases)} case(s) done, "
                    f"{len(state.todo)} to run", err=True)
         cases = state.todo
         hardware = hardware or state.option("hardware_profile")
@@ -177,9 +185,9 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     with reporter:
         outcome = execute_run(cases, gpm, opts, on_done=reporter.case_done, resume=state)
     reporter.final(outcome)
-    click.echo(str(outcome.run_dir.path))
+    click.echo(safe_name(outcome.run_dir.path))
     if outcome.interrupted:
-        sys.exit(130)
+        sys.exit(128 + outcome.signal)  # 130 after Ctrl-C (SIGINT), 143 after SIGTERM
 
 
 def _check_sandbox(mode: str | None, cases: list) -> None:

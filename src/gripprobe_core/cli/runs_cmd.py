@@ -3,25 +3,44 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from ..errors import UserError
+from ..textsafe import safe_name, safe_text
 
 CTX = {"help_option_names": ["-h", "--help"]}
 
 
 def _run_dir(path: Path):
-    from ..store import RunDir
-    from ..store.runs import is_run_dir
+    from ..store import RunDir, check_run_dir
 
-    if not path.is_dir() or not is_run_dir(path):
-        raise UserError(f"{path}: not a run directory (expected manifest.json or cases/ inside); "
-                        f"see `gripprobe list-runs`")
-    return RunDir(path.resolve())
+    return RunDir(check_run_dir(path))
+
+
+@contextmanager
+def writing_into(run_dir, what: str):
+    """A run folder (or its reports/) that cannot be written: one line naming the path, exit 2."""
+    from ..store.roots import explain_os_error
+
+    try:
+        yield
+    except OSError as exc:
+        target = Path(os.fsdecode(exc.filename)) if isinstance(exc.filename, (str, bytes)) else run_dir.path
+        raise UserError(explain_os_error(f"{run_dir.path} ({what})", target, exc, creating=True)) from None
+
+
+def write_reports(run_dir) -> None:
+    """Re-render a run's reports (``write_run_reports``) with :func:`writing_into`'s errors."""
+    from ..reports import write_run_reports
+
+    with writing_into(run_dir, "writing its reports"):
+        write_run_reports(run_dir)
 
 
 @click.command("rebuild-reports", context_settings=CTX)
@@ -36,26 +55,26 @@ def rebuild_reports_command(run_dir: Path, recompute: bool, dry_run: bool) -> No
     A recomputed case that changed keeps its previous case.json as case.before-recompute.json.
     """
     from ..plugins import make_plugin_manager
-    from ..reports import write_run_reports
 
     rd = _run_dir(run_dir)
     if recompute:
         from ..runner.recompute import recompute_run
 
-        rows = recompute_run(make_plugin_manager(), rd, write=not dry_run)
+        with writing_into(rd, "writing recomputed cases"):
+            rows = recompute_run(make_plugin_manager(), rd, write=not dry_run)
         changed = [r for r in rows if r.changed]
         for r in rows:
             if r.result is None:
-                click.echo(f"{r.case_id}: skipped: {r.problem}", err=True)
+                click.echo(f"{safe_name(r.case_id)}: skipped: {safe_text(r.problem)}", err=True)
             elif r.changed:
-                click.echo(f"{r.case_id}: {r.result.verdict.status}; changed: {', '.join(r.changed)}"
-                           + (f" ({r.problem})" if r.problem else ""))
+                click.echo(f"{safe_name(r.case_id)}: {r.result.verdict.status}; changed: {', '.join(r.changed)}"
+                           + (f" ({safe_text(r.problem)})" if r.problem else ""))
         click.echo(f"recomputed {len(rows)} case(s): {len(rows) - len(changed)} unchanged, {len(changed)} changed"
                    + (" (dry run: nothing written)" if dry_run else ""))
         if dry_run:
             return
-    write_run_reports(rd)
-    click.echo(f"report: {rd.reports / 'summary.html'} (and summary.md)")
+    write_reports(rd)
+    click.echo(f"report: {safe_name(rd.reports / 'summary.html')} (and summary.md)")
 
 
 @click.command("list-runs", context_settings=CTX)
@@ -63,29 +82,35 @@ def rebuild_reports_command(run_dir: Path, recompute: bool, dry_run: bool) -> No
               show_default=True, help="Results root (or its runs/ folder).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run, newest last.")
 def list_runs_command(results_root: Path, as_json: bool) -> None:
-    """List stored runs: path, agents, suite, date, status and status counts."""
+    """List stored runs: path, agents, suite, date, status and status counts.
+
+    A case.json that is not a valid result (unknown status, missing field, not JSON) counts as
+    `invalid`; text from disk is shown with control characters escaped.
+    """
+    from ..store import check_readable_root
     from ..store.runs import describe_run, iter_run_dirs
 
-    if not results_root.exists():
-        raise UserError(f"{results_root}: no such results folder; runs go to <results>/runs (see --results)")
+    check_readable_root(results_root)
     infos = [describe_run(r) for r in iter_run_dirs(results_root)]
     if as_json:
         for i in infos:
-            click.echo(json.dumps(i.as_dict()))
+            click.echo(json.dumps(i.as_dict()))  # ensure_ascii: every control character is a \u escape
         return
     if not infos:
-        click.echo(f"no runs under {results_root}")
+        click.echo(f"no runs under {safe_name(results_root)}")
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(show_edge=False, pad_edge=False)
     for col in ("path", "agents", "suite", "started", "status", "cases", "counts"):
         table.add_column(col, overflow="fold")
     for i in infos:
-        table.add_row(str(i.path), ", ".join(i.agents), i.suite or "-", (i.started_at or "-")[:19].replace("T", " "),
-                      i.status, f"{i.done}/{i.planned or i.done}",
-                      ", ".join(f"{k} {v}" for k, v in i.counts.items()) or "-")
+        cells = (safe_name(i.path), safe_text(", ".join(i.agents)), safe_text(i.suite or "-"),
+                 safe_text((i.started_at or "-")[:19].replace("T", " ")), safe_text(i.status),
+                 f"{i.done}/{i.planned or i.done}", ", ".join(f"{k} {v}" for k, v in i.counts.items()) or "-")
+        table.add_row(*(Text(c) for c in cells))  # Text: a "[" from disk is not rich markup
     Console(width=max(160, shutil.get_terminal_size().columns), soft_wrap=False).print(table)
 
 
@@ -105,26 +130,31 @@ def backfill_command(runs: tuple[Path, ...], results_root: Path | None, base_url
 
     if not runs and results_root is None:
         raise UserError("name run directories or --results ROOT; see `gripprobe list-runs`")
+    from ..store import check_readable_root
+
     dirs = [_run_dir(p) for p in runs]
     if results_root is not None:
-        if not results_root.exists():
-            raise UserError(f"{results_root}: no such results folder")
-        dirs += list(iter_run_dirs(results_root))
-    rows = backfill_runs(dirs, force=force, base_url=base_url, dry_run=dry_run)
+        dirs += list(iter_run_dirs(check_readable_root(results_root)))
+    try:
+        rows = backfill_runs(dirs, force=force, base_url=base_url, dry_run=dry_run)
+    except OSError as exc:
+        from ..store.roots import explain_os_error
+
+        target = Path(os.fsdecode(exc.filename)) if isinstance(exc.filename, (str, bytes)) else Path(".")
+        raise UserError(explain_os_error("backfill-model-hashes (writing case.json)", target, exc,
+                                         creating=True)) from None
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.outcome] = counts.get(r.outcome, 0) + 1
         if r.outcome in ("conflict", "unreachable", "not_listed", "no_backend"):
-            click.echo(f"{r.run_id}/{r.case_id}: {r.outcome}"
-                       + (f": {r.recorded or '-'} -> {r.found}" if r.found else "")
-                       + (f" ({r.detail})" if r.detail else ""))
+            click.echo(safe_text(f"{safe_name(r.run_id)}/{safe_name(r.case_id)}: {r.outcome}"
+                                 + (f": {r.recorded or '-'} -> {r.found}" if r.found else "")
+                                 + (f" ({r.detail})" if r.detail else "")))
     filled = Counter((r.run_id, r.found) for r in rows if r.outcome in ("filled", "overwritten"))
     for (run_id, digest), n in sorted(filled.items()):
-        click.echo(f"{run_id}: {n} case(s) -> {digest}")
+        click.echo(safe_text(f"{safe_name(run_id)}: {n} case(s) -> {digest}"))
     summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no cases"
     click.echo(f"backfill: {summary}" + (" (dry run: nothing written)" if dry_run else ""))
     if any(r.outcome in ("filled", "overwritten") for r in rows) and not dry_run:
-        from ..reports import write_run_reports
-
         for d in dirs:
-            write_run_reports(d)
+            write_reports(d)

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from ..errors import SpecError, UserError
+from ..textsafe import safe_text
 
 
 def _registry(ctx: click.Context) -> tuple[Any, list[str]]:
@@ -59,11 +60,11 @@ def validate_command(ctx: click.Context, root: Path | None) -> None:
         specs = load_specs(root, registry=registry)
     except SpecError as exc:
         for line in exc.errors:
-            click.echo(line, err=True)
+            click.echo(safe_text(line), err=True)
         click.echo(f"{len(exc.errors)} spec error(s)", err=True)
         raise SystemExit(2) from None
     except UserError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {safe_text(exc)}", err=True)
         raise SystemExit(exc.exit_code) from None
     for note in specs.notes:
         click.echo(f"note: {note.format()}", err=True)

@@ -27,9 +27,11 @@ from typing import Any
 
 from ..errors import UserError
 from ..models.results import STATUSES
-from ..store import RunDir, atomic_write_json, atomic_write_text
+from ..store import RunDir, atomic_write_json, atomic_write_text, check_readable_root, read_regular
+from ..store.layout import STORED_JSON_LIMIT
 from ..store.runs import iter_run_dirs
 from ..timeutil import utc_now_iso
+from ..textsafe import safe_name
 from .sanitize import Sanitizer, current_sanitizer
 
 __all__ = ["KIND", "OUTPUT_FILES", "PASS_AT_K", "Filters", "SORT_KEYS", "aggregate_runs", "find_run_dirs",
@@ -83,9 +85,7 @@ def find_run_dirs(roots: Iterable[Path]) -> list[Path]:
     missing or holds no run."""
     found: dict[Path, None] = {}
     for root in roots:
-        if not root.is_dir():
-            raise UserError(f"--runs-root {root}: no such directory; pass a results root (holding runs/), "
-                            f"a runs/ folder or one run directory")
+        check_readable_root(root, "--runs-root")
         candidates = [r.path for r in iter_run_dirs(root)]
         if not candidates:
             raise UserError(f"--runs-root {root}: no run found; pass a results root (holding runs/), a runs/ "
@@ -154,7 +154,7 @@ def _opt_str(obj: dict, key: str) -> str | None:
 def read_facts(path: Path, hardware_default: str | None = None) -> _Facts | None:
     """The fields the aggregate needs from one ``case.json``; None when unreadable or not a case."""
     try:
-        obj = json.loads(path.read_bytes())
+        obj = json.loads(read_regular(path, STORED_JSON_LIMIT))
         key, verdict = obj["key"], obj["verdict"]
         names = [key[k] for k in ("agent", "model", "format", "test")]
         if not all(isinstance(n, str) and n for n in names):
@@ -286,7 +286,7 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
             if cell is None:
                 cell = cells[test] = _Cell()
             cell.add(facts.status, facts.overall)
-        runs.append({"run_id": name(run_dir.name), "suite": _opt(name, _str_or_none(manifest.get("suite"))),
+        runs.append({"run_id": name(safe_name(run_dir.name)), "suite": _opt(name, _str_or_none(manifest.get("suite"))),
                      "started_at": _opt(name, _str_or_none(manifest.get("started_at"))), "cases": used})
     rows = _sort_rows([_row(ident, cells) for ident, cells in groups.items()], sort)
     from .. import __version__
@@ -418,7 +418,5 @@ def write_aggregate(data: dict[str, Any], out: Path) -> list[Path]:
     paths = [out / name for name in OUTPUT_FILES]
     atomic_write_json(paths[0], data)
     atomic_write_text(paths[1], render_aggregate_md(data))
-    atomic_write_text(paths[2], render_aggregate_html(data))
-    for p in paths:  # written private (mkstemp); a report for publication is world-readable
-        os.chmod(p, 0o644)
+    atomic_write_text(paths[2], render_aggregate_html(data))  # mode: 0666 minus the user's umask
     return paths

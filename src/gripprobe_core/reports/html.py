@@ -6,6 +6,10 @@ works from ``file://`` with no network. Agent output is data, never markup: temp
 the scripts insert it with ``textContent``. The event timeline is embedded as JSON (``<``, ``>``, ``&``
 escaped as ``\\u003c`` …) and rendered by the browser in chunks, so a case with 10,000 events opens at
 once. Missing or corrupt artifacts are shown as "missing" / "unreadable", never raised.
+
+Every stored file is read with :func:`~gripprobe_core.store.files.read_regular` (a FIFO, device or
+symlink planted in its place is never opened), the workspace through :mod:`.workspace_view`, and every
+name from disk (case directories, workspace and artifact files) is shown through ``safe_name``.
 """
 
 from __future__ import annotations
@@ -14,20 +18,25 @@ import difflib
 import json
 import os
 import shlex
+import stat
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from urllib.parse import quote
+
 from ..models.results import STATUSES, CaseResult
 from ..store import RunDir, atomic_write_text
+from ..store.files import open_regular, read_regular
+from ..store.runs import manifest_status
+from ..textsafe import safe_name
 from .summary_md import COLUMNS, run_totals, summary_row
+from .workspace_view import WORKSPACE_DEPTH_MAX, WORKSPACE_SCAN_MAX, workspace_view
 
 PHASES = ("warmup", "measured")
 TEXT_LIMIT = 64 * 1024          # bytes shown of a stdout/stderr/prompt file
 FIELD_LIMIT = 4000              # characters shown of one event field (arguments, output, text)
-WORKSPACE_FILES_MAX = 500       # files listed from the final workspace
-WORKSPACE_TEXT_LIMIT = 32 * 1024  # a workspace file larger than this is listed, not shown
-WORKSPACE_TEXT_BUDGET = 256 * 1024
+ARTIFACTS_MAX = 1000            # files listed from artifacts/
 PROXY_ROWS_MAX = 1000           # proxy exchanges listed per phase
 SHORT_STATUS = {
     "PASS": "PASS", "PASS_WITH_POLICY_VIOLATION": "PASS+PV", "FAIL": "FAIL", "NO_TOOL_CALL": "NO_TOOL",
@@ -71,10 +80,20 @@ def render_run_html(run_dir: RunDir, *, manifest: dict | None = None,
     written = [run_dir.reports / "summary.html"]
     atomic_write_text(written[0], render_summary_html(run_dir.run_id, manifest, entries))
     for name, res in entries:
-        path = run_dir.reports / "cases" / f"{name}.html"
+        path = run_dir.reports / "cases" / page_name(name)
         atomic_write_text(path, render_case_html(run_dir.case(name), res, run_id=run_dir.run_id))
         written.append(path)
     return written
+
+
+def page_name(case_dir_name: str) -> str:
+    """The file name of a case page: the case directory's name made display-safe (a harness-made case
+    id is unchanged), so the page name and its link are the same valid text."""
+    return f"{safe_name(case_dir_name)}.html"
+
+
+def _page_link(case_dir_name: str) -> str:
+    return "cases/" + quote(page_name(case_dir_name))
 
 
 def render_summary_html(run_id: str, manifest: dict, entries: list[tuple[str, CaseResult | None]]) -> str:
@@ -84,7 +103,7 @@ def render_summary_html(run_id: str, manifest: dict, entries: list[tuple[str, Ca
     for name, r in entries:
         if r is None:
             continue
-        rows.append({"cells": summary_row(r), "page": f"cases/{name}.html", "unsandboxed": r.sandbox == "none",
+        rows.append({"cells": summary_row(r), "page": _page_link(name), "unsandboxed": r.sandbox == "none",
                      "filters": {"agent": [r.key.agent], "model": [r.key.model], "format": [r.key.format],
                                  "status": [r.verdict.status], "tag": list(r.tags)}})
     filters = {
@@ -95,10 +114,11 @@ def render_summary_html(run_id: str, manifest: dict, entries: list[tuple[str, Ca
         "tag": sorted({t for r in results for t in r.tags}),
     }
     hardware = sorted({h for r in results if (h := getattr(r, "hardware_profile", None))})
-    return _render("summary.html", run_id=run_id, manifest=manifest, columns=COLUMNS, rows=rows,
-                   totals=run_totals(results), filters=filters, hardware=hardware,
-                   planned=len(manifest.get("planned") or []),
-                   unfinished=[(name, f"cases/{name}.html") for name, r in entries if r is None])
+    planned = manifest.get("planned")
+    return _render("summary.html", run_id=safe_name(run_id), manifest=manifest, run_status=manifest_status(manifest),
+                   columns=COLUMNS, rows=rows, totals=run_totals(results), filters=filters, hardware=hardware,
+                   planned=len(planned) if isinstance(planned, list) else 0,
+                   unfinished=[(safe_name(name), _page_link(name)) for name, r in entries if r is None])
 
 
 def render_case_html(case_dir: Path, result: CaseResult | None, run_id: str = "") -> str:
@@ -107,25 +127,26 @@ def render_case_html(case_dir: Path, result: CaseResult | None, run_id: str = ""
     timeline = {ph: _read_events(case_dir / "artifacts" / f"events.{ph}.jsonl") for ph in PHASES}
     phases = {p.phase: p for p in result.phases} if result else {}
     return _render(
-        "case.html", run_id=run_id or (result.run_id if result else ""), case_id=case_dir.name, r=result,
-        case_json_state="missing" if not case_json.exists() else ("ok" if result else "unreadable"),
+        "case.html", run_id=safe_name(run_id or (result.run_id if result else "")), case_id=safe_name(case_dir.name),
+        r=result, case_json_state="missing" if not os.path.lexists(case_json) else ("ok" if result else "unreadable"),
         hardware=getattr(result, "hardware_profile", None) if result else None,
         validators=_validators(result), timeline=timeline,
         events_data={ph: t["events"] for ph, t in timeline.items()},
         prompt=_read_text(case_dir / "prompt.txt"),
         phases=[_phase_view(case_dir, ph, phases.get(ph)) for ph in PHASES],
-        workspace=_workspace(case_dir / "workspace"), diffs=_diffs(result),
+        workspace=workspace_view(case_dir / "workspace"), scan_max=WORKSPACE_SCAN_MAX, depth_max=WORKSPACE_DEPTH_MAX,
+        diffs=_diffs(result),
         proxy=[_proxy_view(case_dir, ph, phases.get(ph)) for ph in PHASES],
         artifacts=_artifact_list(case_dir / "artifacts"),
     )
 
 
 def _read_text(path: Path, limit: int = TEXT_LIMIT) -> dict:
-    """A text file for display: state ok|missing|unreadable, at most ``limit`` bytes of it."""
+    """A text file for display: state ok|missing|unreadable, at most ``limit`` bytes of it (a regular
+    file only: anything else planted in its place is ``unreadable``, never opened)."""
     try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            data = fh.read(limit)
+        size = os.lstat(path).st_size
+        data = read_regular(path, limit)
     except FileNotFoundError:
         return {"state": "missing", "text": "", "size": 0, "shown": 0, "truncated": False}
     except OSError as exc:
@@ -148,7 +169,7 @@ def _read_events(path: Path) -> dict:
     try:
         # bytes.splitlines(): the harness writes JSON lines with ensure_ascii=False, and str.splitlines()
         # would also break a line at a U+2028 or U+0085 inside a string
-        lines = [raw.decode("utf-8", "replace") for raw in path.read_bytes().splitlines()]
+        lines = [raw.decode("utf-8", "replace") for raw in read_regular(path).splitlines()]
     except FileNotFoundError:
         return {"state": "missing", "events": [], "bad_lines": 0}
     except OSError:
@@ -277,44 +298,6 @@ def _phase_view(case_dir: Path, phase: str, rec) -> dict:
     }
 
 
-def _workspace(root: Path) -> dict:
-    """The final workspace (after the measured phase): every file with its size, small text files'
-    content. The starting fixtures are not stored in a run, so this is no diff against them."""
-    if not root.is_dir():
-        return {"state": "missing", "files": [], "more": 0}
-    files, more, budget = [], 0, WORKSPACE_TEXT_BUDGET
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for fn in sorted(filenames):
-            p = Path(dirpath) / fn
-            if len(files) >= WORKSPACE_FILES_MAX:
-                more += 1
-                continue
-            rel = p.relative_to(root).as_posix()
-            entry: dict[str, Any] = {"path": rel, "size": None, "text": None, "note": ""}
-            try:
-                if p.is_symlink():
-                    entry["note"] = f"symlink to {os.readlink(p)}"
-                else:
-                    entry["size"] = p.stat().st_size
-                    if entry["size"] > WORKSPACE_TEXT_LIMIT or entry["size"] > budget:
-                        entry["note"] = "too large to show"
-                    else:
-                        data = p.read_bytes()
-                        if b"\0" in data:
-                            entry["note"] = "binary"
-                        else:
-                            try:
-                                entry["text"] = data.decode("utf-8")
-                                budget -= len(data)
-                            except UnicodeDecodeError:
-                                entry["note"] = "not UTF-8 text"
-            except OSError as exc:
-                entry["note"] = f"unreadable ({type(exc).__name__})"
-            files.append(entry)
-    return {"state": "ok", "files": files, "more": more}
-
-
 def _proxy_view(case_dir: Path, phase: str, rec) -> dict:
     """One summary row per recorded HTTP exchange; request and response bodies are left out."""
     info = dict(rec.proxy) if rec else {}
@@ -325,7 +308,7 @@ def _proxy_view(case_dir: Path, phase: str, rec) -> dict:
     view = {"phase": phase, "mode": info.get("mode"), "status": info.get("status"),
             "reason": info.get("skip_reason") or info.get("error"), "state": "ok", "rows": [], "more": 0, "bad": 0}
     try:
-        fh = path.open("r", encoding="utf-8", errors="replace")
+        fh = open_regular(path)
     except FileNotFoundError:
         view["state"] = "missing"
         return view
@@ -333,7 +316,8 @@ def _proxy_view(case_dir: Path, phase: str, rec) -> dict:
         view["state"] = "unreadable"
         return view
     with fh:
-        for line in fh:
+        for raw in fh:
+            line = raw.decode("utf-8", "replace")
             if not line.strip():
                 continue
             if len(view["rows"]) >= PROXY_ROWS_MAX:
@@ -364,8 +348,18 @@ def _exchange(d: dict) -> dict:
 
 
 def _artifact_list(root: Path) -> list[dict]:
+    """Names and sizes of the regular files in ``artifacts/`` (lstat: a symlink is not followed)."""
     try:
-        return [{"name": p.name, "size": p.stat().st_size} for p in sorted(root.iterdir()) if p.is_file()]
+        if not stat.S_ISDIR(os.lstat(root).st_mode):
+            return []
+        with os.scandir(root) as it:
+            entries = sorted(it, key=lambda e: e.name)[:ARTIFACTS_MAX]
+        out = []
+        for e in entries:
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode):
+                out.append({"name": safe_name(e.name), "size": st.st_size})
+        return out
     except OSError:
         return []
 

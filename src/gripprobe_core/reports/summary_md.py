@@ -11,6 +11,8 @@ from pathlib import Path
 
 from ..models.results import STATUSES, CaseResult
 from ..store import RunDir, atomic_write_text
+from ..store.runs import manifest_status
+from ..textsafe import safe_name
 
 COLUMNS = ("agent", "model", "format", "test", "status", "reason", "trajectory", "invoked", "strict", "overall",
            "tier", "agent s", "case s")
@@ -18,6 +20,11 @@ COLUMNS = ("agent", "model", "format", "test", "status", "reason", "trajectory",
 
 def _cell(v: object) -> str:
     return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _planned(manifest: dict) -> int:
+    planned = manifest.get("planned")
+    return len(planned) if isinstance(planned, list) else 0
 
 
 def _agent_seconds(r: CaseResult) -> str:
@@ -50,8 +57,8 @@ def render_summary_md(run_id: str, manifest: dict, results: list[CaseResult], un
     totals = run_totals(results)
     n = totals["n"]
     lines = [
-        f"# GripProbe run {run_id}", "",
-        f"- status: {manifest.get('status', 'unknown')}; cases: {n} of {len(manifest.get('planned', [])) or n}",
+        f"# GripProbe run {_cell(safe_name(run_id))}", "",
+        f"- status: {manifest_status(manifest)}; cases: {n} of {_planned(manifest) or n}",
         f"- strict_pass_score: {totals['strict']:.3f}; overall_score: {totals['overall']:.3f}",
         "- " + ", ".join(f"{k}: {v}" for k, v in sorted(totals["counts"].items())), "",
         "| " + " | ".join(COLUMNS) + " |",
@@ -69,7 +76,7 @@ def render_summary_md(run_id: str, manifest: dict, results: list[CaseResult], un
     unfinished = list(unfinished)
     if unfinished:
         lines += ["", "Cases without a readable case.json (unfinished or corrupt):", ""]
-        lines += [f"- {_cell(c)}" for c in unfinished]
+        lines += [f"- {_cell(safe_name(c))}" for c in unfinished]
     return "\n".join(lines) + "\n"
 
 

@@ -4,13 +4,19 @@ asyncio's own. ``GRIPPROBE_EVENT_LOOP=asyncio`` forces asyncio's.
 Why: the recording proxy relays on the runner's loop, and its added latency per request is mostly the
 event loop's and aiohttp's own work; uvloop cut the relay's p50 added latency by about 10 % in
 benchmarks/proxy_latency.py (docs/proxy.md). Nothing else depends on which loop runs.
+
+:class:`StopSignals` makes SIGTERM stop a run the way Ctrl-C does: the running coroutine is cancelled
+(its agents' process groups are killed on the way out) and :class:`Terminated` is raised, so the caller
+writes its "incomplete" manifest exactly as after a KeyboardInterrupt.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from typing import Awaitable, Callable, TypeVar
+import signal
+import threading
+from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
 T = TypeVar("T")
 
@@ -37,4 +43,73 @@ def loop_name() -> str:
     return "uvloop" if factory is not None else "asyncio"
 
 
-__all__ = ["loop_factory", "loop_name", "run"]
+class Terminated(Exception):
+    """The run was stopped by SIGTERM (raised by :meth:`StopSignals.run` after the cancellation)."""
+
+
+class StopSignals:
+    """While entered (main thread only): SIGTERM is caught instead of killing the process.
+
+    A SIGTERM that arrives during :meth:`run` cancels the coroutine, like asyncio's Ctrl-C handling, and
+    :meth:`run` then raises :class:`Terminated`; one that arrives outside it (before the run starts, while
+    the harness writes its results) is remembered in :attr:`received` and never interrupts a write.
+    A second SIGTERM while the cancellation is under way changes nothing (the cleanup is bounded by the
+    process kill grace period). The previous handler is restored on exit."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self._cancel: Callable[[], None] | None = None
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._installed = False
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        first = not self.received
+        self.received = True
+        if first and self._cancel is not None:
+            self._cancel()
+
+    def run(self, main: Coroutine[Any, Any, T]) -> T:
+        """:func:`run` ``main``; raises :class:`Terminated` when a SIGTERM cancelled it (or came first)."""
+        if self.received:
+            main.close()
+            raise Terminated()
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            loop = runner.get_loop()
+
+            async def guarded() -> T:
+                task = asyncio.current_task()
+                assert task is not None
+
+                def cancel() -> None:  # from the signal handler, between two bytecodes of the loop thread
+                    task.cancel()
+                    loop.call_soon_threadsafe(lambda: None)  # wake a loop blocked in select()
+
+                self._cancel = cancel
+                try:
+                    if self.received:  # arrived between the check above and now
+                        main.close()
+                        raise asyncio.CancelledError()
+                    return await main
+                finally:
+                    self._cancel = None
+
+            try:
+                return runner.run(guarded())
+            except asyncio.CancelledError:
+                if self.received:
+                    raise Terminated() from None
+                raise
+
+
+__all__ = ["StopSignals", "Terminated", "loop_factory", "loop_name", "run"]

@@ -1,14 +1,16 @@
 """A run: allocate the run directory, run planned cases (``--jobs N`` at once), write manifest and reports.
 
-Ctrl-C leaves every finished case intact, kills running agents' process groups, and marks the run
-incomplete in manifest.json.
+Ctrl-C (SIGINT) and SIGTERM both leave every finished case intact, kill running agents' process groups,
+and mark the run incomplete in manifest.json (with ``interrupted_by``), so ``run-suite --resume``
+continues it. A SIGTERM that arrives after the last case, while the harness writes its results, waits
+for the writes and does not make a finished run incomplete.
 """
 
 from __future__ import annotations
 
 import asyncio
 import platform
-
+import signal
 import tempfile
 import time
 from collections import Counter
@@ -23,7 +25,7 @@ from ..store import RunDir, allocate_run_dir, atomic_write_json
 from ..timeutil import utc_now_iso
 from .case import RunConfig, run_case, write_case
 from .derive import harness_error_verdict
-from .loop import loop_name, run as run_loop
+from .loop import StopSignals, Terminated, loop_name
 from .matrix import PlannedCase
 
 
@@ -54,6 +56,12 @@ class RunOutcome:
     results: list[CaseResult]
     interrupted: bool
     duration_s: float
+    signal: int = 0
+    """The signal that interrupted the run (``signal.SIGINT`` or ``signal.SIGTERM``), 0 when none did."""
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signal).name if self.signal else ""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -155,20 +163,27 @@ def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: Run
                 m["preflight"] = [p for p in earlier or [] if isinstance(p, dict)] + m["preflight"]
             return m
 
-        atomic_write_json(run_dir.manifest, manifest("running"))
-        interrupted = False
-        try:
-            run_loop(_run_all(cases, rc, opts.jobs, on_done, results))
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            from ..proxy import close_recorder
-            close_recorder()  # the telemetry proxies' recorder process (one per run, shared by every phase)
-        status = "incomplete" if interrupted or len(results) < len(cases) else "complete"
-        atomic_write_json(run_dir.manifest, manifest(status, utc_now_iso()))
-    from ..reports import write_run_reports
-    write_run_reports(run_dir)
-    return RunOutcome(run_dir, sorted(results, key=lambda r: r.case_id), interrupted, time.monotonic() - t0)
+        stopped_by = 0
+        with StopSignals() as stop:
+            atomic_write_json(run_dir.manifest, manifest("running"))
+            try:
+                stop.run(_run_all(cases, rc, opts.jobs, on_done, results))
+            except KeyboardInterrupt:
+                stopped_by = signal.SIGINT
+            except Terminated:
+                stopped_by = signal.SIGTERM
+            finally:
+                from ..proxy import close_recorder
+                close_recorder()  # the telemetry proxies' recorder process (one per run, shared by every phase)
+            status = "incomplete" if stopped_by or len(results) < len(cases) else "complete"
+            m = manifest(status, utc_now_iso())
+            if stopped_by:
+                m["interrupted_by"] = signal.Signals(stopped_by).name
+            atomic_write_json(run_dir.manifest, m)
+            from ..reports import write_run_reports
+            write_run_reports(run_dir)
+    return RunOutcome(run_dir, sorted(results, key=lambda r: r.case_id), bool(stopped_by), time.monotonic() - t0,
+                      int(stopped_by))
 
 
 @dataclass

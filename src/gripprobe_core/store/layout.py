@@ -1,25 +1,45 @@
 """``results/runs/<RUN_ID>/`` layout and crash-safe writes.
 
-Every file a reader relies on (case.json, manifest.json, events) is written to a temporary sibling
-and renamed into place, so a kill never leaves a half-written file behind.
+Every file a reader relies on (case.json, manifest.json, events, reports) is written to a temporary
+sibling and renamed into place, so a kill never leaves a half-written file behind. The temporary file is
+created with mode 0666 and the kernel applies the user's umask, so the files a run writes are 0644
+under umask 022 and 0640 under 027, like any other file the user creates. Stored files are read back
+with :func:`~gripprobe_core.store.files.read_regular` (never a FIFO, device or symlink).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..models.results import CaseResult
 from ..timeutil import run_id_stamp
+from .files import read_regular
+from .roots import ResultsPathError, explain_os_error
+
+#: Largest case.json / manifest.json read back (a bigger one is treated as unreadable).
+STORED_JSON_LIMIT = 64 * 1024 * 1024
+
+
+def _create_temp(path: Path) -> tuple[int, Path]:
+    """An exclusive new sibling of ``path``; mode 0666 minus the umask (mkstemp would force 0600)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"cannot create a temporary file beside {path}")  # pragma: no cover
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -35,7 +55,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+    """UTF-8. A lone surrogate (a file name's undecodable byte that escaped display escaping) becomes
+    ``\\udcff`` instead of failing the write; in JSON text that is the same string again."""
+    atomic_write_bytes(path, text.encode("utf-8", errors="backslashreplace"))
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -46,15 +68,20 @@ def allocate_run_dir(results_root: Path) -> tuple[str, Path]:
     """Create ``runs/<RUN_ID>`` exclusively. RUN_ID is UTC ``YYYYMMDDTHHMMSSZ``; a start in the same
     second as another gets ``-2``, ``-3`` ... so parallel starts never share a directory."""
     runs = results_root / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
     stem = run_id_stamp()
     for n in range(1, 10_000):
         run_id = stem if n == 1 else f"{stem}-{n}"
         path = runs / run_id
         try:
+            runs.mkdir(parents=True, exist_ok=True)
             path.mkdir()
         except FileExistsError:
-            continue
+            if runs.is_dir():
+                continue
+            raise ResultsPathError(explain_os_error(f"--results {results_root}", runs, FileExistsError(),
+                                                    creating=True)) from None
+        except OSError as exc:
+            raise ResultsPathError(explain_os_error(f"--results {results_root}", path, exc, creating=True)) from None
         return run_id, path
     raise RuntimeError("cannot allocate a run directory")  # pragma: no cover
 
@@ -85,16 +112,19 @@ class RunDir:
     def read_manifest(self) -> dict[str, Any]:
         """manifest.json as a dict; ``{}`` when it is missing or unreadable (a killed or foreign run)."""
         try:
-            data = json.loads(self.manifest.read_bytes())
+            data = json.loads(read_regular(self.manifest, STORED_JSON_LIMIT))
         except (OSError, ValueError, RecursionError):
             return {}
         return data if isinstance(data, dict) else {}
 
     def case_entries(self) -> list[tuple[str, CaseResult | None]]:
         """Every case directory with its result (None when case.json is missing or unreadable), sorted."""
-        if not self.cases.is_dir():
+        try:
+            with os.scandir(self.cases) as it:
+                dirs = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+        except OSError:
             return []
-        return [(d.name, read_case(d / "case.json")) for d in sorted(self.cases.iterdir()) if d.is_dir()]
+        return [(name, read_case(self.cases / name / "case.json")) for name in dirs]
 
     def case_results(self) -> list[CaseResult]:
         """Every readable case.json, sorted by case id (unreadable ones are skipped)."""
@@ -102,7 +132,12 @@ class RunDir:
 
 
 def read_case(path: Path) -> CaseResult | None:
+    """The validated case.json at ``path`` (every field checked, the status one of ``STATUSES``), or None
+    when it is missing, not a regular file, too large, not JSON or not a valid result."""
     try:
-        return CaseResult.model_validate_json(path.read_bytes())
-    except (OSError, ValueError):
+        data = read_regular(path, STORED_JSON_LIMIT + 1)
+        if len(data) > STORED_JSON_LIMIT:
+            return None
+        return CaseResult.model_validate_json(data)
+    except (OSError, ValueError, RecursionError):
         return None

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
-import json
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from .layout import RunDir
+from .layout import RunDir, read_case
+
+#: What a manifest's ``status`` may say. Anything else on disk reads as ``invalid``.
+RUN_STATUSES = ("running", "complete", "incomplete")
+INVALID = "invalid"
+"""The count key (and run status) of something on disk that is not a valid result."""
+
+
+def manifest_status(manifest: dict[str, Any]) -> str:
+    """A manifest's run status, validated: one of ``RUN_STATUSES``, ``unknown`` when it says none (a
+    missing or unreadable manifest), ``invalid`` when it says something else."""
+    status = manifest.get("status")
+    if status is None:
+        return "unknown"
+    return status if isinstance(status, str) and status in RUN_STATUSES else INVALID
+
+
+def _opt_str(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
 
 
 def is_run_dir(path: Path) -> bool:
@@ -54,26 +72,36 @@ class RunInfo:
 
 def describe_run(run: RunDir) -> RunInfo:
     """What ``list-runs`` shows. Counts come from the case.json files present (the truth after a kill),
-    agents and models from the plan (or from the cases when the manifest is unreadable)."""
+    each validated as a whole: one that is not a valid result (an unknown status such as ``123``, a
+    missing field, not JSON) counts as ``invalid``, never under the status it claims. Agents and
+    models come from the plan (or from the cases when the manifest is unreadable)."""
     manifest = run.read_manifest()
     planned = [p for p in manifest.get("planned") or [] if isinstance(p, dict)]
     counts: Counter[str] = Counter()
     agents, models = set(), set()
-    if run.cases.is_dir():
-        for d in run.cases.iterdir():
-            try:
-                data = json.loads((d / "case.json").read_bytes())
-                counts[str(data["verdict"]["status"])] += 1
-                agents.add(str(data["key"]["agent"]))
-                models.add(str(data["key"]["model"]))
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
+    try:
+        with os.scandir(run.cases) as it:
+            case_dirs = [e.name for e in it if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        case_dirs = []
+    for name in case_dirs:
+        path = run.cases / name / "case.json"
+        if not os.path.lexists(path):
+            continue  # not finished (or killed before it was)
+        res = read_case(path)
+        if res is None:
+            counts[INVALID] += 1
+            continue
+        counts[res.verdict.status] += 1
+        agents.add(res.key.agent)
+        models.add(res.key.model)
     for p in planned:
-        agents.add(str(p.get("agent")))
-        models.add(str(p.get("model")))
-    status = str(manifest.get("status") or "unknown")
+        for key, into in (("agent", agents), ("model", models)):
+            if isinstance(p.get(key), str):
+                into.add(p[key])
+    status = manifest_status(manifest)
     if status == "running":
         status = "running or killed"
-    return RunInfo(path=run.path, run_id=run.run_id, status=status, suite=manifest.get("suite"),
-                   started_at=manifest.get("started_at"), agents=sorted(agents - {"None"}),
-                   models=sorted(models - {"None"}), planned=len(planned), counts=dict(sorted(counts.items())))
+    return RunInfo(path=run.path, run_id=run.run_id, status=status, suite=_opt_str(manifest.get("suite")),
+                   started_at=_opt_str(manifest.get("started_at")), agents=sorted(agents), models=sorted(models),
+                   planned=len(planned), counts=dict(sorted(counts.items())))

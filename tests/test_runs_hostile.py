@@ -1,0 +1,221 @@
+"""Stored runs holding hostile data: reports, list-runs, aggregate-reports and resume stay correct.
+
+A real oracle run is made once; each test copies it and plants what an agent (or anything else that
+can write the results tree) could leave there: FIFOs, device nodes, symlinks out, names that are not
+UTF-8, a large binary, case.json files with statuses that do not exist, terminal escape sequences.
+Everything goes through the real `gripprobe` command in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import gripprobe, read_json
+
+pytestmark = pytest.mark.e2e
+
+SELECTION = ["-m", "oracle-perfect", "-t", "save_file", "-t", "shell_pwd", "-t", "shell_file"]
+CONTROL = [chr(c) for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))]
+ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x9b31m"
+
+
+@pytest.fixture(scope="module")
+def oracle_run(tmp_path_factory) -> Path:
+    res = gripprobe("run", *SELECTION, "--results", str(tmp_path_factory.mktemp("hostile") / "results"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    return Path(res.stdout.strip().splitlines()[-1])
+
+
+def _copy(run: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "results" / "runs" / run.name
+    shutil.copytree(run, dst, symlinks=True)
+    return dst
+
+
+def _case(run: Path, test: str) -> Path:
+    return next(d for d in sorted((run / "cases").iterdir()) if d.name.endswith(f"__{test}"))
+
+
+def _no_control(text: str) -> None:
+    bad = sorted({repr(c) for c in text if c in CONTROL})
+    assert not bad, f"control characters reached the terminal: {bad}"
+
+
+class _FifoWriter:
+    """Blocks in open(fifo, O_WRONLY) until some reader opens the FIFO: tells whether anyone did."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.opened = path, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        fd = os.open(self.path, os.O_WRONLY)
+        self.opened.set()
+        os.close(fd)
+
+    def release(self) -> None:
+        if not self.opened.is_set():  # open it for reading ourselves so the thread ends
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+            self.thread.join(5)
+            os.close(fd)
+
+
+# ------------------------------------------------------------------------------------ workspace
+
+def _plant_workspace(ws: Path, outside: Path) -> dict[str, object]:
+    os.mkfifo(ws / "pipe")
+    os.mknod(ws / "null-device", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    os.symlink("/etc/passwd", ws / "passwd-link")
+    outside.mkdir()
+    (outside / "secret.txt").write_text("OUTSIDE-SECRET-42\n")
+    os.symlink(outside, ws / "dir-link")
+    os.symlink(outside / "secret.txt", ws / "secret-link")
+    with open(os.fsencode(ws) + b"/bad\xffname\x1b[31m.txt", "wb") as fh:
+        fh.write(b"shown content\n")
+    (ws / "big.bin").write_bytes(os.urandom(5 * 1024 * 1024))
+    return {"fifo": _FifoWriter(ws / "pipe")}
+
+
+def test_case_page_survives_a_hostile_workspace(oracle_run, tmp_path):
+    run = _copy(oracle_run, tmp_path)
+    case = _case(run, "save_file")
+    planted = _plant_workspace(case / "workspace", tmp_path / "outside")
+    fifo: _FifoWriter = planted["fifo"]  # type: ignore[assignment]
+    try:
+        res = gripprobe("rebuild-reports", str(run), timeout=60)  # a FIFO read would hang here
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert "Traceback" not in res.stderr
+        assert not fifo.opened.is_set(), "the FIFO was opened"
+    finally:
+        fifo.release()
+    page = (run / "reports" / "cases" / f"{case.name}.html").read_text(encoding="utf-8")
+    ws = page[page.index('id="workspace"'):page.index('id="proxy"') if 'id="proxy"' in page else None]
+    assert "bad\\xffname\\x1b[31m.txt" in ws and "shown content" in ws   # escaped name, content still shown
+    assert "FIFO, not opened" in ws and "character device, not opened" in ws
+    assert "symlink to /etc/passwd (not followed)" in ws
+    assert f"symlink to {tmp_path / 'outside'} (not followed)" in ws
+    assert "too large to show" in ws and "5242880" in ws
+    assert "root:x:0:0" not in page and "OUTSIDE-SECRET-42" not in page   # nothing outside was read
+    assert "dir-link/secret.txt" not in page
+    assert "greeting.txt" in ws  # the agent's real file is still there
+    _no_control(page)
+
+    # aggregate-reports reads the same run without hanging or failing
+    out = tmp_path / "agg"
+    res = gripprobe("aggregate-reports", "--runs-root", str(run.parents[1]), "--output", str(out), timeout=60)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads((out / "aggregate.json").read_text())["unreadable"] == 0
+
+
+def test_hostile_case_directories_and_files(oracle_run, tmp_path):
+    """FIFOs and symlinks where the reports expect case files, a case folder that is a symlink out, a
+    case folder whose name is not UTF-8: rebuild-reports, aggregate-reports and list-runs finish."""
+    run = _copy(oracle_run, tmp_path)
+    fifo_case, link_ws_case, stdout_case = (_case(run, t) for t in ("save_file", "shell_pwd", "shell_file"))
+    weird = os.fsencode(run / "cases") + b"/weird\xff\x1b[2Jcase"
+    shutil.copytree(os.fsdecode(os.fsencode(stdout_case)), os.fsdecode(weird))
+    (fifo_case / "case.json").unlink()
+    os.mkfifo(fifo_case / "case.json")
+    shutil.rmtree(link_ws_case / "workspace")
+    os.symlink("/etc", link_ws_case / "workspace")
+    (stdout_case / "measured.stdout").unlink()
+    os.symlink("/etc/passwd", stdout_case / "measured.stdout")
+    os.mkfifo(stdout_case / "prompt.txt.fifo")
+    (stdout_case / "prompt.txt").unlink()
+    os.symlink(stdout_case / "prompt.txt.fifo", stdout_case / "prompt.txt")
+    os.symlink("/", run / "cases" / "zz-link-to-root")
+    writers = [_FifoWriter(fifo_case / "case.json"), _FifoWriter(stdout_case / "prompt.txt.fifo")]
+    try:
+        res = gripprobe("rebuild-reports", str(run), timeout=60)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+        res = gripprobe("aggregate-reports", "--runs-root", str(run), "--output", str(tmp_path / "agg"), timeout=60)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+        listed = gripprobe("list-runs", "--results", str(run.parents[1]), timeout=60)
+        assert listed.returncode == 0, listed.stderr[-3000:]
+        assert not any(w.opened.is_set() for w in writers), "a FIFO was opened"
+    finally:
+        for w in writers:
+            w.release()
+    assert "invalid 1" in listed.stdout  # the FIFO case.json: present, not a valid result
+    reports = run / "reports" / "cases"
+    assert "workspace/: symlink" in (reports / f"{link_ws_case.name}.html").read_text()
+    page = (reports / f"{stdout_case.name}.html").read_text()
+    assert "root:x:0:0" not in page
+    assert not (reports / "zz-link-to-root.html").exists()          # a symlinked case folder is not a case
+    assert (reports / "weird\\xff\\x1b[2Jcase.html").is_file()          # the page of the odd name, escaped
+    summary = (run / "reports" / "summary.html").read_text()
+    assert 'href="cases/weird%5Cxff%5Cx1b%5B2Jcase.html"' in summary  # the link finds that page
+    _no_control(summary)
+
+
+# ------------------------------------------------------------------------------------- statuses
+
+def _set_status(case: Path, status: object) -> None:
+    data = read_json(case / "case.json")
+    data["verdict"]["status"] = status
+    (case / "case.json").write_text(json.dumps(data))
+
+
+def test_unknown_statuses_are_invalid_everywhere_and_escapes_never_reach_the_terminal(oracle_run, tmp_path):
+    run = _copy(oracle_run, tmp_path)
+    a, b, c = (_case(run, t) for t in ("save_file", "shell_pwd", "shell_file"))
+    _set_status(a, 123)
+    _set_status(b, "<script>alert(1)</script>")
+    _set_status(c, "PASS" + ESCAPES)
+    original = read_json(run / "manifest.json")
+    manifest = {**original, "suite": "suite" + ESCAPES, "status": "complete" + ESCAPES}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    results = run.parents[1]
+
+    res = gripprobe("list-runs", "--results", str(results), timeout=60)
+    assert res.returncode == 0, res.stderr
+    _no_control(res.stdout + res.stderr)
+    assert "invalid 3" in res.stdout and "<script>" not in res.stdout and "123" not in res.stdout
+    assert "suite\\x1b]0;pwned" in res.stdout  # shown, escaped
+    info = json.loads(gripprobe("list-runs", "--results", str(results), "--json").stdout)
+    assert info["counts"] == {"invalid": 3} and info["status"] == "invalid" and info["done"] == 3
+
+    res = gripprobe("rebuild-reports", str(run), timeout=60)
+    assert res.returncode == 0, res.stderr
+    md = (run / "reports" / "summary.md").read_text()
+    assert "123" not in md.split("Cases without")[0] and "<script>" not in md and "status: invalid" in md
+    html = (run / "reports" / "summary.html").read_text()
+    assert "<script>alert" not in html and "status invalid" in html
+
+    out = tmp_path / "agg"
+    res = gripprobe("aggregate-reports", "--runs-root", str(results), "--output", str(out), timeout=60)
+    assert res.returncode == 0, res.stderr
+    data = json.loads((out / "aggregate.json").read_text())
+    assert data["unreadable"] == 3 and data["rows"] == []
+
+    # an error quoting the manifest's suite is escaped
+    res = gripprobe("run-suite", "--resume", str(run), timeout=120)
+    assert res.returncode == 2 and "unknown suite 'suite\\x1b]0;pwned" in res.stderr, res.stderr
+    _no_control(res.stdout + res.stderr)
+
+    # resume does not take an invalid case.json for a finished case: all three run again
+    (run / "manifest.json").write_text(json.dumps(original))
+    res = gripprobe("run-suite", "--resume", str(run), timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    _no_control(res.stdout + res.stderr)
+    assert "0 of 3 case(s) done, 3 to run" in res.stderr
+    assert {read_json(d / "case.json")["verdict"]["status"] for d in (a, b, c)} == {"PASS"}
+
+
+def test_recompute_lines_and_errors_quoting_disk_content_are_escaped(oracle_run, tmp_path):
+    run = _copy(oracle_run, tmp_path)
+    evil = run / "cases" / ("evil" + ESCAPES.replace("/", ""))
+    evil.mkdir()
+    (evil / "case.json").write_text("{")
+    res = gripprobe("rebuild-reports", str(run), "--recompute", "--dry-run", timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "evil\\x1b]0;pwned" in res.stderr
+    _no_control(res.stdout + res.stderr)
