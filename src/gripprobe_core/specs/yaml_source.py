@@ -141,7 +141,8 @@ def load_yaml_file(path: Path) -> tuple[dict[Any, Any], SourceMap]:
     """Public helper: the plain mapping in ``path`` and its :class:`SourceMap`.
 
     Raises :class:`~gripprobe_core.errors.SpecError` (``file:line: message`` lines) if the file cannot
-    be read, is not YAML, or is not a single mapping.
+    be read, is not a regular file, breaks a limit (:data:`MAX_FILE_BYTES`, :data:`MAX_NODES`,
+    :data:`MAX_DEPTH`), is not YAML, or is not a single mapping.
     """
     parsed = read_yaml(Path(path))
     if parsed.issues or parsed.data is None:
