@@ -90,6 +90,56 @@ def test_validate_checks_plugin_kinds_against_installed_plugins(workdir):
     ]
 
 
+NESTED = """\
+id: nested
+title: Errors at every level
+prompt: p
+colour: blue
+validators:
+  - kind: file_equals
+    path: a.txt
+  - kind: file_exists
+    path: ../../../../etc/hostname
+  - kind: command_output
+    command: []
+    expected: x
+  - kind: patch_applied
+    path: a.txt
+    bogus: 1
+reference:
+  - shell: "true"
+"""
+
+
+def test_a_wrong_top_level_key_does_not_hide_the_validator_errors_beneath_it(workdir):
+    root = write_tree(workdir, {**VALID, "tests/nested.yaml": NESTED})
+    result = invoke(validate_command, "--root", str(root))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "specs/tests/nested.yaml:4: colour: unknown key; valid keys: challenge, fixtures, id, language, prompt, "
+        "reference, requires, rules, tags, timeout_s, title, validators, … (1 more)",
+        "specs/tests/nested.yaml:6: validators[0].expected: missing required key",
+        "specs/tests/nested.yaml:9: validators[1].path: path '../../../../etc/hostname' leaves the workspace "
+        "('..' climbs above it); paths must stay inside the workspace",
+        "specs/tests/nested.yaml:11: validators[2].command: List should have at least 1 item after validation, "
+        "not 0",
+        "specs/tests/nested.yaml:15: validators[3].bogus: unknown key; valid keys: contains, expected, "
+        "not_contains, path, strip",
+        "5 spec error(s)",
+    ]
+
+
+def test_validator_errors_are_reported_when_other_keys_of_the_test_are_wrong_too(workdir):
+    broken = NESTED.replace("colour: blue\n", "").replace("title: Errors at every level\n", "tags: [sanity, nope]\n")
+    root = write_tree(workdir, {**VALID, "tests/nested.yaml": broken})
+    lines = invoke(validate_command, "--root", str(root)).stderr.splitlines()
+    assert lines[0] == "specs/tests/nested.yaml:1: title: missing required key"
+    assert lines[1].startswith("specs/tests/nested.yaml:2: tags[1]: Input should be ")
+    assert [line.split(": ")[1] for line in lines[2:6]] == [
+        "validators[0].expected", "validators[1].path", "validators[2].command", "validators[3].bogus"]
+    assert lines[6:] == ["6 spec error(s)"]
+
+
 def test_validate_without_specs_is_a_one_line_user_error(workdir):
     result = invoke(validate_command)
     assert result.exit_code == 2

@@ -205,7 +205,41 @@ def test_misspelt_key_names_file_line_and_suggestion(tree):
         tool_kinds: [read]
         timout_s: 60
         """})
-    assert errors_of(root) == ["specs/cli_agents/reference.yaml:5: timout_s: unknown key; did you mean 'timeout_s'?"]
+    # The misspelt key does not hide what the rest of the file says: this agent lost the markdown
+    # format a suite case asks of it.
+    assert errors_of(root) == [
+        "specs/cli_agents/reference.yaml:5: timout_s: unknown key; did you mean 'timeout_s'?",
+        "specs/suites/default.yaml:7: cases[0].format: agent 'reference' does not support format 'markdown' "
+        "(it supports: tool)",
+    ]
+
+
+def test_unknown_top_level_keys_do_not_hide_the_references_of_the_file(tree):
+    root = tree({"suites/default.yaml": """\
+        id: default
+        agent: [reference]
+        models: [oracle-perfect, qwne]
+        tests: [save_file]
+        colour: blue
+        """})
+    assert errors_of(root) == [
+        "specs/suites/default.yaml:2: agent: unknown key; did you mean 'agents'?",
+        "specs/suites/default.yaml:3: models[1]: unknown model 'qwne'; did you mean 'qwen'? known: oracle-perfect, qwen",
+        "specs/suites/default.yaml:5: colour: unknown key; valid keys: agents, cases, formats, id, jobs, models, "
+        "telemetry_proxy_mode, tests, title",
+    ]
+
+
+def test_other_errors_keep_the_spec_out_of_the_reference_checks(tree):
+    # A wrong value is not replaced by a default to check references with: that could invent errors.
+    root = tree({"suites/default.yaml": """\
+        id: default
+        jobs: many
+        models: [qwne]
+        """})
+    assert errors_of(root) == [
+        "specs/suites/default.yaml:2: jobs: Input should be a valid integer, unable to parse string as an integer; "
+        "got a string"]
 
 
 def test_misspelt_nested_key_in_list_item(tree):

@@ -14,10 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from ruamel.yaml import YAML
 
+from gripprobe_core.builtins.validators import BUILTIN_VALIDATORS
 from gripprobe_core.errors import SpecError
 from gripprobe_core.models.specs import CliAgentSpec, HardwareProfiles, ModelSpec, SuiteSpec, TestSpec
 from gripprobe_core.plugins import Registry
 from gripprobe_core.specs import load_specs
+from gripprobe_core.specs.yaml_source import MAX_DEPTH, MAX_NODES, read_yaml
 
 SETTINGS = settings(max_examples=100, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -52,7 +54,7 @@ _values = st.recursive(
 _documents = st.dictionaries(_keys, _values, max_size=8).map(lambda d: {"id": "m", **d} if "id" not in d else d)
 
 
-def _load(files: dict[str, bytes]) -> list[str]:
+def _load(files: dict[str, bytes], registry: Registry = REGISTRY) -> list[str]:
     """Write ``files`` into a fresh spec tree and load it; the error lines, or [] on success."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "specs"
@@ -61,7 +63,7 @@ def _load(files: dict[str, bytes]) -> list[str]:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
         try:
-            load_specs(root, registry=REGISTRY)
+            load_specs(root, registry=registry)
         except SpecError as exc:
             assert exc.errors, "a SpecError must carry at least one line"
             return exc.errors
@@ -148,3 +150,121 @@ def test_a_misspelt_key_is_reported_on_its_own_line(key, suffix):
     errors = _load({"tests/m.yaml": content})
     expected_unknown = f":{line}: {key}{suffix}: unknown key; did you mean {key!r}?"
     assert any(e.endswith(expected_unknown) for e in errors), errors
+
+
+# --------------------------------------------------------------------------- read_yaml on its own
+
+_PIECES = ["id: m\n", "- ", "  ", "{", "}", "[", "]", ": ", ",", "&a ", "*a", "&b ", "*b", "<<: ", "!t ", "!!str ",
+           "!!binary ", "!!python/object:os.system ", "? ", "|\n  ", ">-\n  ", "---\n", "...\n", "#c\n", "\n",
+           "'", '"', "\t", "\ufeff", "\x00", "\x85", "\u2028", "%TAG ! tag:x,2000:\n", "x", "1", "~", "2025-01-01",
+           "[[[[[[[[", "]]]]]]]]", "{a: {a: {a: ", "- - - - - - ", "*a, *a, *a, *a, *a, "]
+
+
+@st.composite
+def _hostile(draw) -> bytes:
+    """YAML punctuation plus what hostile files are made of: anchors and aliases, tags, nesting, control
+    characters, byte-order marks; some pieces repeated many times."""
+    parts = draw(st.lists(st.tuples(st.sampled_from(_PIECES), st.sampled_from([1, 1, 1, 2, 50, 400])), max_size=30))
+    text = "".join(piece * times for piece, times in parts)
+    return text.encode("utf-8", errors="surrogatepass") + draw(st.binary(max_size=8))
+
+
+@SETTINGS
+@given(content=_hostile())
+def test_read_yaml_never_raises_and_always_answers(content):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "x.yaml"
+        path.write_bytes(content)
+        parsed = read_yaml(path)
+    assert parsed.data is not None or parsed.issues, "no data and no reason"
+    assert parsed.data is None or isinstance(parsed.data, dict)
+    n_lines = content.count(b"\n") + 1
+    for issue in parsed.issues:
+        assert 1 <= issue.line <= n_lines + 1, issue
+        assert "\n" not in issue.format()
+
+
+@NESTED
+@given(levels=st.integers(1, 12), width=st.integers(1, 12), nest=st.integers(0, MAX_DEPTH + 5))
+def test_aliases_and_nesting_load_or_are_refused_by_a_limit(levels, width, nest):
+    lines = [f"a0: &a0 {'[' * nest}x{']' * nest}"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels + 1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "x.yaml"
+        path.write_text("\n".join(lines) + "\n")
+        parsed = read_yaml(path)
+    values = [nest + 1]  # a0, then each level: its list plus ``width`` copies of the level below
+    for _ in range(levels):
+        values.append(1 + width * values[-1])
+    expanded = 1 + sum(values)  # every value once aliases are expanded, the root included
+    parsed_nodes = 1 + (levels + 1) + (nest + 1) + levels * (1 + width)  # keys and values as written
+    too_many = max(expanded, parsed_nodes) > MAX_NODES
+    too_deep = levels + nest + 1 >= MAX_DEPTH  # the innermost x under every level of aliases
+    assert (parsed.data is None) == (too_many or too_deep), (expanded, parsed.issues)
+    if parsed.data is None:
+        (issue,) = parsed.issues
+        allowed = (("document too large",) if too_many else ()) + (("nested more than",) if too_deep else ())
+        assert issue.message.startswith(allowed), issue
+
+
+# --------------------------------------------------------------------------- nothing hides an error
+
+BUILTIN = Registry(agents={"reference": 1}, validators=dict(BUILTIN_VALIDATORS), challenges={"nonce": 1})
+_OPTION_VALUES = {
+    "path": st.sampled_from(["a.txt", "sub/a.txt", "a/../b", "../x", "/etc/hostname", "", "${workspace}/a",
+                             "${today}.txt", "../${today}"]),
+    "cwd": st.sampled_from([".", "sub", "..", "/tmp"]),
+    "expected": st.one_of(st.text(max_size=4), st.just({"today": True}), st.just({}), st.integers()),
+    "command": st.lists(st.sampled_from(["echo", "x"]), max_size=2),
+    "contains": st.lists(st.text(max_size=3), max_size=2),
+    "task": st.text(max_size=4),
+    "bogus": st.integers(),
+}
+_validator_entry = st.fixed_dictionaries(
+    {"kind": st.sampled_from(sorted(BUILTIN_VALIDATORS) + ["file_equalz"])},
+    optional={k: v for k, v in _OPTION_VALUES.items()})
+
+
+def _entry_is_valid(entry: dict) -> bool:
+    fn = BUILTIN_VALIDATORS.get(entry["kind"])
+    if fn is None:
+        return False
+    try:
+        fn.options_model.model_validate({k: v for k, v in entry.items() if k != "kind"})
+    except ValueError:
+        return False
+    return True
+
+
+@NESTED
+@given(validators=st.lists(_validator_entry, min_size=1, max_size=5), drop_title=st.booleans())
+def test_every_bad_validator_is_reported_at_its_own_lines_whatever_else_is_wrong(validators, drop_title):
+    doc = {**_VALID_TEST, "validators": validators}
+    if drop_title:
+        doc.pop("title")
+    content = _dump(doc)
+    errors = _load({"tests/m.yaml": content}, BUILTIN)
+    _check_lines(errors, content)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "m.yaml").write_bytes(content)
+        lines = read_yaml(Path(tmp) / "m.yaml").source.lines
+    starts = [lines[("validators", i)] for i in range(len(validators))] + [10**9]
+    for i, entry in enumerate(validators):
+        mine = [e for e in errors if f": validators[{i}]" in e]
+        assert bool(mine) != _entry_is_valid(entry), (entry, mine)
+        for e in mine:
+            assert starts[i] <= int(LINE.match(e)["line"]) < max(starts[i + 1], starts[i] + 1), (e, starts)
+
+
+@NESTED
+@given(validators=st.lists(_validator_entry, min_size=1, max_size=4), drop_title=st.booleans())
+def test_an_unknown_top_level_key_adds_its_error_and_hides_none(validators, drop_title):
+    doc = {**_VALID_TEST, "validators": validators}
+    if drop_title:
+        doc.pop("title")
+    content = _dump(doc)
+    before = [e[e.index("m.yaml:"):] for e in _load({"tests/m.yaml": content}, BUILTIN)]  # each in its own tmp dir
+    after = [e[e.index("m.yaml:"):] for e in _load({"tests/m.yaml": content + b"zzz_unknown: 1\n"}, BUILTIN)]
+    added = [e for e in after if e not in before]
+    assert all(e in after for e in before), (before, after)
+    assert len(added) == 1 and added[0].split(": ", 1)[1].startswith("zzz_unknown: unknown key"), added

@@ -23,6 +23,7 @@ from ..models.specs import CliAgentSpec, TestSpec
 from ..plugins import GripProbePluginManager
 from ..store import atomic_write_json
 from ..telemetry.summary import merge_events, summarize_phase
+from ..validators import is_invalid_options
 
 CASE_INPUTS = "case_inputs.json"
 
@@ -97,6 +98,9 @@ def derive_telemetry(gpm: GripProbePluginManager, agent: CliAgentSpec, ctx: Phas
 
 def run_validators(gpm: GripProbePluginManager, test: TestSpec, ctx: ValidatorContext
                    ) -> tuple[list[ValidatorResult], str | None]:
+    """Every validator's result, and the last harness-side problem among them (a kind not installed, a
+    validator that raised, options the validator refused), which makes the case HARNESS_ERROR
+    (failure_reason ``validator_error``) whatever the agent did."""
     results, error = [], None
     for spec in test.validators:
         options = spec.model_dump(exclude={"kind"})
@@ -106,10 +110,14 @@ def run_validators(gpm: GripProbePluginManager, test: TestSpec, ctx: ValidatorCo
             results.append(ValidatorResult(kind=spec.kind, passed=False, message=error))
             continue
         try:
-            results.append(fn(ctx, options))
+            result = fn(ctx, options)
         except Exception as exc:
             error = f"validator {spec.kind!r} crashed: {type(exc).__name__}: {exc}"
             results.append(ValidatorResult(kind=spec.kind, passed=False, message=error))
+            continue
+        if is_invalid_options(result):  # the spec is wrong (a path leaving the workspace ...): not the agent
+            error = result.message
+        results.append(result)
     return results, error
 
 

@@ -1,5 +1,6 @@
 """Checks that span files: ids that suites, cases, policies and variants refer to, and (given a plugin
-registry) validator kinds, challenge kinds and agent plugin names that must be installed."""
+registry) agent plugin names; plus, per test file, the validator and challenge kinds that must be
+installed and the validators' options (:func:`check_test_plugins`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from ..models.specs import Tag
 from .error_map import issues_from_validation
 from .issues import KeyPath, SpecIssue, format_key_path, make_issue, short_list, suggest
+from .yaml_source import SourceMap
 
 if TYPE_CHECKING:
     from .loader import SpecSet
@@ -121,9 +123,6 @@ def _check_suite(report: "_Reporter", specs: "SpecSet", suite: Any, agent_ids: s
 
 
 def _check_plugins(report: "_Reporter", specs: "SpecSet", registry: Any) -> None:
-    registered = dict(getattr(registry, "validators", {}) or {})
-    validators = set(registered)
-    challenges = set(getattr(registry, "challenges", {}) or {})
     agents = set(getattr(registry, "agents", {}) or {})
     # An agent whose plugin is not installed is not an error: core alone must run with the shipped specs.
     # It is a note (with the fix), and the runner skips that agent's cases.
@@ -136,31 +135,58 @@ def _check_plugins(report: "_Reporter", specs: "SpecSet", registry: Any) -> None
             notes("cli_agent", agent.id, ("plugin",),
                   f"agent plugin {agent.plugin!r} is not installed; {hint}its cases will be SKIPPED "
                   f"(install it: pip install {dist}, or ./dev setup installs every in-repo plugin)")
-    for test in specs.tests.values():
-        for i, validator in enumerate(test.validators):
-            report.uninstalled("test", test.id, ("validators", i, "kind"), "validator kind", validator.kind,
-                               validators)
-            if validator.kind in validators:
-                _check_validator_options(report, test.id, i, validator, registered[validator.kind])
-        if test.challenge is not None:
-            report.uninstalled("test", test.id, ("challenge", "kind"), "challenge kind", test.challenge.kind,
-                               challenges)
 
 
-def _check_validator_options(report: "_Reporter", test_id: str, index: int, validator: Any, fn: Any) -> None:
+def check_test_plugins(path: Path, data: Any, source: SourceMap, registry: Any) -> list[SpecIssue]:
+    """Issues for the plugin kinds of one test document: every validator ``kind`` and the challenge
+    ``kind`` must be installed, and each validator's options must fit the options model its plugin
+    attached as ``fn.options_model``.
+
+    Works on the document as read (not the validated spec), so it reports these errors even when the
+    rest of the file has errors too; entries whose shape is wrong (not a mapping, no string ``kind``)
+    are left to the spec model, which reports them.
+    """
+    registered = dict(getattr(registry, "validators", {}) or {})
+    challenges = set(getattr(registry, "challenges", {}) or {})
+    issues: list[SpecIssue] = []
+
+    def uninstalled(key_path: KeyPath, what: str, name: str, installed: Iterable[str]) -> None:
+        close = suggest(name, installed)
+        hint = f"did you mean {close!r}? " if close else ""
+        issues.append(make_issue(path, source.line(key_path), format_key_path(key_path),
+                                 f"unknown {what} {name!r}; {hint}installed: {short_list(installed)}; "
+                                 f"install the plugin that provides it"))
+
+    validators = data.get("validators") if isinstance(data, dict) else None
+    for i, entry in enumerate(validators if isinstance(validators, list) else []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("kind"), str):
+            continue
+        kind = entry["kind"]
+        if kind not in registered:
+            uninstalled(("validators", i, "kind"), "validator kind", kind, registered)
+            continue
+        options = {k: v for k, v in entry.items() if k != "kind"}
+        issues.extend(_validator_option_issues(path, source, i, kind, options, registered[kind]))
+    challenge = data.get("challenge") if isinstance(data, dict) else None
+    if isinstance(challenge, dict) and isinstance(challenge.get("kind"), str) and challenge["kind"] not in challenges:
+        uninstalled(("challenge", "kind"), "challenge kind", challenge["kind"], challenges)
+    return issues
+
+
+def _validator_option_issues(path: Path, source: SourceMap, index: int, kind: str, options: dict[str, Any],
+                             fn: Any) -> list[SpecIssue]:
     """Validate a validator's options with the pydantic model its plugin attached as ``fn.options_model``."""
     model = getattr(fn, "options_model", None)
-    source = report.specs.sources.get(("test", test_id))
-    if not (isinstance(model, type) and issubclass(model, BaseModel)) or source is None:
-        return
-    options = dict(validator.model_extra or {})
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return []
     try:
         model.model_validate(options)
     except ValidationError as exc:
-        report.issues.extend(issues_from_validation(exc, model, options, source, prefix=("validators", index)))
+        return issues_from_validation(exc, model, options, source, prefix=("validators", index))
     except Exception as exc:  # noqa: BLE001 - plugin code: a bug in it must not hide the other errors
-        report("test", test_id, ("validators", index),
-               f"could not check the options of {validator.kind!r} ({type(exc).__name__}: {exc})")
+        return [make_issue(path, source.line(("validators", index)), format_key_path(("validators", index)),
+                           f"could not check the options of {kind!r} ({type(exc).__name__}: {exc})")]
+    return []
 
 
 class _Reporter:
@@ -185,12 +211,3 @@ class _Reporter:
         close = suggest(name, choices)
         hint = f"did you mean {close!r}? " if close else ""
         self(kind, spec_id, key_path, f"unknown {what} {name!r}; {hint}known: {short_list(choices)}")
-
-    def uninstalled(self, kind: str, spec_id: str, key_path: KeyPath, what: str, name: str,
-                    installed: set[str]) -> None:
-        if name in installed:
-            return
-        close = suggest(name, installed)
-        hint = f"did you mean {close!r}? " if close else ""
-        self(kind, spec_id, key_path, f"unknown {what} {name!r}; {hint}installed: {short_list(installed)}; "
-                                      f"install the plugin that provides it")

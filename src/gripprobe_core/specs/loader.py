@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import SpecError, UserError
 from ..models.specs import CliAgentSpec, HardwareProfiles, ModelSpec, SuiteSpec, TestSpec
-from .crossref import KnownIds, check_references
+from .crossref import KnownIds, check_references, check_test_plugins
 from .error_map import issues_from_validation
 from .issues import SpecIssue, display_path, make_issue
 from .yaml_source import SourceMap, read_yaml
@@ -114,7 +114,7 @@ def load_specs(root: Path, *, registry: Any = None) -> SpecSet:
     issues: list[SpecIssue] = []
     for kind, (dirname, model) in KIND_DIRS.items():
         for path in spec_files(root / dirname):
-            issues.extend(_load_one(specs, known, kind, model, path))
+            issues.extend(_load_one(specs, known, kind, model, path, registry))
     hardware_files = [root / f"{HARDWARE_STEM}{suffix}" for suffix in YAML_SUFFIXES]
     hardware_files = [p for p in hardware_files if p.is_file()]
     for i, path in enumerate(hardware_files):
@@ -129,7 +129,8 @@ def load_specs(root: Path, *, registry: Any = None) -> SpecSet:
     return specs
 
 
-def _load_one(specs: SpecSet, known: KnownIds, kind: str, model: type[BaseModel], path: Path) -> list[SpecIssue]:
+def _load_one(specs: SpecSet, known: KnownIds, kind: str, model: type[BaseModel], path: Path,
+              registry: Any) -> list[SpecIssue]:
     parsed = read_yaml(path)
     issues = list(parsed.issues)
     data = parsed.data
@@ -152,9 +153,14 @@ def _load_one(specs: SpecSet, known: KnownIds, kind: str, model: type[BaseModel]
             duplicate = True
             issues.append(make_issue(path, id_line, "id", f"duplicate {kind} id {raw_id!r}; "
                                                           f"also defined at {display_path(first[0])}:{first[1]}"))
-    # A spec that validates is kept even when its file has other problems (a misnamed file...), so
-    # that its cross references are checked too; load_specs raises anyway when there are issues.
+    # A spec that validates is kept even when its file has other problems (a misnamed file, an unknown
+    # top-level key...), so that its cross references are checked too; load_specs raises anyway when
+    # there are issues.
     spec = _validate(model, data, source, issues)
+    if kind == "test" and registry is not None:
+        # From the document itself, not the validated spec: a mistake elsewhere in the file must not
+        # hide the errors of the validators' options.
+        issues.extend(check_test_plugins(path, data, source, registry))
     if spec is not None and not duplicate:
         specs._store(kind, spec)
         specs.files[(kind, spec.id)] = path
@@ -164,10 +170,22 @@ def _load_one(specs: SpecSet, known: KnownIds, kind: str, model: type[BaseModel]
 
 def _validate(model: type[BaseModel], data: dict[Any, Any], source: SourceMap,
               issues: list[SpecIssue]) -> Any:
+    """The validated spec, or None with its problems added to ``issues``.
+
+    When the only problems are unknown top-level keys, the spec without them is returned (the keys are
+    still reported): what the rest of the file says is then checked too, instead of hiding behind a
+    misspelt key.
+    """
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         issues.extend(issues_from_validation(exc, model, data, source))
+        unknown = {err["loc"][0] for err in exc.errors() if err["type"] == "extra_forbidden" and len(err["loc"]) == 1}
+        if len(unknown) != exc.error_count():
+            return None
+    try:
+        return model.model_validate({k: v for k, v in data.items() if k not in unknown})
+    except ValidationError:
         return None
 
 

@@ -4,11 +4,23 @@ The file is parsed with ruamel.yaml's round-trip loader (it never constructs Pyt
 and it records where each key sits), then copied into plain ``dict`` / ``list`` / scalars so that
 validation sees ordinary data. Nothing in here raises on file content: every problem becomes a
 :class:`~gripprobe_core.specs.issues.SpecIssue`.
+
+Hostile or runaway files are stopped early, each with ``file:line: message``:
+
+* over :data:`MAX_FILE_BYTES` — before any parsing (the size is checked on the open file, and no more
+  than the limit is ever read);
+* over :data:`MAX_NODES` keys and values or :data:`MAX_DEPTH` levels — *while* parsing: the composer
+  counts each node (and each alias) as the parser produces it and stops at the first one past a
+  limit, so a huge list costs the time to parse :data:`MAX_NODES` items, not the whole file;
+* aliases that expand exponentially ("billion laughs") — when the parsed tree is copied into plain
+  data, where every value an alias repeats counts again against :data:`MAX_NODES`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import os
+import stat
 import warnings
 
 from collections.abc import Mapping, Set
@@ -17,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.composer import Composer
+from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.comments import CommentedBase, TaggedScalar
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.scalarbool import ScalarBoolean
@@ -24,8 +38,17 @@ from ruamel.yaml.scalarbool import ScalarBoolean
 from ..errors import SpecError
 from .issues import KeyPath, SpecIssue, format_key_path, make_issue
 
-#: Aliases can make a small file expand into a huge tree; stop well before that hurts.
-MAX_NODES = 100_000
+#: Largest spec file read. The biggest shipped spec is 3 KiB; 512 KiB leaves a hundred times that for long
+#: prompts and fixture texts while bounding the parse: the pure-Python parser needs up to 2 s per MiB for
+#: its slowest shapes (lines of comments, which make no node to count), and twice that on a busy machine,
+#: so any file under the limit is answered within a few seconds.
+MAX_FILE_BYTES = 512 * 1024
+#: Most nodes (keys and values: mappings, lists, scalars; an alias counted again for all it repeats) in one
+#: file. The biggest shipped spec holds 49 and a suite of 800 explicit cases about 9,000; parsing
+#: 10,000 tiny items takes half a second (twice that on a busy machine), so a file of millions of items
+#: is refused within seconds.
+MAX_NODES = 10_000
+#: Deepest nesting of mappings and lists; real specs use fewer than ten levels.
 MAX_DEPTH = 64
 _STD_TAG = "tag:yaml.org,2002:"
 #: Standard tags that only restate a plain type; any other tag (``!!python/...``, ``!custom``) is refused.
@@ -74,10 +97,9 @@ class _Abort(Exception):
 def read_yaml(path: Path) -> ParsedFile:
     """Read ``path`` as a single YAML document that must be a mapping; never raises on content."""
     source = SourceMap(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return ParsedFile(path, None, source, [make_issue(path, 1, "", f"cannot read file: {exc.strerror or exc}")])
+    raw = _read_bounded(path)
+    if isinstance(raw, str):
+        return ParsedFile(path, None, source, [make_issue(path, 1, "", raw)])
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -119,7 +141,8 @@ def load_yaml_file(path: Path) -> tuple[dict[Any, Any], SourceMap]:
     """Public helper: the plain mapping in ``path`` and its :class:`SourceMap`.
 
     Raises :class:`~gripprobe_core.errors.SpecError` (``file:line: message`` lines) if the file cannot
-    be read, is not YAML, or is not a single mapping.
+    be read, is not a regular file, breaks a limit (:data:`MAX_FILE_BYTES`, :data:`MAX_NODES`,
+    :data:`MAX_DEPTH`), is not YAML, or is not a single mapping.
     """
     parsed = read_yaml(Path(path))
     if parsed.issues or parsed.data is None:
@@ -127,12 +150,80 @@ def load_yaml_file(path: Path) -> tuple[dict[Any, Any], SourceMap]:
     return parsed.data, parsed.source
 
 
+def _read_bounded(path: Path) -> bytes | str:
+    """The bytes of ``path``, or why not. Opened non-blocking (a FIFO named like a spec never hangs),
+    regular files only, refused when over :data:`MAX_FILE_BYTES` before anything is read, and never
+    more than the limit read (a file growing meanwhile)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        return f"cannot read file: {exc.strerror or exc}"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return "not a regular file; a spec must be a plain YAML file"
+        if st.st_size > MAX_FILE_BYTES:
+            return _too_big(st.st_size)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_FILE_BYTES:
+            chunk = os.read(fd, MAX_FILE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_FILE_BYTES:
+            return _too_big(size)
+        return b"".join(chunks)
+    except OSError as exc:
+        return f"cannot read file: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+
+
+def _too_big(size: int) -> str:
+    return (f"file is {size:,} bytes, over the {MAX_FILE_BYTES // 1024} KiB limit for a spec file; a spec "
+            f"holds keys, prompts and short fixtures: move bulk data out of it or split it")
+
+
+class _BoundedComposer(Composer):
+    """ruamel's composer, stopping at the first node past :data:`MAX_NODES` or :data:`MAX_DEPTH`.
+
+    ``compose_node`` is called once per node (alias included) as the parser produces its events, before
+    the rest of the file is read, so the limits bound the parsing work and not only its result.
+    """
+
+    nodes = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.parser.peek_event()
+        self.nodes += 1
+        line = event.start_mark.line + 1 if event.start_mark is not None else 1
+        if self.nodes > MAX_NODES:
+            raise _Abort(line, _too_many())
+        if not isinstance(event, AliasEvent) and self.depth >= MAX_DEPTH:
+            raise _Abort(line, _too_deep())
+        return super().compose_node(parent, index)
+
+
+def _too_many() -> str:
+    return (f"document too large: over {MAX_NODES:,} keys and values (an alias counts again each time it "
+            f"is used); a spec this big is almost certainly a mistake")
+
+
+def _too_deep() -> str:
+    return f"nested more than {MAX_DEPTH} levels deep; flatten the document"
+
+
 def _parse_documents(text: str) -> list[Any]:
     yaml = YAML(typ="rt", pure=True)
+    yaml.Composer = _BoundedComposer
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return list(yaml.load_all(text))
+    except _Abort:
+        raise
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         if exc.context_mark is not None and mark is not None and mark.index >= len(text.rstrip()):
@@ -193,9 +284,9 @@ class _Converter:
     def convert(self, node: Any, key_path: KeyPath, line: int, depth: int) -> Any:
         self.count += 1
         if self.count > MAX_NODES:
-            raise _Abort(line, f"document too large (over {MAX_NODES} values once aliases are expanded)")
-        if depth > MAX_DEPTH:
-            raise _Abort(line, f"nested more than {MAX_DEPTH} levels deep")
+            raise _Abort(line, _too_many())
+        if depth >= MAX_DEPTH:
+            raise _Abort(line, _too_deep())
         self._check_tag(node, key_path, line)
         if isinstance(node, Mapping):
             return self._mapping(node, key_path, line, depth)

@@ -20,25 +20,25 @@ from __future__ import annotations
 
 import json
 import os
-import stat
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Any, Callable, TypeVar
+from pathlib import PurePosixPath
+from typing import Annotated, Any, Callable, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
 from ..context import Validator, ValidatorContext
 from ..models.events import Event
 from ..models.results import SourcePointer, ValidatorResult
 from ..runcontext import render, template_vars
+from .workspace import (
+    MAX_READ_BYTES, FileRead, read_workspace_file, static_path_problem, workspace_directory, workspace_path_problem,
+)
 
 __all__ = [
-    "ExpectedRef", "FileRead", "Options", "agent_workspace", "clip", "find_source", "invalid_options",
-    "normalize_text", "parse_options", "read_workspace_file", "resolve_expected", "variables", "with_options",
+    "INVALID_OPTIONS", "ExpectedRef", "FileRead", "Options", "WorkspacePath", "agent_workspace", "clip",
+    "find_source", "invalid_options", "is_invalid_options", "normalize_text", "parse_options",
+    "read_workspace_file", "render_path", "resolve_expected", "variables", "with_options", "workspace_directory",
 ]
 
-#: Files larger than this are judged on their first MAX_READ_BYTES bytes.
-MAX_READ_BYTES = 1024 * 1024
 #: Longest expected/observed text kept in a result.
 MAX_SHOWN_CHARS = 4000
 
@@ -82,8 +82,43 @@ def parse_options(model: type[O], options: dict[str, Any]) -> O | str:
         return problems
 
 
+#: How the message of a result that judged nothing because of the spec begins (see :func:`invalid_options`).
+INVALID_OPTIONS = "invalid options for "
+
+
 def invalid_options(kind: str, problem: str) -> ValidatorResult:
-    return ValidatorResult(kind=kind, passed=False, message=f"invalid options for {kind}: {problem}")
+    """The result for options that are wrong (a spec error): ``passed=False`` and a message starting
+    ``invalid options for <kind>:``. The runner makes such a case HARNESS_ERROR (failure_reason
+    ``validator_error``): the agent is never blamed for the spec."""
+    return ValidatorResult(kind=kind, passed=False, message=f"{INVALID_OPTIONS}{kind}: {problem}")
+
+
+def is_invalid_options(result: ValidatorResult) -> bool:
+    """Whether ``result`` is a spec error made by :func:`invalid_options` rather than a judgment."""
+    return not result.passed and result.message.startswith(INVALID_OPTIONS)
+
+
+def _check_workspace_path(value: str) -> str:
+    problem = static_path_problem(value)
+    if problem:
+        raise ValueError(f"path {value!r} {problem}")
+    return value
+
+
+#: A path option relative to the measured workspace. Checked as written when the spec is validated
+#: (``${name}`` standing for a plain name) and again, rendered, by :func:`render_path` at judgment time.
+WorkspacePath = Annotated[str, AfterValidator(_check_workspace_path)]
+
+
+def render_path(kind: str, path: str, values: dict[str, str]) -> tuple[str, ValidatorResult | None]:
+    """``path`` rendered with ``values``, and an :func:`invalid_options` result when the rendered path
+    leaves the workspace (a variable that held ``..`` or an absolute path): a spec error, not the agent's."""
+    rendered = render(path, values)
+    problem = workspace_path_problem(rendered)
+    if problem is None:
+        return rendered, None
+    shown = repr(rendered) if rendered == path else f"{rendered!r} (rendered from {path!r})"
+    return rendered, invalid_options(kind, f"path {shown} {problem}")
 
 
 def agent_workspace(ctx: ValidatorContext) -> str:
@@ -122,64 +157,6 @@ def resolve_expected(ctx: ValidatorContext, expected: "str | ExpectedRef") -> tu
         known = ", ".join(sorted(values))
         return [], f"unknown variable {name!r} (known: {known})"
     return [values[name]], ""
-
-
-@dataclass
-class FileRead:
-    """One workspace file as a validator sees it: ``text`` is None when it could not be read."""
-
-    path: str
-    text: str | None
-    problem: str = ""
-    size: int = 0
-    truncated: bool = False
-    valid_utf8: bool = True
-
-    @property
-    def observed(self) -> str:
-        """What to show as observed when ``text`` is None."""
-        return f"<{self.problem}>"
-
-
-def read_workspace_file(ctx: ValidatorContext, rel_path: str) -> FileRead:
-    """Read ``rel_path`` from the measured workspace without ever raising.
-
-    Only regular files inside the workspace are read (a path escaping it, a directory, a FIFO or a
-    symlink pointing outside all give ``text=None`` with a ``problem``). Bytes are decoded as UTF-8
-    with replacement characters, so binary garbage still yields text.
-    """
-    pure = PurePosixPath(rel_path)
-    if not rel_path or pure.is_absolute() or ".." in pure.parts:
-        return FileRead(rel_path, None, "path must be relative and inside the workspace")
-    root = Path(ctx.workspace)
-    target = root / rel_path
-    try:
-        resolved = target.resolve()
-        if not resolved.is_relative_to(root.resolve()):
-            return FileRead(rel_path, None, "path resolves outside the workspace")
-        st = resolved.stat()
-    except FileNotFoundError:
-        return FileRead(rel_path, None, "file missing")
-    except (OSError, RuntimeError) as exc:  # RuntimeError: symlink loop on older Pythons
-        return FileRead(rel_path, None, f"cannot stat: {type(exc).__name__}")
-    if stat.S_ISDIR(st.st_mode):
-        return FileRead(rel_path, None, "is a directory, not a file")
-    if not stat.S_ISREG(st.st_mode):
-        return FileRead(rel_path, None, "not a regular file")
-    try:
-        with open(resolved, "rb") as fh:
-            data = fh.read(MAX_READ_BYTES + 1)
-    except OSError as exc:
-        return FileRead(rel_path, None, f"cannot read: {type(exc).__name__}")
-    truncated = len(data) > MAX_READ_BYTES
-    data = data[:MAX_READ_BYTES]
-    try:
-        text = data.decode("utf-8")
-        valid = True
-    except UnicodeDecodeError:
-        text = data.decode("utf-8", errors="replace")
-        valid = False
-    return FileRead(rel_path, text, size=st.st_size, truncated=truncated, valid_utf8=valid)
 
 
 def normalize_text(text: str, *, strip: bool) -> str:

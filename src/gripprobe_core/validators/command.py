@@ -22,8 +22,8 @@ from ..context import ValidatorContext
 from ..models.results import ValidatorResult
 from ..runcontext import render
 from . import (
-    ExpectedRef, agent_workspace, Options, clip, invalid_options, normalize_text, parse_options, resolve_expected, variables,
-    with_options,
+    ExpectedRef, Options, WorkspacePath, agent_workspace, clip, invalid_options, normalize_text, parse_options,
+    render_path, resolve_expected, variables, with_options, workspace_directory,
 )
 
 __all__ = ["command_output"]
@@ -36,8 +36,8 @@ class CommandOutputOptions(Options):
     """argv (each item rendered); no shell is involved."""
     expected: str | ExpectedRef
     """Expected stdout (see ``file_equals``)."""
-    cwd: str = "."
-    """Working directory, relative to the workspace."""
+    cwd: WorkspacePath = "."
+    """Working directory, relative to the workspace (symlinks in it are followed only inside the workspace)."""
     strip: bool = True
     exit_code: int | None = 0
     """Required exit status; None accepts any."""
@@ -89,18 +89,19 @@ def command_output(ctx: ValidatorContext, options: dict[str, Any]) -> ValidatorR
         return invalid_options(kind, opts)
     values = variables(ctx)
     argv = [render(a, values) for a in opts.command]
-    cwd_rel = PurePosixPath(render(opts.cwd, values))
-    if cwd_rel.is_absolute() or ".." in cwd_rel.parts:
-        return invalid_options(kind, "cwd must be relative and inside the workspace")
+    cwd_rel, bad_path = render_path(kind, opts.cwd, values)
+    if bad_path:
+        return bad_path
     accepted, problem = resolve_expected(ctx, opts.expected)
     if problem:
         return invalid_options(kind, problem)
     shown_expected = clip(accepted[0])
-    cwd = Path(ctx.workspace) / cwd_rel
-    if not cwd.is_dir():
-        return ValidatorResult(kind=kind, passed=False, expected=shown_expected, observed="<no such directory>",
-                               message=f"working directory {cwd_rel} does not exist")
-    code, stdout, problem = _run(argv, Path(ctx.workspace), cwd_rel, opts.timeout_s, ctx.sandbox, agent_workspace(ctx))
+    cwd = workspace_directory(ctx, cwd_rel)
+    if isinstance(cwd, str):
+        return ValidatorResult(kind=kind, passed=False, expected=shown_expected, observed=f"<{cwd}>",
+                               message=f"working directory {cwd_rel}: {cwd}")
+    inner = PurePosixPath(cwd.relative_to(ctx.workspace).as_posix())
+    code, stdout, problem = _run(argv, Path(ctx.workspace), inner, opts.timeout_s, ctx.sandbox, agent_workspace(ctx))
     shown_command = " ".join(argv)
     if problem:
         return ValidatorResult(kind=kind, passed=False, expected=shown_expected, observed=clip(stdout),

@@ -6,22 +6,21 @@ from typing import Any
 
 from ..context import ValidatorContext
 from ..models.results import ValidatorResult
-from ..runcontext import render
 from . import (
-    ExpectedRef, Options, clip, find_source, invalid_options, normalize_text, parse_options, read_workspace_file,
-    resolve_expected, variables, with_options,
+    ExpectedRef, Options, WorkspacePath, clip, find_source, invalid_options, normalize_text, parse_options,
+    read_workspace_file, render_path, resolve_expected, variables, with_options,
 )
 
 
 class FileEqualsOptions(Options):
-    path: str
+    path: WorkspacePath
     expected: str | ExpectedRef
     strip: bool = True
     """Compare after removing trailing whitespace and newlines (and turning CRLF into LF)."""
 
 
 class FileExistsOptions(Options):
-    path: str
+    path: WorkspacePath
 
 
 @with_options(FileEqualsOptions)
@@ -31,7 +30,9 @@ def file_equals(ctx: ValidatorContext, options: dict[str, Any]) -> ValidatorResu
     opts = parse_options(FileEqualsOptions, options)
     if isinstance(opts, str):
         return invalid_options(kind, opts)
-    path = render(opts.path, variables(ctx))
+    path, bad_path = render_path(kind, opts.path, variables(ctx))
+    if bad_path:
+        return bad_path
     accepted, problem = resolve_expected(ctx, opts.expected)
     if problem:
         return invalid_options(kind, problem)
@@ -59,7 +60,9 @@ def file_exists(ctx: ValidatorContext, options: dict[str, Any]) -> ValidatorResu
     opts = parse_options(FileExistsOptions, options)
     if isinstance(opts, str):
         return invalid_options(kind, opts)
-    path = render(opts.path, variables(ctx))
+    path, bad_path = render_path(kind, opts.path, variables(ctx))
+    if bad_path:
+        return bad_path
     read = read_workspace_file(ctx, path)
     if read.text is None:
         return ValidatorResult(kind=kind, passed=False, expected=f"file {path}", observed=read.observed,

@@ -10,13 +10,13 @@ from ..context import ValidatorContext
 from ..models.results import ValidatorResult
 from ..runcontext import render
 from . import (
-    Options, clip, find_source, invalid_options, normalize_text, parse_options, read_workspace_file, variables,
-    with_options,
+    Options, WorkspacePath, clip, find_source, invalid_options, normalize_text, parse_options, read_workspace_file,
+    render_path, variables, with_options,
 )
 
 
 class PatchAppliedOptions(Options):
-    path: str
+    path: WorkspacePath
     expected: str | None = None
     """The whole expected content after the change (rendered)."""
     contains: list[str] = Field(default_factory=list)
@@ -41,7 +41,9 @@ def patch_applied(ctx: ValidatorContext, options: dict[str, Any]) -> ValidatorRe
     if isinstance(opts, str):
         return invalid_options(kind, opts)
     values = variables(ctx)
-    path = render(opts.path, values)
+    path, bad_path = render_path(kind, opts.path, values)
+    if bad_path:
+        return bad_path
     expected = render(opts.expected, values) if opts.expected is not None else None
     contains = [render(c, values) for c in opts.contains]
     not_contains = [render(c, values) for c in opts.not_contains]

@@ -8,7 +8,10 @@ from typing import Any
 from ..context import ValidatorContext
 from ..models.results import ValidatorResult
 from ..runcontext import render
-from . import Options, clip, find_source, invalid_options, parse_options, read_workspace_file, variables, with_options
+from . import (
+    Options, WorkspacePath, clip, find_source, invalid_options, parse_options, read_workspace_file, render_path,
+    variables, with_options,
+)
 
 __all__ = ["weekly_plan_task", "plan_sections"]
 
@@ -17,7 +20,7 @@ _OPEN_TASK = re.compile(r"^\s*[-*+]\s+\[ \]\s+(.*?)\s*$")
 
 
 class WeeklyPlanTaskOptions(Options):
-    path: str
+    path: WorkspacePath
     task: str
     """The task text (rendered); it must appear as ``- [ ] <task>``."""
     heading_var: str = "next_week_heading"
@@ -61,7 +64,9 @@ def weekly_plan_task(ctx: ValidatorContext, options: dict[str, Any]) -> Validato
     heading = values.get(opts.heading_var)
     if not heading:
         return invalid_options(kind, f"no variable {opts.heading_var!r} in the run context")
-    path = render(opts.path, values)
+    path, bad_path = render_path(kind, opts.path, values)
+    if bad_path:
+        return bad_path
     task = render(opts.task, values).strip()
     shown_expected = f"- [ ] {task}  (under '{heading}' only; the rest of the plan unchanged)"
     read = read_workspace_file(ctx, path)

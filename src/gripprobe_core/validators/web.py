@@ -13,20 +13,20 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..context import ValidatorContext
 from ..models.results import ValidatorResult
-from ..runcontext import render
 from . import (
-    Options, clip, find_source, invalid_options, parse_options, read_workspace_file, variables, with_options,
+    Options, WorkspacePath, clip, find_source, invalid_options, parse_options, read_workspace_file, render_path,
+    variables, with_options,
 )
 
 __all__ = ["find_request", "json_subset", "web_nonce_proof", "web_search_result"]
 
 
 class NonceProofOptions(Options):
-    path: str
+    path: WorkspacePath
 
 
 class SearchResultOptions(Options):
-    path: str
+    path: WorkspacePath
     expected: dict[str, Any] | None = None
     """A literal JSON object the file must contain (a subset match)."""
     expected_from_challenge: bool | str = False
@@ -90,7 +90,9 @@ def web_nonce_proof(ctx: ValidatorContext, options: dict[str, Any]) -> Validator
     facts = ctx.challenge or {}
     if not all(k in facts for k in ("nonce", "payload", "proof", "url")):
         return _no_challenge(kind)
-    path = render(opts.path, variables(ctx))
+    path, bad_path = render_path(kind, opts.path, variables(ctx))
+    if bad_path:
+        return bad_path
     want = {"NONCE": str(facts["nonce"]), "PAYLOAD": str(facts["payload"]), "PROOF": str(facts["proof"]).lower()}
     shown_expected = "\n".join(f"{k}={v}" for k, v in want.items()) + f"\n(and a GET of {facts['url']})"
     read = read_workspace_file(ctx, path)
@@ -144,7 +146,9 @@ def web_search_result(ctx: ValidatorContext, options: dict[str, Any]) -> Validat
         if not isinstance(request_url, str) or not request_url:
             return invalid_options(kind, f"challenge has no URL fact {opts.require_request!r}")
 
-    path = render(opts.path, variables(ctx))
+    path, bad_path = render_path(kind, opts.path, variables(ctx))
+    if bad_path:
+        return bad_path
     shown_expected = json.dumps(expected, sort_keys=True, ensure_ascii=False)
     if request_url:
         shown_expected += f"\n(and a GET of {request_url})"

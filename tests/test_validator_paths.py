@@ -1,0 +1,251 @@
+"""Validator paths: the workspace rule (checked by ``validate`` and again when judging) and the reader that
+never leaves the workspace, never blocks on a FIFO and reads at most its cap. Real files, symlinks and
+FIFOs in a tmp workspace."""
+
+from __future__ import annotations
+
+import os
+import time
+import typing
+
+from pathlib import Path
+
+import pytest
+
+from hypothesis import given, settings, strategies as st
+from pydantic import BaseModel, ValidationError
+
+from gripprobe_core.builtins.validators import BUILTIN_VALIDATORS
+from gripprobe_core.context import ValidatorContext
+from gripprobe_core.models.results import ProcessResult, TelemetrySummary
+from gripprobe_core.models.specs import TestSpec
+from gripprobe_core.plugins import make_plugin_manager
+from gripprobe_core.runner.derive import derive_verdict, run_validators
+from gripprobe_core.validators import WorkspacePath, is_invalid_options
+from gripprobe_core.validators.workspace import (
+    MAX_READ_BYTES, read_workspace_file, workspace_directory, workspace_path_problem,
+)
+from test_validators import RUN_CONTEXT, ctx_for, make_test, run
+
+#: Every option of a built-in validator that names a place in the workspace.
+PATH_OPTIONS = {
+    "file_equals": "path", "file_exists": "path", "patch_applied": "path", "web_nonce_proof": "path",
+    "web_search_result": "path", "weekly_plan_task": "path", "command_output": "cwd",
+}
+#: The other options each kind needs, so that only the path decides.
+OTHER_OPTIONS: dict[str, dict] = {
+    "file_equals": {"expected": "x"}, "file_exists": {}, "patch_applied": {"contains": ["x"]},
+    "web_nonce_proof": {}, "web_search_result": {"expected": {}}, "weekly_plan_task": {"task": "t"},
+    "command_output": {"command": ["true"], "expected": ""},
+}
+BAD = ["/etc/hostname", "../outside.txt", "a/../../outside.txt", "./../x", "", "${workspace}/out.txt",
+       "../${today}.txt", "/${name}"]
+GOOD = ["a.txt", "sub/a.txt", "a/../b.txt", "./a.txt", "${today}.txt", "sub/${challenge_token}", "."]
+
+
+def _options_model(kind: str) -> type[BaseModel]:
+    return BUILTIN_VALIDATORS[kind].options_model  # type: ignore[attr-defined]
+
+
+def test_every_path_like_option_is_a_workspace_path() -> None:
+    for kind, fn in BUILTIN_VALIDATORS.items():
+        model = fn.options_model  # type: ignore[attr-defined]
+        found = {name for name, field in model.model_fields.items()
+                 if field.annotation is str and all(m in field.metadata for m in typing.get_args(WorkspacePath)[1:])}
+        named = {name for name in model.model_fields if "path" in name or name in ("cwd", "dir", "file")}
+        assert found == {PATH_OPTIONS[kind]}, (kind, found)
+        # A new option that sounds like a place must be a WorkspacePath too (or be listed here with a reason).
+        assert named <= found | {"heading_var"}, (kind, named)
+
+
+@pytest.mark.parametrize("kind", sorted(PATH_OPTIONS))
+@pytest.mark.parametrize("path", BAD)
+def test_validate_refuses_paths_that_leave_the_workspace(kind: str, path: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        _options_model(kind).model_validate({PATH_OPTIONS[kind]: path, **OTHER_OPTIONS[kind]})
+    (error,) = info.value.errors()
+    assert error["loc"] == (PATH_OPTIONS[kind],)
+    assert error["msg"].startswith(f"Value error, path {path!r} ")
+
+
+@pytest.mark.parametrize("kind", sorted(PATH_OPTIONS))
+@pytest.mark.parametrize("path", GOOD)
+def test_validate_accepts_paths_inside_the_workspace(kind: str, path: str) -> None:
+    _options_model(kind).model_validate({PATH_OPTIONS[kind]: path, **OTHER_OPTIONS[kind]})
+
+
+def test_the_messages_say_what_is_wrong() -> None:
+    assert workspace_path_problem("/etc/x") == "is absolute; give it relative to the workspace (e.g. 'out.txt')"
+    assert workspace_path_problem("a/../../x").startswith("leaves the workspace ('..' climbs above it)")
+    with pytest.raises(ValidationError, match=r"\$\{workspace\} is the workspace's absolute path"):
+        _options_model("file_exists").model_validate({"path": "${workspace}/a"})
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(parts=st.lists(st.sampled_from(["a", "b", "..", ".", ""]), max_size=8))
+def test_the_rule_matches_where_the_path_really_leads(parts: list[str]) -> None:
+    path = "/".join(parts)
+    depth, escapes = 0, False
+    for part in parts:
+        depth += {"..": -1, ".": 0, "": 0}.get(part, 1)
+        escapes = escapes or depth < 0
+    problem = workspace_path_problem(path)
+    assert (problem is not None) == (escapes or not path or path.startswith("/")), (path, problem)
+
+
+# --------------------------------------------------------------------------- at judgment time
+
+@pytest.mark.parametrize("kind", sorted(PATH_OPTIONS))
+def test_a_variable_that_leads_out_is_invalid_options_at_run_time(tmp_path: Path, kind: str) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (tmp_path / "secret.txt").write_text("x")
+    ctx = ctx_for(ws, challenge={"token": "../secret.txt", "nonce": "n", "payload": "p", "proof": "q", "url": "u",
+                                 "answer": "{}"})
+    options = {PATH_OPTIONS[kind]: "${challenge_token}", **OTHER_OPTIONS[kind]}
+    _options_model(kind).model_validate(options)  # validate cannot know what the variable holds
+    result = run(kind, ctx, **options)
+    assert is_invalid_options(result), result
+    assert result.message == (f"invalid options for {kind}: path '../secret.txt' (rendered from "
+                              f"'${{challenge_token}}') leaves the workspace ('..' climbs above it); paths must "
+                              f"stay inside the workspace")
+
+
+def test_invalid_options_make_the_case_a_harness_error_never_a_fail(tmp_path: Path) -> None:
+    gpm = make_plugin_manager()
+    (tmp_path / "a.txt").write_text("hello")
+    test = TestSpec(id="t", title="t", prompt="p", reference=[{"shell": "true"}], validators=[
+        {"kind": "file_equals", "path": "a.txt", "expected": "hello"},
+        {"kind": "file_exists", "path": "${challenge_token}"},
+    ])
+    ctx = ValidatorContext(workspace=tmp_path, test=test, run_context=dict(RUN_CONTEXT),
+                           challenge={"token": "/etc/hostname"}, challenge_requests=[], events=[])
+    results, error = run_validators(gpm, test, ctx)
+    assert [r.passed for r in results] == [True, False]
+    assert error is not None and error.startswith("invalid options for file_exists: path '/etc/hostname'")
+    confirmed = TelemetrySummary(event_capture_status="collected", tool_event_verdict="confirmed_tool_use",
+                                 tool_event_verdict_reason="none")
+    verdict = derive_verdict(gpm, test, process=ProcessResult(status="ok"), events=[], summary=confirmed,
+                             validators=results, harness_error=error, phase_harness_error=False)
+    assert (verdict.status, verdict.failure_reason) == ("HARNESS_ERROR", "validator_error")
+
+
+def test_an_agent_made_failure_is_still_a_fail(tmp_path: Path) -> None:
+    gpm = make_plugin_manager()
+    test = make_test()
+    results, error = run_validators(gpm, test, ctx_for(tmp_path))  # file_exists x: the agent never wrote it
+    assert error is None and not results[0].passed and not is_invalid_options(results[0])
+
+
+# --------------------------------------------------------------------------- the reader
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    workspace = tmp_path / "ws"
+    (workspace / "sub").mkdir(parents=True)
+    (workspace / "a.txt").write_text("inside")
+    (workspace / "sub" / "b.txt").write_text("deeper")
+    (tmp_path / "secret.txt").write_text("secret")
+    (tmp_path / "outdir").mkdir()
+    (tmp_path / "outdir" / "c.txt").write_text("secret too")
+    return workspace
+
+
+def read(ws: Path, path: str, agent_workspace: str | None = None):
+    return read_workspace_file(ctx_for(ws, agent_workspace=agent_workspace), path)
+
+
+@pytest.mark.parametrize("link, target, path, expected", [
+    ("l.txt", "a.txt", "l.txt", "inside"),
+    ("l.txt", "sub/b.txt", "l.txt", "deeper"),
+    ("sub/l.txt", "../a.txt", "sub/l.txt", "inside"),
+    ("d", "sub", "d/b.txt", "deeper"),
+    ("sub/up", "..", "sub/up/a.txt", "inside"),
+    ("l.txt", "{ws}/a.txt", "l.txt", "inside"),                  # absolute, naming the workspace itself
+    ("l1.txt", "l2.txt", "l1.txt", None),                        # chain: l2 made below
+], ids=["sibling", "into a directory", "up within", "directory link", "parent link within",
+        "absolute into the workspace", "chain"])
+def test_symlinks_inside_the_workspace_are_followed(ws: Path, link: str, target: str, path: str,
+                                                    expected: str | None) -> None:
+    if link == "l1.txt":
+        (ws / "l2.txt").symlink_to("a.txt")
+        expected = "inside"
+    (ws / link).symlink_to(target.format(ws=ws))
+    got = read(ws, path)
+    assert (got.text, got.problem) == (expected, "")
+
+
+@pytest.mark.parametrize("link, target, path", [
+    ("l.txt", "../secret.txt", "l.txt"),
+    ("l.txt", "{tmp}/secret.txt", "l.txt"),
+    ("sub/l.txt", "../../secret.txt", "sub/l.txt"),
+    ("d", "../outdir", "d/c.txt"),
+    ("d", "{tmp}/outdir", "d/c.txt"),
+    ("d", "/etc", "d/hostname"),
+    ("d", "/", "d/etc/hostname"),
+    ("l.txt", "/dev/zero", "l.txt"),
+    ("l.txt", "/proc/self/environ", "l.txt"),
+], ids=["relative", "absolute", "from a subdirectory", "directory relative", "directory absolute", "/etc",
+        "/", "a device", "proc"])
+def test_symlinks_out_of_the_workspace_are_never_followed(ws: Path, link: str, target: str, path: str) -> None:
+    (ws / link).symlink_to(target.format(tmp=ws.parent))
+    got = read(ws, path)
+    assert got.text is None and "outside the workspace" in got.problem, got
+
+
+def test_a_symlink_loop_is_a_problem_not_a_hang(ws: Path) -> None:
+    (ws / "x").symlink_to("y")
+    (ws / "y").symlink_to("x")
+    (ws / "self").symlink_to("self")
+    assert read(ws, "x").problem == "too many symlinks (a loop?)"
+    assert read(ws, "self/a.txt").problem == "too many symlinks (a loop?)"
+
+
+def test_the_workspace_as_the_agent_saw_it_counts_as_inside(ws: Path, tmp_path: Path) -> None:
+    seen = tmp_path / "agent-view"
+    (ws / "l.txt").symlink_to(f"{seen}/sub/b.txt")  # written by the agent, whose workspace had another path
+    assert read(ws, "l.txt").problem == "symlink resolves outside the workspace"
+    assert read(ws, "l.txt", agent_workspace=str(seen)).text == "deeper"
+
+
+def test_fifos_are_never_opened(ws: Path) -> None:
+    os.mkfifo(ws / "pipe.txt")
+    (ws / "via-link.txt").symlink_to("pipe.txt")
+    os.mkfifo(ws.parent / "outside-pipe")
+    (ws / "out-pipe.txt").symlink_to("../outside-pipe")
+    started = time.monotonic()
+    assert read(ws, "pipe.txt").problem == "not a regular file"
+    assert read(ws, "via-link.txt").problem == "not a regular file"
+    assert read(ws, "out-pipe.txt").problem == "symlink resolves outside the workspace"
+    for kind in ("file_equals", "file_exists", "patch_applied", "web_nonce_proof"):
+        options = {"path": "pipe.txt", **OTHER_OPTIONS[kind]}
+        result = run(kind, ctx_for(ws, challenge={"nonce": "n", "payload": "p", "proof": "q", "url": "u"}), **options)
+        assert not result.passed and not is_invalid_options(result)
+    assert time.monotonic() - started < 5
+
+
+def test_directories_and_missing_files(ws: Path) -> None:
+    assert read(ws, "sub").problem == "is a directory, not a file"
+    assert read(ws, ".").problem == "is a directory, not a file"
+    assert read(ws, "nope.txt").problem == "file missing"
+    assert read(ws, "nope/a.txt").problem == "file missing"
+    assert read(ws, "a.txt/b").problem == "'a.txt' is not a directory"
+
+
+def test_at_most_the_cap_is_read(ws: Path) -> None:
+    with open(ws / "big.txt", "wb") as fh:
+        fh.truncate(64 * MAX_READ_BYTES)  # sparse: 64 MiB on paper
+    got = read(ws, "big.txt")
+    assert got.truncated and len(got.text or "") == MAX_READ_BYTES and got.size == 64 * MAX_READ_BYTES
+
+
+def test_command_output_cwd_never_leads_out(ws: Path) -> None:
+    (ws / "etc").symlink_to("/etc")
+    (ws / "inner").symlink_to("sub")
+    result = run("command_output", ctx_for(ws), command=["pwd"], cwd="etc", expected="/etc")
+    assert not result.passed and result.message == "working directory etc: symlink resolves outside the workspace"
+    # unsandboxed the command runs in a scratch copy of the workspace (docs/validators.md): in its sub/
+    result = run("command_output", ctx_for(ws), command=["pwd"], cwd="inner", expected="?")
+    assert result.observed.endswith("/workspace/sub"), result
+    assert workspace_directory(ctx_for(ws), "inner/../inner") == ws / "sub"
+    assert workspace_directory(ctx_for(ws), "a.txt") == "not a directory"
