@@ -1,0 +1,1 @@
+"""Attacks on the harness by untrusted agents (README.md)."""
