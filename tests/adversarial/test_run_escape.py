@@ -103,8 +103,8 @@ def test_forged_evidence_is_not_believed(arena, escape_run):
             if line.startswith(b"forged "):
                 forged.add(line.split()[1].decode())
     run_dir = escape_run.res.run_dir
-    planted = []
-    for p in regular_files(run_dir, skip=lambda rel: "/workspace/" in rel or rel.endswith((".stdout", ".stderr"))):
+    planted = []  # whole lines of the run's records (an agent's own text quoting them is not a record)
+    for p in regular_files(run_dir, skip=lambda rel: not (rel.endswith(".jsonl") and "/artifacts/" in rel)):
         for n, line in enumerate(p.read_bytes().splitlines(), 1):
             if hashlib.sha256(line).hexdigest() in forged:
                 planted.append(f"{p.relative_to(run_dir)}:{n}")
