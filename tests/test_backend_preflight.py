@@ -22,6 +22,12 @@ from gripprobe_core.runner.preflight import BackendTarget, fix_for, probe_backen
 SRC = [ROOT / "src"]  # the checkout's code in the subprocess, whatever is installed
 
 
+
+def _no_run(results: Path) -> bool:
+    """Nothing of a run was written (the results root itself may have been checked and created)."""
+    runs = results / "runs"
+    return not runs.exists() or not any(runs.iterdir())
+
 def run_cli(*args: str, env: dict | None = None):
     return gripprobe(*args, pythonpath=SRC, env=env, timeout=180)
 
@@ -171,7 +177,7 @@ def test_unreachable_backend_exits_2_with_one_line_and_writes_nothing(tmp_path, 
     assert line.startswith("error: backend 'local' (openai-compatible) is unreachable")
     assert f"http://127.0.0.1:{port}/v1/models" in line and "connection refused" in line
     assert "start the server" in line and "specs/models/remote.yaml:" in line
-    assert not (tmp_path / "r").exists(), "no run directory for a run that never started"
+    assert _no_run(tmp_path / "r"), "no run directory for a run that never started"
 
 
 def test_every_unreachable_backend_gets_its_own_line(tmp_path):
@@ -187,7 +193,7 @@ def test_every_unreachable_backend_gets_its_own_line(tmp_path):
     assert len(lines) == 2 and all(l.startswith("error: backend '") for l in lines), res.stderr
     assert f":{ports[0]}/v1/models" in lines[0] and "'first'" in lines[0] and "one.yaml:" in lines[0]
     assert f":{ports[1]}/api/tags" in lines[1] and "'second' (ollama)" in lines[1] and "two.yaml:" in lines[1]
-    assert not (tmp_path / "r").exists()
+    assert _no_run(tmp_path / "r")
 
 
 def test_base_url_override_is_what_gets_probed(tmp_path):
@@ -199,7 +205,7 @@ def test_base_url_override_is_what_gets_probed(tmp_path):
     assert res.returncode == 2
     line = _one_error_line(res.stderr)
     assert f"GET http://127.0.0.1:{port}/api/tags" in line and "check --base-url" in line
-    assert not (tmp_path / "r").exists()
+    assert _no_run(tmp_path / "r")
 
 
 def test_oracle_only_runs_probe_nothing(tmp_path):

@@ -46,7 +46,7 @@ def test_regular_files_are_copied_and_everything_else_listed(tmp_path):
     assert entries["root"]["reason"] == "symlink_not_followed"
     assert entries["pipe"]["type"] == "fifo" and not entries["pipe"]["copied"]
     assert entries["null"]["type"] == "device" and not entries["null"]["copied"]
-    odd_entry = entries["bad\\xffname\x1b[31m\n"]
+    odd_entry = entries["bad\\xffname\\x1b[31m\\x0a"]
     assert odd_entry["copied"] and odd_entry["key"].startswith("hex:")
     assert listing.files == 4 and listing.skipped == 4
     json.dumps(listing.as_json(), ensure_ascii=False).encode("utf-8")  # never a lone surrogate

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..textsafe import safe_name
+
 MAX_FILE_BYTES = 32 * 1024 * 1024
 
 
@@ -46,11 +48,8 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEX
 _CHUNK = 1024 * 1024
 
 
-def display_name(name: str | bytes) -> str:
-    """A file name as safe text: bytes that are not UTF-8 become ``\\xNN`` (never a crash, never a lone
-    surrogate that a UTF-8 writer would refuse); control characters are left to the JSON/HTML escaping."""
-    raw = os.fsencode(name)
-    return raw.decode("utf-8", errors="backslashreplace")
+#: A file name as safe one-line text (``\\xNN`` for bytes that are not UTF-8 and for control characters).
+display_name = safe_name
 
 
 def _key(rel: str) -> str:
