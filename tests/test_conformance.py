@@ -6,6 +6,7 @@ Needs every agent plugin installed (./dev setup does) and installs the agents th
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -31,7 +32,9 @@ if MISSING and not os.environ.get("CI"):
 def conformance_run(tmp_path_factory) -> Path:
     assert not MISSING, f"CI must have every agent plugin installed; missing: {MISSING}"
     out = tmp_path_factory.mktemp("conformance")
-    res = gripprobe("run", "--suite", "conformance", "--results", str(out), timeout=3000)
+    # Under CI the matrix must hold inside the sandbox: --sandbox bwrap exits 2 where bubblewrap cannot run.
+    sandbox = ["--sandbox", "bwrap"] if os.environ.get("CI") else []
+    res = gripprobe("run", "--suite", "conformance", "--results", str(out), *sandbox, timeout=3000)
     assert res.returncode == 0, res.stderr[-4000:]
     return Path(res.stdout.strip().splitlines()[-1])
 
@@ -49,6 +52,14 @@ def test_every_cell_has_its_expected_status(run_cells):
     wrong = [(c["agent"], c["profile"], c["status"], conformance.expected_status(exp, c["agent"], c["profile"])[0])
              for c in run_cells if c["status"] != conformance.expected_status(exp, c["agent"], c["profile"])[0]]
     assert not wrong, wrong
+
+
+def test_every_cell_ran_in_the_sandbox_under_ci(conformance_run):
+    """The matrix above is the sandboxed one: every phase of every agent ran under bubblewrap."""
+    used = {json.loads(p.read_text())["sandbox"] for p in (conformance_run / "cases").glob("*/case.json")}
+    if not os.environ.get("CI") and used == {"none"}:
+        pytest.skip("bubblewrap does not work here: the matrix ran unsandboxed")
+    assert used == {"bwrap"}, used
 
 
 def test_tier_a_equals_oracle_ground_truth_in_every_cell(run_cells):
