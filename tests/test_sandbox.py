@@ -61,6 +61,7 @@ def test_filesystem_holds_only_what_the_agent_needs(box, tmp_path):
         echo x > /etc/gripprobe-x 2>/dev/null && echo WROTE-ETC
         echo x > /usr/gripprobe-x 2>/dev/null && echo WROTE-USR
         grep -q CapEff:.0000000000000000 /proc/self/status && echo no-caps
+        echo "pid1-cwd=$(readlink /proc/1/cwd) cwd=$(pwd)"
         ls /proc | grep -c '^[0-9]'
     """
     res, out, err, ws = _run(box, tmp_path, script)
@@ -70,6 +71,8 @@ def test_filesystem_holds_only_what_the_agent_needs(box, tmp_path):
     for leak in ("SEES-SPECS", "SEES-REPO", "SEES-REAL-HOME", "SEES-OUTSIDE", "WROTE-ETC", "WROTE-USR"):
         assert leak not in out, (leak, out)
     assert (ws / "ws.txt").read_text() == "ws\n"
+    # bwrap's init (PID 1) stays out of the workspace: agents that look for other agents there (gptme) see none
+    assert f"pid1-cwd=/ cwd={ws}" in out
     assert not Path("/tmp/private").exists()  # /tmp inside is private
     assert int(out.strip().splitlines()[-1]) < 10  # its own PID namespace: only its own processes
 

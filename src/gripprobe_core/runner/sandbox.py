@@ -36,6 +36,9 @@ SANDBOX_MODES: tuple[str, ...] = ("auto", "bwrap", "none")
 #: recreated as symlinks).
 SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
+#: Runs the command in its working directory (coreutils ``env -C``) inside the sandbox.
+ENV = "/usr/bin/env"
+
 #: How long the start-of-run probe may take before bwrap counts as unusable.
 PROBE_TIMEOUT_S = 10.0
 
@@ -70,7 +73,10 @@ class Sandbox:
         args = self._args(rw=rw, ro=[*self.runtime, *ro, *_argv_files(argv)])
         for src, dst in rw_at:
             args += ["--bind", str(src), str(dst)]
-        return [*args, "--chdir", str(cwd), "--", *argv]
+        # bwrap's own init (PID 1 inside) keeps the command line and the --chdir directory: an agent that
+        # looks for other agents in its workspace (gptme does, and then changes its prompt) would find it.
+        # So PID 1 stays in /, and the command enters its working directory itself.
+        return [*args, "--chdir", "/", "--", ENV, "-C", str(cwd), *argv]
 
     def _args(self, *, rw: Iterable[Path], ro: Iterable[Path]) -> list[str]:
         args = [self.bwrap or "bwrap", "--unshare-all", "--unshare-user", "--share-net", "--disable-userns",
