@@ -132,6 +132,19 @@ def test_the_harness_python_runs_inside(box, tmp_path):
     assert res.status == "ok" and out.strip() == "42", err
 
 
+def test_a_command_without_a_shell_sees_its_workspace_as_cwd_and_pwd(box, tmp_path):
+    """bwrap exports PWD=/ for its own --chdir; agents that trust $PWD (opencode) must see the workspace."""
+    ws, home, tmp = _phase_dirs(tmp_path)
+    argv = box.wrap([sys.executable, "-c", "import os; print(os.getcwd(), os.environ.get('PWD'))"], cwd=ws,
+                    rw=[ws, home, tmp])
+    out, err = tmp_path / "out", tmp_path / "err"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(tmp)}
+    res = asyncio.run(run_process(argv, cwd=ws, env=env, stdin=None, timeout_s=20, stdout_path=out,
+                                  stderr_path=err, sandboxed=True))
+    assert res.status == "ok", err.read_text()
+    assert out.read_text().split() == [str(ws), str(ws)]
+
+
 def test_bwrap_that_cannot_run_is_a_clear_exit_2(tmp_path):
     """--sandbox bwrap where bwrap is not on PATH: one line, exit 2, the fix named."""
     from conftest import gripprobe

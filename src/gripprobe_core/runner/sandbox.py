@@ -75,8 +75,9 @@ class Sandbox:
             args += ["--bind", str(src), str(dst)]
         # bwrap's own init (PID 1 inside) keeps the command line and the --chdir directory: an agent that
         # looks for other agents in its workspace (gptme does, and then changes its prompt) would find it.
-        # So PID 1 stays in /, and the command enters its working directory itself.
-        return [*args, "--chdir", "/", "--", ENV, "-C", str(cwd), *argv]
+        # So PID 1 stays in /, and the command enters its working directory itself. bwrap exports PWD=/ for
+        # its own --chdir and `env -C` leaves PWD alone; agents that trust $PWD (opencode) would work in /.
+        return [*args, "--chdir", "/", "--", ENV, "-C", str(cwd), f"PWD={cwd}", *argv]
 
     def _args(self, *, rw: Iterable[Path], ro: Iterable[Path]) -> list[str]:
         args = [self.bwrap or "bwrap", "--unshare-all", "--unshare-user", "--share-net", "--disable-userns",
