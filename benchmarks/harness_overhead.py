@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=20)
     args = ap.parse_args(argv)
 
-    from gripprobe_core.plugins import make_plugin_manager
-    from gripprobe_core.runner import RunOptions, execute_run, plan_cases
+    from gripprobe_core.pluginmanager import make_plugin_manager
+    from gripprobe_core.runner import RunSettings, execute_run, plan_cases
     from gripprobe_core.specs import load_specs
 
     gpm = make_plugin_manager()
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = plan_cases(specs, agents=["reference"], models=["oracle-perfect", "oracle-lazy"],
                        tests=tests[:per_model])[: args.cases]
     with tempfile.TemporaryDirectory() as out:
-        outcome = execute_run(cases, gpm, RunOptions(results_root=Path(out), jobs=1))
+        outcome = execute_run(cases, gpm, RunSettings(results_root=Path(out), jobs=1))
     overhead, agent = [], []
     for r in outcome.results:
         agent_s = sum(p.process.duration_s for p in r.phases)

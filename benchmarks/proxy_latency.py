@@ -449,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(serve_upstream())
         return 0
     if args.role == "proxy":
-        from gripprobe_core.runner.loop import run as run_loop  # the loop the runner relays on
+        from gripprobe_core.runner.eventloop import run as run_loop  # the loop the runner relays on
         run_loop(serve_proxy(args.upstream, args.record, args.observer))
         return 0
 

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args(argv)
 
-    from gripprobe_core.plugins import make_plugin_manager
+    from gripprobe_core.pluginmanager import make_plugin_manager
     from gripprobe_core.specs import load_specs
 
     specs = load_specs(ROOT / "specs", registry=make_plugin_manager().registry)

@@ -60,8 +60,8 @@ def test_agent_install_recipe_hook_drives_run_time_resolution(tmp_path):
     """An agent whose plugin answers agent_install_recipe is SKIPPED with the fix when not installed."""
     from conftest import SPECS
     from gripprobe_core import hookimpl
-    from gripprobe_core.plugins import make_plugin_manager
-    from gripprobe_core.runner import RunOptions, execute_run, plan_cases
+    from gripprobe_core.pluginmanager import make_plugin_manager
+    from gripprobe_core.runner import RunSettings, execute_run, plan_cases
     from gripprobe_core.specs import load_specs
 
     class NeedsInstall:
@@ -72,5 +72,5 @@ def test_agent_install_recipe_hook_drives_run_time_resolution(tmp_path):
     gpm = make_plugin_manager(load_entry_points=False, extra=[NeedsInstall()])
     specs = load_specs(SPECS, registry=gpm.registry)
     cases = plan_cases(specs, agents=["reference"], models=["oracle-perfect"], tests=["shell_pwd"])
-    r = execute_run(cases, gpm, RunOptions(results_root=tmp_path)).results[0]
+    r = execute_run(cases, gpm, RunSettings(results_root=tmp_path)).results[0]
     assert r.verdict.status == "SKIPPED" and "gripprobe agents install reference" in r.skip_reason

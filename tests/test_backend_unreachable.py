@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 from backend_helpers import OracleThread, spec_root_with_model
 from conftest import ROOT, gripprobe, read_json
 from gripprobe_core.models.results import BackendProbe, PhaseRecord, ProcessResult
-from gripprobe_core.runner.derive import backend_was_unreachable
+from gripprobe_core.runner.judge import backend_was_unreachable
 from gripprobe_core.telemetry.summary import summarize_phase
 
 pytestmark = pytest.mark.e2e

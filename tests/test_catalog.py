@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from gripprobe_core.builtins.challenges import BUILTIN_CHALLENGES
-from gripprobe_core.builtins.validators import BUILTIN_VALIDATORS
-from gripprobe_core.context import ValidatorContext
+from gripprobe_core.defaults.challenges import BUILTIN_CHALLENGES
+from gripprobe_core.defaults.validators import BUILTIN_VALIDATORS
+from gripprobe_core.phase import ValidatorContext
 from gripprobe_core.models.events import Event
 from gripprobe_core.models.results import ValidatorResult
 from gripprobe_core.models.specs import (
     FixtureFile, ReferenceEdit, ReferenceRead, ReferenceShell, ReferenceWrite, TestSpec,
 )
-from gripprobe_core.runcontext import make_run_context, render, render_test, template_vars
+from gripprobe_core.runvalues import make_run_values, render, render_test, template_vars
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC_DIR = ROOT / "specs" / "tests"
@@ -107,7 +107,7 @@ def judge(test: TestSpec, workspace: Path, run_context: dict, facts: dict, reque
 
 async def solve_and_judge(test: TestSpec, tmp: Path) -> dict[str, list[ValidatorResult]]:
     """Run the test like the runner would (warmup and measured servers) and judge several workspaces."""
-    run_context = make_run_context()
+    run_context = make_run_values()
     servers = {}
     if test.challenge is not None:
         for phase in ("warmup", "measured"):
@@ -240,7 +240,7 @@ def test_bad_spec_is_rejected() -> None:
     (datetime(2025, 12, 31, 12, 0), "2025-12-31", "Wednesday", "2025-12-29", "2026-01-05"),
 ])
 def test_run_context_dates(now: datetime, today: str, weekday: str, monday: str, next_monday: str) -> None:
-    ctx = make_run_context(now)
+    ctx = make_run_values(now)
     assert (ctx["today"], ctx["weekday"], ctx["this_week_monday"], ctx["next_week_monday"]) == (
         today, weekday, monday, next_monday)
     assert ctx["next_week_heading"] == f"Week of {next_monday}"
@@ -250,7 +250,7 @@ def test_run_context_dates(now: datetime, today: str, weekday: str, monday: str,
 
 def test_run_context_defaults_to_the_local_date() -> None:
     before = datetime.now().astimezone().date().isoformat()
-    today = make_run_context()["today"]
+    today = make_run_values()["today"]
     after = datetime.now().astimezone().date().isoformat()
     assert today in (before, after)  # a run may straddle midnight
 
@@ -271,7 +271,7 @@ def test_template_vars_flatten_facts() -> None:
 
 def test_render_test_leaves_validators_alone() -> None:
     test = CATALOG["weekly_plan_next_week"]
-    rendered = render_test(test, template_vars(make_run_context(datetime(2025, 3, 12)), workspace="/w",
+    rendered = render_test(test, template_vars(make_run_values(datetime(2025, 3, 12)), workspace="/w",
                                                challenge_facts={}))
     assert "## Week of 2025-03-17" in rendered.fixtures[0].content
     assert "Week of 2025-03-17" in rendered.reference[1].edit.old

@@ -14,11 +14,11 @@ import pluggy
 from hypothesis import given, settings, strategies as st
 
 from gripprobe_core import hookspecs
-from gripprobe_core.builtins import challenges as builtin_challenges
-from gripprobe_core.builtins.challenges import BUILTIN_CHALLENGES
+from gripprobe_core.defaults import challenges as builtin_challenges
+from gripprobe_core.defaults.challenges import BUILTIN_CHALLENGES
 from gripprobe_core.challenges.nonce import NonceChallenge
 from gripprobe_core.challenges.search import SearchChallenge, make_result_set, right_answer
-from gripprobe_core.plugins import GripProbePluginManager, Registry
+from gripprobe_core.pluginmanager import GripProbePluginManager, Registry
 
 
 async def get(url: str) -> tuple[int, str, str]:
@@ -166,7 +166,7 @@ def test_result_sets_always_have_exactly_one_right_answer(seed: int, size: int) 
 def test_registered_through_the_hook() -> None:
     pm = pluggy.PluginManager("gripprobe")
     pm.add_hookspecs(hookspecs)
-    pm.register(builtin_challenges, name="gripprobe_core.builtins.challenges")
+    pm.register(builtin_challenges, name="gripprobe_core.defaults.challenges")
     registry = Registry.collect(GripProbePluginManager(pm))
     assert registry.challenges == BUILTIN_CHALLENGES
     assert isinstance(registry.challenges["nonce"]({}, "warmup"), NonceChallenge)

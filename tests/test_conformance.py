@@ -78,7 +78,7 @@ def test_with_perfect_every_agent_performs_every_sanity_test_it_can(tmp_path):
     """agents-sanity: PASS wherever the agent has the tool kinds; TOOL_UNSUPPORTED (not run) elsewhere."""
     import json
 
-    from gripprobe_core.plugins import make_plugin_manager
+    from gripprobe_core.pluginmanager import make_plugin_manager
     from gripprobe_core.runner.matrix import missing_tool_kinds
     from gripprobe_core.specs import load_specs
 
@@ -100,11 +100,11 @@ def test_with_perfect_every_agent_performs_every_sanity_test_it_can(tmp_path):
 def test_recompute_from_artifacts_reproduces_every_cell(conformance_run):
     """rebuild-reports --recompute re-derives every verdict field with each agent plugin's own parsers
     (tier B/C from the stored outputs and session files, tier A from the proxy records): identical."""
-    from gripprobe_core.plugins import make_plugin_manager
+    from gripprobe_core.pluginmanager import make_plugin_manager
     from gripprobe_core.runner.recompute import recompute_run
-    from gripprobe_core.store import RunDir
+    from gripprobe_core.store import RunFolder
 
-    rows = recompute_run(make_plugin_manager(), RunDir(conformance_run), write=False)
+    rows = recompute_run(make_plugin_manager(), RunFolder(conformance_run), write=False)
     assert len(rows) == len(list((conformance_run / "cases").iterdir()))
     differ = [(r.case_id, r.changed, r.problem) for r in rows if r.changed or r.problem]
     assert not differ, differ

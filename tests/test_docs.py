@@ -47,7 +47,7 @@ def test_user_guide_yaml_examples_are_valid_specs(tmp_path):
     """The test and suite examples in the user guide load against the shipped specs."""
     import shutil
 
-    from gripprobe_core.plugins import make_plugin_manager
+    from gripprobe_core.pluginmanager import make_plugin_manager
     from gripprobe_core.specs import load_specs
 
     root = tmp_path / "specs"

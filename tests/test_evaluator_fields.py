@@ -8,8 +8,8 @@ import pluggy
 import pytest
 
 from gripprobe_core import hookimpl, hookspecs
-from gripprobe_core.builtins import evaluator as builtin_evaluator
-from gripprobe_core.context import EvaluationInputs
+from gripprobe_core.defaults import evaluator as builtin_evaluator
+from gripprobe_core.phase import EvaluationInputs
 from gripprobe_core.evaluator import event_evaluator
 from gripprobe_core.models.events import Event
 from gripprobe_core.models.results import ProcessResult, TelemetrySummary, ValidatorResult, Verdict
@@ -238,7 +238,7 @@ def test_evaluator_is_pure() -> None:
 def _manager(*plugins: Any) -> pluggy.PluginManager:
     pm = pluggy.PluginManager("gripprobe")
     pm.add_hookspecs(hookspecs)
-    pm.register(builtin_evaluator, name="gripprobe_core.builtins.evaluator")
+    pm.register(builtin_evaluator, name="gripprobe_core.defaults.evaluator")
     for i, plugin in enumerate(plugins):
         pm.register(plugin, name=f"override-{i}")
     return pm

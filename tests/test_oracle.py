@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from pydantic import TypeAdapter
 
-from gripprobe_core.builtins import oracle_dialects
+from gripprobe_core.defaults import oracle_dialects
 from gripprobe_core.models.specs import ReferenceAction
 from gripprobe_core.oracle import (
     OracleServer, Reply, ToolsDialect, Turn, builtin_profiles, parse_chat_request, shell_command_for,

@@ -22,7 +22,7 @@ from gripprobe_core.oracle import (
 from gripprobe_core.oracle.chat_api import ChatCompletionsWire
 from gripprobe_core.oracle.dialects import MISSING_FILE, known_content
 from gripprobe_core.oracle.ollama_api import OLLAMA_VERSION, OllamaChatWire, OllamaGenerateWire
-from gripprobe_core.oracle.plan import RequestError
+from gripprobe_core.oracle.conversation import RequestError
 from gripprobe_core.oracle.profiles import SIDE_ANSWER, ProfileContext
 from gripprobe_core.oracle.responses_api import ResponsesWire
 from gripprobe_core.oracle.wire import ReplyMeta, estimate_usage

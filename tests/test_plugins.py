@@ -8,7 +8,7 @@ import pytest
 
 from conftest import gripprobe
 from gripprobe_core.errors import PluginError
-from gripprobe_core.plugins import DEFAULT_PLUGINS, make_plugin_manager
+from gripprobe_core.pluginmanager import DEFAULT_PLUGINS, make_plugin_manager
 
 
 def test_builtins_register_through_the_manager():
@@ -40,7 +40,7 @@ def test_duplicate_registration_names_both_owners():
     with pytest.raises(PluginError) as exc:
         _ = gpm.registry
     msg = str(exc.value)
-    assert "'reference'" in msg and "gripprobe-core[gripprobe_core.builtins.refagent]" in msg and "(in-process)" in msg
+    assert "'reference'" in msg and "gripprobe-core[gripprobe_core.defaults.refagent]" in msg and "(in-process)" in msg
 
 
 def test_third_party_plugin_is_discovered(installed_plugins):
@@ -59,7 +59,7 @@ def test_plugins_human_listing(installed_plugins):
     res = gripprobe("plugins", pythonpath=[installed_plugins["gripprobe_fixture_agent"]])
     assert res.returncode == 0
     assert "fixture_agent  (gripprobe-fixture-agent 0.0.1)" in res.stdout
-    assert "gripprobe_core.builtins.refagent  (built-in)" in res.stdout
+    assert "gripprobe_core.defaults.refagent  (built-in)" in res.stdout
 
 
 def test_broken_plugin_is_named_and_others_keep_working(installed_plugins):
@@ -83,7 +83,7 @@ def test_strict_mode_makes_a_broken_plugin_fatal(installed_plugins):
 def test_installed_duplicate_agent_name_is_an_error_naming_both(installed_plugins):
     res = gripprobe("plugins", pythonpath=[installed_plugins["gripprobe_fixture_dup"]])
     assert res.returncode == 2
-    assert "gripprobe-core[gripprobe_core.builtins.refagent]" in res.stderr
+    assert "gripprobe-core[gripprobe_core.defaults.refagent]" in res.stderr
     assert "gripprobe-fixture-dup[dup]" in res.stderr
     assert "Traceback" not in res.stderr
 

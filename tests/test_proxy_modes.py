@@ -9,8 +9,8 @@ import pytest
 from conftest import SPECS
 from gripprobe_core import RouteDecision, hookimpl
 from gripprobe_core.errors import PluginError
-from gripprobe_core.plugins import make_plugin_manager
-from gripprobe_core.runner import RunOptions, execute_run, plan_cases
+from gripprobe_core.pluginmanager import make_plugin_manager
+from gripprobe_core.runner import RunSettings, execute_run, plan_cases
 from gripprobe_core.specs import load_specs
 
 
@@ -36,7 +36,7 @@ def _run(tmp_path: Path, mode: str, *extra, test: str = "shell_pwd", without: tu
         gpm.pm.unregister(name=name)
     specs = load_specs(SPECS, registry=gpm.registry)
     cases = plan_cases(specs, agents=["reference"], models=["oracle-perfect"], tests=[test])
-    out = execute_run(cases, gpm, RunOptions(results_root=tmp_path, proxy_mode=mode))
+    out = execute_run(cases, gpm, RunSettings(results_root=tmp_path, proxy_mode=mode))
     assert len(out.results) == 1
     return out.results[0]
 
@@ -56,7 +56,7 @@ def test_off_records_skipped_disabled(tmp_path):
 
 
 def test_auto_without_a_proxy_plugin_is_skipped_not_failed(tmp_path):
-    r = _run(tmp_path, "auto", without=("gripprobe_core.builtins.proxy",))
+    r = _run(tmp_path, "auto", without=("gripprobe_core.defaults.proxy",))
     assert r.verdict.status == "PASS"
     assert r.telemetry.telemetry_proxy_status == "skipped"
     assert r.telemetry.telemetry_proxy_skip_reason == "unsupported_backend"
@@ -126,5 +126,5 @@ def test_register_validators_adds_a_kind_the_runner_uses(tmp_path):
     gpm = make_plugin_manager(load_entry_points=False, extra=[WordCount()])
     specs = load_specs(root, registry=gpm.registry)
     cases = plan_cases(specs, agents=["reference"], models=["oracle-perfect"], tests=["two_words"])
-    r = execute_run(cases, gpm, RunOptions(results_root=tmp_path / "r")).results[0]
+    r = execute_run(cases, gpm, RunSettings(results_root=tmp_path / "r")).results[0]
     assert r.verdict.status == "PASS" and r.validators[0].kind == "word_count" and seen == ["hello world"]

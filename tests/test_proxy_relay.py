@@ -273,8 +273,8 @@ def test_one_record_per_exchange_in_order(tmp_path: Path) -> None:
 
 def test_start_proxy_hook_returns_a_handle_and_none_for_non_http(tmp_path: Path) -> None:
     from conftest import SPECS
-    from gripprobe_core.context import PhaseContext
-    from gripprobe_core.plugins import make_plugin_manager
+    from gripprobe_core.phase import PhaseContext
+    from gripprobe_core.pluginmanager import make_plugin_manager
     from gripprobe_core.runner import plan_cases
     from gripprobe_core.specs import load_specs
 

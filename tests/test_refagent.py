@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from gripprobe_core.builtins import refagent as plugin
-from gripprobe_core.context import PhaseContext, PhaseOutputs
+from gripprobe_core.defaults import refagent as plugin
+from gripprobe_core.phase import PhaseContext, PhaseCapture
 from gripprobe_core.errors import WrapperParseError
 from gripprobe_core.models.results import ProcessResult
 from gripprobe_core.models.specs import BackendSpec, CliAgentSpec, ModelSpec, ReferenceAction, TestSpec
@@ -254,7 +254,7 @@ def test_plugin_command_runs_and_its_output_parses(tmp_path: Path) -> None:
         assert code == 0
         stdout = tmp_path / "measured.stdout"
         stdout.write_bytes(out + b"not json\n\x00\xff{\n")
-        outputs = PhaseOutputs(stdout_path=stdout, stderr_path=tmp_path / "none",
+        outputs = PhaseCapture(stdout_path=stdout, stderr_path=tmp_path / "none",
                                process=ProcessResult(status="ok", exit_code=0))
         parsed = plugin.parse_wrapper_events(agent=ctx.agent, ctx=ctx, outputs=outputs)
         assert [e.event_type for e in parsed] == [
@@ -284,7 +284,7 @@ def test_plugin_command_runs_and_its_output_parses(tmp_path: Path) -> None:
 def test_plugin_ignores_other_agents_and_needs_its_stdout(tmp_path: Path) -> None:
     ctx = phase_context(tmp_path, "http://127.0.0.1:1")
     other = ctx.agent.model_copy(update={"plugin": "codex"})
-    outputs = PhaseOutputs(stdout_path=tmp_path / "missing.stdout", stderr_path=tmp_path / "x",
+    outputs = PhaseCapture(stdout_path=tmp_path / "missing.stdout", stderr_path=tmp_path / "x",
                            process=ProcessResult(status="ok"))
     assert plugin.parse_wrapper_events(agent=other, ctx=ctx, outputs=outputs) is None
     assert plugin.build_command(agent=other, ctx=ctx) is None

@@ -14,20 +14,20 @@ import pytest
 from browser.reportdata import HOSTILE, LAZY, PERFECT, aggregate_data, derive_case, real_run
 from gripprobe_core.models import CaseResult
 from gripprobe_core.reports import COLUMNS, render_aggregate_html, render_run_html, write_run_reports
-from gripprobe_core.store import RunDir
+from gripprobe_core.store import RunFolder
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> RunDir:
+def run(tmp_path_factory) -> RunFolder:
     return real_run(tmp_path_factory.mktemp("results"))
 
 
 @pytest.fixture(scope="module")
-def derived(run, tmp_path_factory) -> RunDir:
+def derived(run, tmp_path_factory) -> RunFolder:
     """A copy of the real run plus a case with hostile agent output, re-rendered like a rebuild would."""
-    copy = RunDir(tmp_path_factory.mktemp("derived") / run.run_id)
+    copy = RunFolder(tmp_path_factory.mktemp("derived") / run.run_id)
     shutil.copytree(run.path, copy.path)
     derive_case(copy, PERFECT, "evil__case", agent="evil", text=HOSTILE)
     write_run_reports(copy)
@@ -77,7 +77,7 @@ def _parse(path: Path) -> _Tables:
     return p
 
 
-def _pages(run: RunDir) -> list[Path]:
+def _pages(run: RunFolder) -> list[Path]:
     return [run.reports / "summary.html", *sorted((run.reports / "cases").glob("*.html"))]
 
 
@@ -158,7 +158,7 @@ def test_summary_md_and_html_have_the_same_table(derived):
 
 
 def test_missing_and_corrupt_artifacts_never_crash(run, tmp_path):
-    broken = RunDir(tmp_path / "runs" / "20260101T000000Z")
+    broken = RunFolder(tmp_path / "runs" / "20260101T000000Z")
     shutil.copytree(run.path, broken.path)
     shutil.rmtree(broken.reports)
     gone = broken.case(PERFECT)
@@ -187,7 +187,7 @@ def test_missing_and_corrupt_artifacts_never_crash(run, tmp_path):
 
 
 def test_render_run_html_returns_every_page(run, tmp_path):
-    copy = RunDir(tmp_path / run.run_id)
+    copy = RunFolder(tmp_path / run.run_id)
     shutil.copytree(run.path, copy.path)
     shutil.rmtree(copy.reports)
     written = render_run_html(copy)
@@ -228,7 +228,7 @@ def test_aggregate_page_scales_linearly():
 def test_line_separators_inside_event_text_do_not_break_the_timeline(run, tmp_path):
     """Events are written as JSON lines with ensure_ascii=False: a U+2028 or U+0085 in agent text
     stays inside its line, and the case page must not take it for a line end."""
-    copy = RunDir(tmp_path / run.run_id)
+    copy = RunFolder(tmp_path / run.run_id)
     shutil.copytree(run.path, copy.path)
     events_path = copy.case(PERFECT) / "artifacts/events.measured.jsonl"
     events = [json.loads(line) for line in events_path.read_bytes().splitlines()]

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, gripprobe, read_json
-from gripprobe_core.plugins import make_plugin_manager
+from gripprobe_core.pluginmanager import make_plugin_manager
 from gripprobe_core.runner.recompute import recompute_run
-from gripprobe_core.store import RunDir
+from gripprobe_core.store import RunFolder
 
 pytestmark = pytest.mark.e2e
 
@@ -73,7 +73,7 @@ def test_recompute_is_identical_to_the_run(mixed_run, tmp_path):
         assert _derived(after) == _derived(before[d.name]), d.name
         assert not (d / "case.before-recompute.json").exists()
     # the API agrees field by field, and re-derived events equal the stored ones
-    for r in recompute_run(make_plugin_manager(), RunDir(run), write=False):
+    for r in recompute_run(make_plugin_manager(), RunFolder(run), write=False):
         assert r.changed == [] and r.problem is None, (r.case_id, r.changed, r.problem)
         if r.case_id in events_before and "measured" in r.events:
             stored = [json.loads(x) for x in events_before[r.case_id].splitlines()]

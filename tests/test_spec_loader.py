@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from gripprobe_core.errors import SpecError, UserError
 from gripprobe_core.models.specs import CliAgentSpec, HardwareProfiles, ModelSpec, SuiteSpec, TestSpec
-from gripprobe_core.plugins import Registry
+from gripprobe_core.pluginmanager import Registry
 from gripprobe_core.specs import find_specs_root, load_specs, load_yaml_file, write_schemas
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -689,7 +689,7 @@ def test_docs_examples_are_valid_specs(tmp_path, monkeypatch):
         path.write_text(body, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     try:
-        from gripprobe_core.plugins import make_plugin_manager
+        from gripprobe_core.pluginmanager import make_plugin_manager
         registry = make_plugin_manager(load_entry_points=False).registry  # the built-in kinds the docs use
     except ImportError:
         registry = None

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from ruamel.yaml import YAML
 
-from gripprobe_core.builtins.validators import BUILTIN_VALIDATORS
+from gripprobe_core.defaults.validators import BUILTIN_VALIDATORS
 from gripprobe_core.errors import SpecError
 from gripprobe_core.models.specs import CliAgentSpec, HardwareProfiles, ModelSpec, SuiteSpec, TestSpec
-from gripprobe_core.plugins import Registry
+from gripprobe_core.pluginmanager import Registry
 from gripprobe_core.specs import load_specs
 from gripprobe_core.specs.yaml_source import MAX_DEPTH, MAX_NODES, read_yaml
 

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gripprobe_core import MarkerPattern, hookimpl
-from gripprobe_core.context import PhaseContext, PhaseOutputs
+from gripprobe_core.phase import PhaseContext, PhaseCapture
 from gripprobe_core.errors import WrapperParseError
 from gripprobe_core.models.results import ProcessResult
 from gripprobe_core.models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
-from gripprobe_core.plugins import DEFAULT_PLUGINS, make_plugin_manager
+from gripprobe_core.pluginmanager import DEFAULT_PLUGINS, make_plugin_manager
 from gripprobe_core.telemetry import merge_events, summarize_phase
 from gripprobe_core.telemetry.tier_c import parse_markers, strip_ansi
 from gripprobe_core.telemetry.tier_d import find_claims, parse_claims
@@ -197,12 +197,12 @@ def phase(tmp_path: Path, agent: CliAgentSpec) -> PhaseContext:
 
 
 def test_default_plugin_runs_tier_c_and_tier_d_through_the_hooks(tmp_path):
-    assert "gripprobe_core.builtins.telemetry" in DEFAULT_PLUGINS
+    assert "gripprobe_core.defaults.telemetry" in DEFAULT_PLUGINS
     gpm = make_plugin_manager(load_entry_points=False, extra=[MarkerAgentPlugin()])
     agent = CliAgentSpec(id="marker-agent", plugin="marker-agent", executable="true", tool_kinds=["write"])
     out, err = write_outputs(tmp_path, AIDER_STDOUT + "I created hello.txt and src/app.py was updated.\n")
     ctx = phase(tmp_path, agent)
-    outputs = PhaseOutputs(stdout_path=out, stderr_path=err, process=ProcessResult(status="ok"))
+    outputs = PhaseCapture(stdout_path=out, stderr_path=err, process=ProcessResult(status="ok"))
     # what the runner does before parsing: collect the patterns and the final text
     ctx.marker_patterns = [p for found in gpm.hook.tier_c_patterns(agent=agent) if found for p in found]
     outputs.final_text = gpm.hook.final_output_text(agent=agent, ctx=ctx, outputs=outputs)
@@ -218,7 +218,7 @@ def test_default_plugin_has_nothing_to_say_without_patterns_or_final_text(tmp_pa
     agent = CliAgentSpec(id="other", plugin="other", executable="true", tool_kinds=["write"])
     out, err = write_outputs(tmp_path, AIDER_STDOUT)
     ctx = phase(tmp_path, agent)
-    outputs = PhaseOutputs(stdout_path=out, stderr_path=err, process=ProcessResult(status="ok"))
+    outputs = PhaseCapture(stdout_path=out, stderr_path=err, process=ProcessResult(status="ok"))
     assert gpm.hook.tier_c_patterns(agent=agent) == []
     assert gpm.hook.final_output_text(agent=agent, ctx=ctx, outputs=outputs) is None
     assert [g for g in gpm.hook.parse_wrapper_events(agent=agent, ctx=ctx, outputs=outputs) if g is not None] == []
@@ -243,14 +243,14 @@ def test_runner_keeps_final_text_and_tier_d_claims_for_the_reference_agent(tmp_p
     import json as _json
 
     from conftest import SPECS
-    from gripprobe_core.plugins import make_plugin_manager
-    from gripprobe_core.runner import RunOptions, execute_run, plan_cases
+    from gripprobe_core.pluginmanager import make_plugin_manager
+    from gripprobe_core.runner import RunSettings, execute_run, plan_cases
     from gripprobe_core.specs import load_specs
 
     gpm = make_plugin_manager(load_entry_points=False)
     specs = load_specs(SPECS, registry=gpm.registry)
     cases = plan_cases(specs, agents=["reference"], models=["oracle-lazy"], tests=["save_file"])
-    r = execute_run(cases, gpm, RunOptions(results_root=tmp_path, proxy_mode="off")).results[0]
+    r = execute_run(cases, gpm, RunSettings(results_root=tmp_path, proxy_mode="off")).results[0]
     art = tmp_path / "runs" / r.run_id / "cases" / r.case_id / "artifacts"
     final = (art / "measured.final.txt").read_text()
     assert final.startswith("To solve this I would")

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import BaseModel, ValidationError
 
-from gripprobe_core.builtins.validators import BUILTIN_VALIDATORS
-from gripprobe_core.context import ValidatorContext
+from gripprobe_core.defaults.validators import BUILTIN_VALIDATORS
+from gripprobe_core.phase import ValidatorContext
 from gripprobe_core.models.results import ProcessResult, TelemetrySummary
 from gripprobe_core.models.specs import TestSpec
-from gripprobe_core.plugins import make_plugin_manager
-from gripprobe_core.runner.derive import derive_verdict, run_validators
+from gripprobe_core.pluginmanager import make_plugin_manager
+from gripprobe_core.runner.judge import derive_verdict, run_validators
 from gripprobe_core.validators import WorkspacePath, is_invalid_options
 from gripprobe_core.validators.workspace import (
     MAX_READ_BYTES, read_workspace_file, workspace_directory, workspace_path_problem,

@@ -15,18 +15,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from gripprobe_core import hookspecs
-from gripprobe_core.builtins import validators as builtin_validators
-from gripprobe_core.builtins.validators import BUILTIN_VALIDATORS
+from gripprobe_core.defaults import validators as builtin_validators
+from gripprobe_core.defaults.validators import BUILTIN_VALIDATORS
 from gripprobe_core.challenges.nonce import nonce_proof
-from gripprobe_core.context import ValidatorContext
+from gripprobe_core.phase import ValidatorContext
 from gripprobe_core.models.events import Event
 from gripprobe_core.models.specs import FixtureFile, TestSpec
-from gripprobe_core.plugins import GripProbePluginManager, Registry
-from gripprobe_core.runcontext import make_run_context
+from gripprobe_core.pluginmanager import GripProbePluginManager, Registry
+from gripprobe_core.runvalues import make_run_values
 from gripprobe_core.validators import find_source
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "validators.md"
-RUN_CONTEXT = make_run_context(datetime(2025, 3, 12, 15, 30).astimezone())  # a Wednesday
+RUN_CONTEXT = make_run_values(datetime(2025, 3, 12, 15, 30).astimezone())  # a Wednesday
 
 
 def make_test(fixtures: list[FixtureFile] | None = None) -> TestSpec:
@@ -455,7 +455,7 @@ def test_no_validator_raises_on_arbitrary_bytes(content: bytes) -> None:
 def test_registered_through_the_hook() -> None:
     pm = pluggy.PluginManager("gripprobe")
     pm.add_hookspecs(hookspecs)
-    pm.register(builtin_validators, name="gripprobe_core.builtins.validators")
+    pm.register(builtin_validators, name="gripprobe_core.defaults.validators")
     registry = Registry.collect(GripProbePluginManager(pm))
     assert registry.validators == BUILTIN_VALIDATORS
     assert set(BUILTIN_VALIDATORS) == {"file_equals", "file_exists", "patch_applied", "web_nonce_proof",

@@ -16,7 +16,7 @@ hookimpl = pluggy.HookimplMarker("gripprobe")
 
 __version__ = "0.1.0"
 
-_CONTEXT = ("AgentCommand", "AgentInfo", "EvaluationInputs", "InstallRecipe", "MarkerPattern", "PhaseContext", "PhaseOutputs",
+_CONTEXT = ("AgentCommand", "AgentInfo", "EvaluationInputs", "InstallRecipe", "MarkerPattern", "PhaseContext", "PhaseCapture",
             "RouteDecision", "ValidatorContext")
 _ERRORS = ("GripProbeError", "SpecError", "UserError", "WrapperParseError")
 _MODELS = (
@@ -25,7 +25,7 @@ _MODELS = (
     "STATUSES", "SuiteCase", "SuiteSpec", "TelemetrySummary", "TestSpec", "TIER_ORDER", "TOOL_KINDS",
     "ToolCallPayload", "ValidatorResult", "ValidatorSpec", "Verdict",
 )
-_WHERE = {"json_lines": ".jsonl", **{n: ".context" for n in _CONTEXT}, **{n: ".errors" for n in _ERRORS}, **{n: ".models" for n in _MODELS}}
+_WHERE = {"json_lines": ".jsonl", **{n: ".phase" for n in _CONTEXT}, **{n: ".errors" for n in _ERRORS}, **{n: ".models" for n in _MODELS}}
 
 __all__ = ["hookimpl", "__version__", "json_lines", *_CONTEXT, *_ERRORS, *_MODELS]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .context import EvaluationInputs
+from .phase import EvaluationInputs
 from .models.results import ProcessStatus, Status, TelemetrySummary, ToolEventVerdict, ToolEventVerdictReason, Verdict
 from .telemetry.attempts import (
     ToolAttempt, detect_retry_loop, repeated_after_error, tool_attempts, unrecovered_failures,

@@ -15,8 +15,8 @@ import pluggy
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
-    from .context import (
-        AgentCommand, AgentInfo, ChallengeFactory, EvaluationInputs, InstallRecipe, MarkerPattern, PhaseContext, PhaseOutputs,
+    from .phase import (
+        AgentCommand, AgentInfo, ChallengeFactory, EvaluationInputs, InstallRecipe, MarkerPattern, PhaseContext, PhaseCapture,
         RouteDecision, Validator,
     )
     from .models.events import Event
@@ -53,7 +53,7 @@ def register_validators(register: "Callable[[str, Validator], None]") -> None:
 def register_challenge_servers(register: "Callable[[str, ChallengeFactory], None]") -> None:
     """Register challenge server kinds: ``register(kind, factory)``.
 
-    ``factory(options, phase)`` returns an unstarted :class:`~gripprobe_core.context.ChallengeServer`
+    ``factory(options, phase)`` returns an unstarted :class:`~gripprobe_core.phase.ChallengeServer`
     bound to 127.0.0.1 on port 0 when started. Its ``facts`` (nonce, token, expected answers ...) must
     differ between phases; ``requests`` is its request log, written into the case directory.
     """
@@ -140,7 +140,7 @@ def phase_artifacts(agent: "CliAgentSpec", ctx: "PhaseContext") -> "dict[str, Pa
 # --------------------------------------------------------------------------------------------- parse
 
 @hookspec
-def parse_wrapper_events(agent: "CliAgentSpec", ctx: "PhaseContext", outputs: "PhaseOutputs") -> "list[Event] | None":
+def parse_wrapper_events(agent: "CliAgentSpec", ctx: "PhaseContext", outputs: "PhaseCapture") -> "list[Event] | None":
     """Turn an agent's outputs and logs into normalized events (tiers B, C, D).
 
     Every implementation is called; return ``None`` when the outputs are not yours to parse, or a
@@ -162,7 +162,7 @@ def tier_c_patterns(agent: "CliAgentSpec") -> "list[MarkerPattern] | None":
 
 
 @hookspec(firstresult=True)
-def final_output_text(agent: "CliAgentSpec", ctx: "PhaseContext", outputs: "PhaseOutputs") -> "str | None":
+def final_output_text(agent: "CliAgentSpec", ctx: "PhaseContext", outputs: "PhaseCapture") -> "str | None":
     """*First result.* The agent's final answer text for this phase, for the tier D self-report parser.
 
     Return ``None`` unless ``agent.plugin`` is yours. Claims found in it ("I created hello.txt") become

@@ -100,7 +100,7 @@ def installed_agent(agent: Any, gpm: Any = None) -> Any:
     """The agent's install in the agent cache (``InstalledAgent``: executable, version), or None when it
     is not installed. ``agent`` is its :class:`~gripprobe_core.CliAgentSpec`."""
     from .agents import AgentCache
-    from .plugins import make_plugin_manager
+    from .pluginmanager import make_plugin_manager
 
     gpm = gpm or make_plugin_manager()
     recipe = gpm.hook.agent_install_recipe(agent=agent)
@@ -115,7 +115,7 @@ def phase_context(tmp_path: Path, agent: Any, *, prompt: str = "Run `pwd` and sa
     fresh HOME with its XDG folders, TMPDIR, artifacts), against the oracle backend's ``model_name``
     profile, for unit-testing a plugin's hooks. ``test`` defaults to a shell_pwd-like test with
     ``prompt``; its fixtures are written into the workspace."""
-    from .context import PhaseContext
+    from .phase import PhaseContext
     from .models.specs import BackendSpec, ModelSpec, TestSpec
 
     test = test if test is not None else TestSpec(**SHELL_PWD, prompt=prompt)

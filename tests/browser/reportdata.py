@@ -14,22 +14,22 @@ from pathlib import Path
 
 from conftest import SPECS, gripprobe
 from gripprobe_core.models import CaseResult
-from gripprobe_core.store import RunDir
+from gripprobe_core.store import RunFolder
 
 PERFECT = "reference__oracle-perfect__oracle__tool__save_file"
 LAZY = "reference__oracle-lazy__oracle__tool__save_file"
 HOSTILE = "<script>window.__pwned=1</script><b>x</b>"
 
 
-def real_run(results_root: Path) -> RunDir:
+def real_run(results_root: Path) -> RunFolder:
     """The default suite, for real: reference agent processes against the oracle backend."""
     res: subprocess.CompletedProcess = gripprobe("run", "--jobs", "4", "--results", str(results_root),
                                                  env={"GRIPPROBE_SPECS": str(SPECS)})
     assert res.returncode == 0, res.stderr[-3000:]
-    return RunDir(Path(res.stdout.strip().splitlines()[-1]))
+    return RunFolder(Path(res.stdout.strip().splitlines()[-1]))
 
 
-def derive_case(run: RunDir, template: str, case_id: str, *, agent: str | None = None, status: str | None = None,
+def derive_case(run: RunFolder, template: str, case_id: str, *, agent: str | None = None, status: str | None = None,
                 tags: list[str] | None = None, text: str | None = None,
                 events: list[dict] | None = None) -> Path:
     """Copy case ``template`` to ``case_id``. ``text`` replaces the prompt, both phases' stdout and

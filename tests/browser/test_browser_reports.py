@@ -15,14 +15,14 @@ import pytest
 from browser.chromium_fixtures import browser, page  # noqa: F401  (pytest fixtures)
 from browser.reportdata import HOSTILE, LAZY, PERFECT, aggregate_data, derive_case, many_events, real_run
 from gripprobe_core.reports import render_aggregate_html, write_run_reports
-from gripprobe_core.store import RunDir
+from gripprobe_core.store import RunFolder
 
 HIGHLIGHTED = re.compile(r"(^|\s)highlight(\s|$)")
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> RunDir:
+def run(tmp_path_factory) -> RunFolder:
     """The real default suite, plus derived cases: another agent, a policy violation, hostile output
     and 10,000 events; then the reports are rebuilt from disk."""
     r = real_run(tmp_path_factory.mktemp("results"))

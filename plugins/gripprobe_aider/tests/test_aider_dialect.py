@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gripprobe_core.models.specs import TestSpec
-from gripprobe_core.oracle.plan import parse_chat_request
+from gripprobe_core.oracle.conversation import parse_chat_request
 from gripprobe_core.oracle.server import OracleServer
 from gripprobe_core.proxy.text_tools import find_text_tool_calls
 from gripprobe_aider.conversation import parse_file_listings, read_chat

@@ -193,9 +193,9 @@ def test_a_missing_stdout_is_no_events_and_an_unreadable_one_raises_oserror(tmp_
 
 
 def test_the_hook_turns_an_unreadable_stdout_into_a_wrapper_parse_error(gpm, agent, ctx, tmp_path):
-    from gripprobe_core import PhaseOutputs, ProcessResult, WrapperParseError
+    from gripprobe_core import PhaseCapture, ProcessResult, WrapperParseError
     from gripprobe_aider import plugin
-    outputs = PhaseOutputs(stdout_path=tmp_path, stderr_path=tmp_path / "e", process=ProcessResult(status="ok"))
+    outputs = PhaseCapture(stdout_path=tmp_path, stderr_path=tmp_path / "e", process=ProcessResult(status="ok"))
     with pytest.raises(WrapperParseError):
         plugin.parse_wrapper_events(agent=agent, ctx=ctx, outputs=outputs)
     other = agent.model_copy(update={"plugin": "opencode"})

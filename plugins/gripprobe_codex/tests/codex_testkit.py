@@ -17,7 +17,7 @@ from gripprobe_core.testing import phase_context
 @pytest.fixture(scope="session")
 def gpm():
     """The real plugin manager: built-ins plus every installed entry point (this plugin among them)."""
-    from gripprobe_core.plugins import make_plugin_manager
+    from gripprobe_core.pluginmanager import make_plugin_manager
     return make_plugin_manager()
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gripprobe_core import CliAgentSpec, PhaseOutputs, ProcessResult, WrapperParseError
+from gripprobe_core import CliAgentSpec, PhaseCapture, ProcessResult, WrapperParseError
 from codex_testkit import agent, ctx, ctx_factory, gpm, installed_codex  # noqa: F401  (pytest fixtures)
 from gripprobe_codex import NAME, PINNED_VERSION
 from gripprobe_codex.config import (
@@ -31,7 +31,7 @@ def config_of(ctx) -> dict:
 def test_registered_structured_and_answers_only_for_codex(gpm, ctx, tmp_path):
     from gripprobe_codex import plugin
     assert gpm.registry.agents[NAME].observability == "structured"
-    outputs = PhaseOutputs(stdout_path=tmp_path / "none", stderr_path=tmp_path / "none",
+    outputs = PhaseCapture(stdout_path=tmp_path / "none", stderr_path=tmp_path / "none",
                            process=ProcessResult(status="ok"))
     for answer in (plugin.agent_install_recipe(agent=OTHER), plugin.build_env(agent=OTHER, ctx=ctx),
                    plugin.build_command(agent=OTHER, ctx=ctx), plugin.route_base_url(agent=OTHER, backend=ctx.backend),
@@ -148,7 +148,7 @@ def test_phase_artifacts_find_the_rollout(gpm, agent, ctx):
     assert answers == [{ROLLOUT_ARTIFACT: rollout}]
 
 
-def outputs_for(tmp_path: Path, case: str, with_rollout: bool) -> PhaseOutputs:
+def outputs_for(tmp_path: Path, case: str, with_rollout: bool) -> PhaseCapture:
     src = FIXTURES / "samples" / case
     out = tmp_path / "measured.stdout"
     shutil.copyfile(src / "stdout.txt", out)
@@ -156,7 +156,7 @@ def outputs_for(tmp_path: Path, case: str, with_rollout: bool) -> PhaseOutputs:
     if with_rollout:
         extra[ROLLOUT_ARTIFACT] = tmp_path / "measured.rollout.jsonl"
         shutil.copyfile(src / "rollout.jsonl", extra[ROLLOUT_ARTIFACT])
-    return PhaseOutputs(stdout_path=out, stderr_path=tmp_path / "measured.stderr",
+    return PhaseCapture(stdout_path=out, stderr_path=tmp_path / "measured.stderr",
                         process=ProcessResult(status="ok", exit_code=0), extra=extra)
 
 
@@ -181,7 +181,7 @@ def test_parse_hook_without_rollout_reads_stdout(gpm, agent, ctx, tmp_path):
 
 def test_parse_hook_raises_wrapper_parse_error_when_stdout_is_missing(tmp_path, agent, ctx):
     from gripprobe_codex.plugin import parse_wrapper_events
-    outputs = PhaseOutputs(stdout_path=tmp_path / "nope", stderr_path=tmp_path / "nope2",
+    outputs = PhaseCapture(stdout_path=tmp_path / "nope", stderr_path=tmp_path / "nope2",
                            process=ProcessResult(status="ok"))
     with pytest.raises(WrapperParseError):
         parse_wrapper_events(agent=agent, ctx=ctx, outputs=outputs)

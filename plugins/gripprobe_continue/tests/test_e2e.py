@@ -171,7 +171,7 @@ def test_workspace_dotenv_cannot_redirect_the_agent(tmp_path):
     """A hostile ``.env`` in the workspace (cn loads it) must not move the base URL, key or global dir."""
     from gripprobe_core.models.specs import ReferenceShell
     from gripprobe_core.oracle.server import OracleServer
-    from gripprobe_core.plugins import make_plugin_manager
+    from gripprobe_core.pluginmanager import make_plugin_manager
     from gripprobe_core.runner.env import base_env, make_phase_dirs
 
     async def main():

@@ -12,8 +12,8 @@ from ruamel.yaml import YAML
 
 from cn_helpers import SAMPLES, agent_spec, make_ctx
 from gripprobe_continue import config, plugin
-from gripprobe_core import BackendSpec, PhaseOutputs, ProcessResult, WrapperParseError
-from gripprobe_core.plugins import make_plugin_manager
+from gripprobe_core import BackendSpec, PhaseCapture, ProcessResult, WrapperParseError
+from gripprobe_core.pluginmanager import make_plugin_manager
 
 SECRET = "sk-gripprobe-test-0123456789abcdef"
 
@@ -41,7 +41,7 @@ def test_other_agents_are_not_answered(tmp_path, gpm):
     assert plugin.build_env(other, ctx) is None and plugin.build_command(other, ctx) is None
     assert plugin.agent_install_recipe(other) is None and plugin.route_base_url(other, remote_backend()) is None
     assert plugin.phase_artifacts(other, ctx) is None
-    outputs = PhaseOutputs(tmp_path / "o", tmp_path / "e", ProcessResult(status="ok", exit_code=0))
+    outputs = PhaseCapture(tmp_path / "o", tmp_path / "e", ProcessResult(status="ok", exit_code=0))
     assert plugin.parse_wrapper_events(other, ctx, outputs) is None
     assert plugin.final_output_text(other, ctx, outputs) is None
     assert not any((ctx.home).iterdir())  # nothing written for someone else's agent
@@ -124,7 +124,7 @@ def _outputs(tmp_path: Path, *, status="ok", exit_code=0, session: Path | None =
     out.write_bytes(b"stdout answer\n")
     err.write_bytes(stderr)
     extra = {"session.json": session} if session else {}
-    return PhaseOutputs(out, err, ProcessResult(status=status, exit_code=exit_code), extra=extra)
+    return PhaseCapture(out, err, ProcessResult(status=status, exit_code=exit_code), extra=extra)
 
 
 def test_parse_hook_reads_the_session(tmp_path):

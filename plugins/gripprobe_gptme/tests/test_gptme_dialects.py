@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 from gripprobe_core.models.specs import ReferenceEdit, ReferenceShell, ReferenceWrite, TestSpec
 from gripprobe_core.oracle.dialects import ToolsDialect
-from gripprobe_core.oracle.plan import parse_chat_request
+from gripprobe_core.oracle.conversation import parse_chat_request
 from gripprobe_core.oracle.server import OracleServer
 from gripprobe_core.proxy.text_tools import scan_text_tool_calls
 from gripprobe_gptme.dialects import (

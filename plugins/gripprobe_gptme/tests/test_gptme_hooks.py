@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gripprobe_core import BackendSpec, CliAgentSpec, PhaseOutputs, ProcessResult
+from gripprobe_core import BackendSpec, CliAgentSpec, PhaseCapture, ProcessResult
 from gripprobe_gptme.config import DUMMY_API_KEY, QUIET_ENV
 from gripprobe_gptme.plugin import find_conversation
 
@@ -75,7 +75,7 @@ def test_phase_artifacts_finds_this_phases_conversation(gpm, agent, ctx_factory)
 
 def test_parse_and_final_text_hooks(gpm, agent, ctx_factory, tmp_path):
     ctx = ctx_factory(fmt="markdown")
-    outputs = PhaseOutputs(stdout_path=tmp_path / "none", stderr_path=tmp_path / "none2",
+    outputs = PhaseCapture(stdout_path=tmp_path / "none", stderr_path=tmp_path / "none2",
                            process=ProcessResult(status="ok", exit_code=0), extra={"conversation.jsonl": SAMPLE_LOG})
     results = [r for r in gpm.hook.parse_wrapper_events(agent=agent, ctx=ctx, outputs=outputs) if r]
     (events,) = [r for r in results if r and r[0].source_tier == "B"]

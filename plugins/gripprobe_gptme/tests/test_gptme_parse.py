@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from gripprobe_core import PhaseOutputs, ProcessResult, WrapperParseError
+from gripprobe_core import PhaseCapture, ProcessResult, WrapperParseError
 from gripprobe_gptme.parse import (
     CONVERSATION_ARTIFACT, parse_conversation, parse_phase, result_status, strip_tool_uses, tool_uses,
 )
@@ -122,7 +122,7 @@ def test_xml_tool_use_is_unescaped():
 def test_json_stdout_is_the_fallback_and_says_the_same(tmp_path):
     """--output-format json prints the conversation on stdout: without the log, the same tool events."""
     stdout = FIXTURES / "samples" / "tool_jsonout" / "stdout.txt"
-    outputs = PhaseOutputs(stdout_path=stdout, stderr_path=tmp_path / "e",
+    outputs = PhaseCapture(stdout_path=stdout, stderr_path=tmp_path / "e",
                            process=ProcessResult(status="ok", exit_code=0))
     from_stdout = parse_phase(outputs, "measured", "tool", tz=UTC)
     from_log = parse("tool_jsonout", "tool")
@@ -134,7 +134,7 @@ def test_json_stdout_is_the_fallback_and_says_the_same(tmp_path):
 
 
 def test_parse_phase_prefers_the_conversation_artifact(tmp_path):
-    outputs = PhaseOutputs(stdout_path=tmp_path / "missing", stderr_path=tmp_path / "e",
+    outputs = PhaseCapture(stdout_path=tmp_path / "missing", stderr_path=tmp_path / "e",
                            process=ProcessResult(status="ok", exit_code=0),
                            extra={CONVERSATION_ARTIFACT: FIXTURES / "samples" / "md_success" / "conversation.jsonl"})
     assert len(parse_phase(outputs, "warmup", "markdown").events) == 6
@@ -143,7 +143,7 @@ def test_parse_phase_prefers_the_conversation_artifact(tmp_path):
 def test_exit_0_without_any_log_is_a_wrapper_parse_error(tmp_path):
     empty = tmp_path / "stdout"
     empty.write_bytes(b"not json\n")
-    outputs = PhaseOutputs(stdout_path=empty, stderr_path=tmp_path / "e",
+    outputs = PhaseCapture(stdout_path=empty, stderr_path=tmp_path / "e",
                            process=ProcessResult(status="ok", exit_code=0))
     with pytest.raises(WrapperParseError, match="no conversation.jsonl"):
         parse_phase(outputs, "measured", "tool")
@@ -152,12 +152,12 @@ def test_exit_0_without_any_log_is_a_wrapper_parse_error(tmp_path):
 @pytest.mark.parametrize("process", [ProcessResult(status="nonzero_exit", exit_code=1),
                                      ProcessResult(status="timeout")])
 def test_a_crash_without_any_log_gives_no_events(tmp_path, process):
-    outputs = PhaseOutputs(stdout_path=tmp_path / "none", stderr_path=tmp_path / "e", process=process)
+    outputs = PhaseCapture(stdout_path=tmp_path / "none", stderr_path=tmp_path / "e", process=process)
     assert parse_phase(outputs, "measured", "tool").events == []
 
 
 def test_an_unreadable_log_is_a_wrapper_parse_error(tmp_path):
-    outputs = PhaseOutputs(stdout_path=tmp_path / "none", stderr_path=tmp_path / "e",
+    outputs = PhaseCapture(stdout_path=tmp_path / "none", stderr_path=tmp_path / "e",
                            process=ProcessResult(status="ok", exit_code=0), extra={CONVERSATION_ARTIFACT: tmp_path})
     with pytest.raises(WrapperParseError):
         parse_phase(outputs, "measured", "tool")

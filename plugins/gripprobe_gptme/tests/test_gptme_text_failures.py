@@ -14,7 +14,7 @@ import pytest
 
 from gripprobe_core.models.specs import ReferenceEdit, ReferenceShell, ReferenceWrite
 from gripprobe_core.oracle.dialects import MISSING_FILE, ToolsDialect
-from gripprobe_core.oracle.plan import parse_chat_request
+from gripprobe_core.oracle.conversation import parse_chat_request
 from gripprobe_core.oracle.profiles import RETRY_LIMIT
 from gripprobe_core.oracle.server import OracleServer
 from gripprobe_core.telemetry import detect_retry_loop, tool_attempts

@@ -19,7 +19,7 @@ REPO_SPECS = Path(__file__).resolve().parents[3] / "specs"
 @pytest.fixture(scope="session")
 def gpm():
     """The real plugin manager: built-ins plus every installed entry point (this plugin among them)."""
-    from gripprobe_core.plugins import make_plugin_manager
+    from gripprobe_core.pluginmanager import make_plugin_manager
     return make_plugin_manager()
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gripprobe_core import Event, PhaseOutputs, ProcessResult, WrapperParseError
+from gripprobe_core import Event, PhaseCapture, ProcessResult, WrapperParseError
 from gripprobe_core.telemetry.summary import summarize_phase
 from gripprobe_opencode.parse import OpencodeParser, final_text, iso_from_ms, normalize_tool, parse_stdout
 
@@ -148,8 +148,8 @@ def test_normalized_names_of_every_opencode_tool():
 
 # ------------------------------------------------------------------------------- through the hooks
 
-def outputs_for(stdout: Path, stderr: Path) -> PhaseOutputs:
-    return PhaseOutputs(stdout_path=stdout, stderr_path=stderr, process=ProcessResult(status="ok"))
+def outputs_for(stdout: Path, stderr: Path) -> PhaseCapture:
+    return PhaseCapture(stdout_path=stdout, stderr_path=stderr, process=ProcessResult(status="ok"))
 
 
 def test_hooks_parse_only_opencode_and_find_the_final_text(gpm, ctx, agent, tmp_path):

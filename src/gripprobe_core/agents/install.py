@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..context import InstallRecipe
+from ..phase import InstallRecipe
 from ..errors import UserError
 from ..store import atomic_write_json
 from ..timeutil import utc_now_iso

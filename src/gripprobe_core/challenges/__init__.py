@@ -7,7 +7,7 @@ every request the server answered, as ``{ts, method, path, query, status}`` (``t
 ``query`` the raw query string), 404s included.
 
 The kinds (``nonce``, ``search``) live in :mod:`.nonce` and :mod:`.search`;
-:mod:`gripprobe_core.builtins.challenges` registers them.
+:mod:`gripprobe_core.defaults.challenges` registers them.
 """
 
 from __future__ import annotations

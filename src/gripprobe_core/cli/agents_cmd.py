@@ -10,7 +10,7 @@ import click
 
 from ..agents import AgentCache
 from ..errors import UserError
-from ..plugins import describe_failures, make_plugin_manager
+from ..pluginmanager import describe_failures, make_plugin_manager
 
 _CTX = {"help_option_names": ["-h", "--help"]}
 
@@ -106,7 +106,7 @@ def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None)
 def doctor_command(specs_root: Path | None, no_check: bool, test_id: str) -> None:
     """The sandbox (does bubblewrap work here?), then per agent: installed or not, version, and a
     self-check against the oracle (one real case, sandboxed when bubblewrap works)."""
-    from ..runner import RunOptions, execute_run, plan_cases
+    from ..runner import RunSettings, execute_run, plan_cases
     from ..runner.sandbox import probe_report
     gpm, specs = _load(specs_root)
     cache = AgentCache.default()
@@ -125,7 +125,7 @@ def doctor_command(specs_root: Path | None, no_check: bool, test_id: str) -> Non
         cases = plan_cases(specs, agents=[agent_id], models=["oracle-perfect"], tests=[test_id])
         with tempfile.TemporaryDirectory() as out:
             installed = ensure_agents_installed(gpm, [agent], cache, log=lambda m: None)
-            res = execute_run(cases, gpm, RunOptions(results_root=Path(out), installed=installed)).results[0]
+            res = execute_run(cases, gpm, RunSettings(results_root=Path(out), installed=installed)).results[0]
         ok = res.verdict.status == "PASS"
         failed += not ok
         click.echo(line + f" self-check {test_id}: {res.verdict.status} ({res.duration_s:.1f}s)")

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from ..plugins import make_plugin_manager
+from ..pluginmanager import make_plugin_manager
 
 
 @click.command("plugins", context_settings={"help_option_names": ["-h", "--help"]})

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import UserError
-from ..plugins import describe_failures, make_plugin_manager
+from ..pluginmanager import describe_failures, make_plugin_manager
 from ..textsafe import safe_name
 
 DEFAULT_SUITE = "default"
@@ -106,7 +106,7 @@ def run_suite_command(suite, resume, **common) -> None:
 def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, proxy_mode, proxy_max_body, timeout_s,
              base_url, specs_root, hardware, no_install, results_root, sandbox, whole_suite: bool = False) -> None:
     from ..proxy import DEFAULT_MAX_REQUEST_BODY
-    from ..runner import RunOptions, execute_run, plan_cases, plan_suite
+    from ..runner import RunSettings, execute_run, plan_cases, plan_suite
     from ..runner.run import load_resume_manifest, planned_keys, prepare_resume
     from ..specs import find_specs_root, load_specs
     from .progress import make_reporter
@@ -176,7 +176,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     else:
         installed = ensure_agents_installed(gpm, agents_used, AgentCache.default(),
                                             log=lambda m: click.echo(m, err=True))
-    opts = RunOptions(results_root=results_root, jobs=jobs or s.jobs or 1, installed=installed, sandbox=sandbox,
+    opts = RunSettings(results_root=results_root, jobs=jobs or s.jobs or 1, installed=installed, sandbox=sandbox,
                       proxy_mode=proxy_mode or s.telemetry_proxy_mode, timeout_s=timeout_s,
                       base_url_override=base_url, suite=suite_id, specs_root=root, argv=sys.argv[1:],
                       hardware_profile=hardware, proxy_max_body=proxy_max_body or DEFAULT_MAX_REQUEST_BODY,

@@ -18,9 +18,9 @@ CTX = {"help_option_names": ["-h", "--help"]}
 
 
 def _run_dir(path: Path):
-    from ..store import RunDir, check_run_dir
+    from ..store import RunFolder, check_run_dir
 
-    return RunDir(check_run_dir(path))
+    return RunFolder(check_run_dir(path))
 
 
 @contextmanager
@@ -54,7 +54,7 @@ def rebuild_reports_command(run_dir: Path, recompute: bool, dry_run: bool) -> No
 
     A recomputed case that changed keeps its previous case.json as case.before-recompute.json.
     """
-    from ..plugins import make_plugin_manager
+    from ..pluginmanager import make_plugin_manager
 
     rd = _run_dir(run_dir)
     if recompute:

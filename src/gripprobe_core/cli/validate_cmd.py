@@ -22,12 +22,12 @@ def _registry(ctx: click.Context) -> tuple[Any, list[str]]:
     Uses a plugin manager placed on the context by the caller if there is one. If the plugin
     machinery cannot even be imported, validation still runs without the registry checks.
     """
-    from ..plugins import GripProbePluginManager, describe_failures
+    from ..pluginmanager import GripProbePluginManager, describe_failures
 
     gpm = ctx.find_object(GripProbePluginManager)
     if gpm is None:
         try:
-            from ..plugins import make_plugin_manager
+            from ..pluginmanager import make_plugin_manager
 
             gpm = make_plugin_manager()
         except ImportError as exc:

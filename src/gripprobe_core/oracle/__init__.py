@@ -10,7 +10,7 @@ endpoints, profiles and dialect matching.
 """
 
 from .dialects import Dialect, ToolsDialect, add_file_patch, shell_command_for, update_file_patch
-from .plan import ChatRequest, Reply, TextCall, ToolCall, ToolInfo, Turn, parse_chat_request
+from .conversation import ChatRequest, Reply, TextCall, ToolCall, ToolInfo, Turn, parse_chat_request
 from .profiles import (
     EXPECTED_REFERENCE_STATUS, LazyProfile, PerfectProfile, Profile, ProfileContext, builtin_profiles,
 )

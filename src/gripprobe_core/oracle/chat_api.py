@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .plan import ChatRequest, Turn, parse_chat_request
+from .conversation import ChatRequest, Turn, parse_chat_request
 from .wire import JSONDict, ReplyMeta, json_bytes, openai_error, split_pieces
 
 

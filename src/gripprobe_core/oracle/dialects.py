@@ -15,7 +15,7 @@ import shlex
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 from ..models.specs import ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell, ReferenceWrite
-from .plan import ChatRequest, ToolCall, ToolInfo, Turn, action_kind, describe_action
+from .conversation import ChatRequest, ToolCall, ToolInfo, Turn, action_kind, describe_action
 
 
 @runtime_checkable

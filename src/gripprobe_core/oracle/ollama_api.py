@@ -16,7 +16,7 @@ import json
 from typing import Any, Iterable
 
 from ..timeutil import utc_now_iso
-from .plan import ChatRequest, RequestError, Turn, parse_tools
+from .conversation import ChatRequest, RequestError, Turn, parse_tools
 from .wire import JSONDict, ReplyMeta, json_bytes, split_pieces
 
 OLLAMA_VERSION = "0.13.5"

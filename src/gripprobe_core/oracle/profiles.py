@@ -18,7 +18,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 from ..models.specs import ReferenceAction
 from .dialects import Dialect
 from .ollama_api import ollama_model_ref
-from .plan import ChatRequest, Reply, TextCall, ToolCall, Turn, describe_plan
+from .conversation import ChatRequest, Reply, TextCall, ToolCall, Turn, describe_plan
 
 SIDE_ANSWER = "GripProbe oracle session"
 """Answer to side requests (no tools: an agent's title or summary request). Never advances a plan."""

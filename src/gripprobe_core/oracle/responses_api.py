@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .plan import ChatRequest, RequestError, Turn, parse_custom_tools, parse_tools
+from .conversation import ChatRequest, RequestError, Turn, parse_custom_tools, parse_tools
 from .wire import JSONDict, ReplyMeta, json_bytes, openai_error, split_pieces
 
 

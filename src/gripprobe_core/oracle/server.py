@@ -23,7 +23,7 @@ from ..timeutil import utc_now_iso
 from .chat_api import ChatCompletionsWire, chat_completion_json, chat_stream_chunks
 from .dialects import Dialect, ToolsDialect
 from .ollama_api import OLLAMA_VERSION, OllamaChatWire, OllamaGenerateWire, ps_json, show_json, tags_json
-from .plan import ChatRequest, Reply, RequestError, Turn
+from .conversation import ChatRequest, Reply, RequestError, Turn
 from .profiles import Profile, ProfileContext, builtin_profiles
 from .responses_api import ResponsesWire
 from .wire import JSONDict, ReplyMeta, WireProtocol, estimate_usage, openai_error, split_pieces

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .plan import ChatRequest, Turn
+from .conversation import ChatRequest, Turn
 
 JSONDict = dict[str, Any]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..models.results import STATUSES
-from ..store import RunDir, atomic_write_json, atomic_write_text, check_readable_root, read_regular
+from ..store import RunFolder, atomic_write_json, atomic_write_text, check_readable_root, read_regular
 from ..store.layout import STORED_JSON_LIMIT
 from ..store.runs import iter_run_dirs
 from ..timeutil import utc_now_iso
@@ -267,7 +267,7 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
     for run_dir in run_dirs:
         if not filters.run_ok(run_dir.name):
             continue
-        manifest = RunDir(run_dir).read_manifest()
+        manifest = RunFolder(run_dir).read_manifest()
         hw_default = manifest.get("hardware_profile") if isinstance(manifest.get("hardware_profile"), str) else None
         used = 0
         for path in _case_files(run_dir):

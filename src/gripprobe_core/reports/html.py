@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..models.results import STATUSES, CaseResult
-from ..store import RunDir, atomic_write_text
+from ..store import RunFolder, atomic_write_text
 from ..store.files import open_regular, read_regular
 from ..store.runs import manifest_status
 from ..textsafe import safe_name
@@ -69,7 +69,7 @@ def _num(v: Any, digits: int = 3) -> str:
 
 # ---------------------------------------------------------------------------------------- run pages
 
-def render_run_html(run_dir: RunDir, *, manifest: dict | None = None,
+def render_run_html(run_dir: RunFolder, *, manifest: dict | None = None,
                     entries: list[tuple[str, CaseResult | None]] | None = None) -> list[Path]:
     """Write ``reports/summary.html`` and ``reports/cases/<case_id>.html`` for every case directory.
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..models.results import STATUSES, CaseResult
-from ..store import RunDir, atomic_write_text
+from ..store import RunFolder, atomic_write_text
 from ..store.runs import manifest_status
 from ..textsafe import safe_name
 
@@ -80,7 +80,7 @@ def render_summary_md(run_id: str, manifest: dict, results: list[CaseResult], un
     return "\n".join(lines) + "\n"
 
 
-def write_run_reports(run_dir: RunDir) -> Path:
+def write_run_reports(run_dir: RunFolder) -> Path:
     """Write ``reports/summary.md``, ``reports/summary.html`` and ``reports/cases/<case_id>.html``.
 
     The single entry point, called at the end of every run. Returns the path of summary.md; the

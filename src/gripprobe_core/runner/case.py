@@ -14,18 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..context import EvaluationInputs, PhaseContext, PhaseOutputs, ValidatorContext
+from ..phase import EvaluationInputs, PhaseContext, PhaseCapture, ValidatorContext
 from ..models.events import Event
 from ..models.results import (
     CaseResult, PhaseRecord, ProcessResult, TelemetrySummary, ValidatorResult, Verdict,
 )
 from ..models.specs import TestSpec
-from ..plugins import GripProbePluginManager
-from ..runcontext import render_test, template_vars
-from ..store import RunDir, atomic_write_json, atomic_write_text
+from ..pluginmanager import GripProbePluginManager
+from ..runvalues import render_test, template_vars
+from ..store import RunFolder, atomic_write_json, atomic_write_text
 from ..telemetry.summary import summarize_phase
 from ..timeutil import utc_now_iso
-from .derive import (
+from .judge import (
     CASE_INPUTS, ProxyEvidence, backend_was_unreachable, derive_telemetry, derive_verdict, run_validators,
     write_phase_context,
 )
@@ -34,18 +34,18 @@ from .env import base_env, make_phase_dirs
 from .matrix import PlannedCase, missing_tool_kinds
 from .preflight import probe_backend
 from .process import DEFAULT_CAPTURE_CAP, run_process
-from .proxy import PhaseProxy, open_phase_proxy
+from .proxy_session import ProxySession, open_proxy_session
 from .sandbox import Sandbox, resolve_sandbox
 
 PHASES = ("warmup", "measured")
 
 
 @dataclass
-class RunConfig:
+class ActiveRun:
     """What every case of a run shares."""
 
     run_id: str
-    run_dir: RunDir
+    run_dir: RunFolder
     gpm: GripProbePluginManager
     run_context: dict[str, str]
     work_root: Path
@@ -65,7 +65,7 @@ class RunConfig:
 
 
 @dataclass
-class PhaseRun:
+class PhaseResult:
     record: PhaseRecord
     events: list[Event]
     workspace: Path
@@ -74,7 +74,7 @@ class PhaseRun:
     harness_error: str | None = None
 
 
-def phase_timeout(pc: PlannedCase, rc: RunConfig) -> float:
+def phase_timeout(pc: PlannedCase, rc: ActiveRun) -> float:
     if rc.timeout_s:
         return rc.timeout_s
     if pc.test.timeout_s:
@@ -111,7 +111,7 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows))
 
 
-async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, scratch: Path) -> PhaseRun:
+async def run_phase(pc: PlannedCase, rc: ActiveRun, phase: str, case_dir: Path, scratch: Path) -> PhaseResult:
     hook = rc.gpm.hook
     reg = rc.gpm.registry
     artifacts = case_dir / "artifacts"
@@ -121,7 +121,7 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
     home, tmpdir = scratch / phase / "home", scratch / phase / "tmp"
     challenge = None
     oracle = None
-    proxy: PhaseProxy | None = None
+    proxy: ProxySession | None = None
     facts: dict[str, Any] = {}
     requests: list[dict[str, Any]] = []
     try:
@@ -155,7 +155,7 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
             agent_executable=getattr(rc.installed.get(pc.agent.id), "executable", None),
         )
         make_phase_dirs(home, tmpdir, ctx.xdg)
-        proxy = await open_phase_proxy(rc.gpm, ctx, mode=rc.proxy_mode or pc.agent.telemetry_proxy_mode,
+        proxy = await open_proxy_session(rc.gpm, ctx, mode=rc.proxy_mode or pc.agent.telemetry_proxy_mode,
                                        upstream=upstream, record_path=artifacts / f"proxy.{phase}.http.jsonl",
                                        max_request_body=rc.proxy_max_body)
         if proxy.harness_error:
@@ -164,7 +164,7 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
                                       proxy_status="error", proxy_skip_reason=proxy.skip_reason)
             rec = PhaseRecord(phase=phase, process=process, summary=summary, proxy=proxy.describe(), challenge=facts)
             write_phase_context(artifacts, ctx, harness_error=proxy.harness_error)
-            return PhaseRun(rec, [], workspace, facts, requests, harness_error=proxy.harness_error)
+            return PhaseResult(rec, [], workspace, facts, requests, harness_error=proxy.harness_error)
         ctx.base_url = proxy.base_url or upstream
 
         env = base_env(home, tmpdir, ctx.xdg, source=rc.source_env)
@@ -204,7 +204,7 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
             listing = copy_workspace(workspace, case_dir / "workspace")
             atomic_write_json(artifacts / LISTING, listing.as_json())
         extra = _collect_agent_artifacts(rc, pc, ctx, artifacts, phase)
-        outputs = PhaseOutputs(stdout_path=stdout_path, stderr_path=stderr_path, process=process, extra=extra)
+        outputs = PhaseCapture(stdout_path=stdout_path, stderr_path=stderr_path, process=process, extra=extra)
         outputs.final_text = _final_text(rc, pc, ctx, outputs, artifacts / f"{phase}.final.txt")
         write_phase_context(artifacts, ctx, extra=extra)
         events, summary = derive_telemetry(rc.gpm, pc.agent, ctx, outputs,
@@ -213,7 +213,7 @@ async def run_phase(pc: PlannedCase, rc: RunConfig, phase: str, case_dir: Path, 
         _write_jsonl(artifacts / f"events.{phase}.jsonl", [e.model_dump(mode="json") for e in events])
         rec = PhaseRecord(phase=phase, process=process, summary=summary, proxy=proxy.describe(), challenge=facts,
                           backend_probe=probe)
-        return PhaseRun(rec, events, workspace, facts, requests)
+        return PhaseResult(rec, events, workspace, facts, requests)
     finally:
         if proxy is not None:
             await proxy.stop()
@@ -228,7 +228,7 @@ def _strip_v1(url: str) -> str:
     return url[:-3] if url.endswith("/v1") else url
 
 
-def _collect_agent_artifacts(rc: RunConfig, pc: PlannedCase, ctx: PhaseContext, artifacts: Path,
+def _collect_agent_artifacts(rc: ActiveRun, pc: PlannedCase, ctx: PhaseContext, artifacts: Path,
                              phase: str) -> dict[str, Path]:
     extra: dict[str, Path] = {}
     for answer in rc.gpm.hook.phase_artifacts(agent=pc.agent, ctx=ctx) or []:
@@ -239,7 +239,7 @@ def _collect_agent_artifacts(rc: RunConfig, pc: PlannedCase, ctx: PhaseContext, 
     return extra
 
 
-def _final_text(rc: RunConfig, pc: PlannedCase, ctx: PhaseContext, outputs: PhaseOutputs, keep: Path) -> str | None:
+def _final_text(rc: ActiveRun, pc: PlannedCase, ctx: PhaseContext, outputs: PhaseCapture, keep: Path) -> str | None:
     """The agent's final answer (for tier D), kept as ``<phase>.final.txt`` so its events can point at it."""
     try:
         text = rc.gpm.hook.final_output_text(agent=pc.agent, ctx=ctx, outputs=outputs)
@@ -262,7 +262,7 @@ def _not_run_summary() -> TelemetrySummary:
                            proxy_status="skipped", proxy_skip_reason="disabled")
 
 
-async def run_case(pc: PlannedCase, rc: RunConfig) -> CaseResult:
+async def run_case(pc: PlannedCase, rc: ActiveRun) -> CaseResult:
     """Run one case and write everything it produced. Returns the case result (also in case.json)."""
     started_at, t0 = utc_now_iso(), time.monotonic()
     case_dir = rc.run_dir.case(pc.case_id)
@@ -303,7 +303,7 @@ async def run_case(pc: PlannedCase, rc: RunConfig) -> CaseResult:
         "agent": pc.agent.model_dump(mode="json"), "model": pc.model.model_dump(mode="json"),
         "backend": pc.backend.model_dump(mode="json"), "test": pc.test.model_dump(mode="json"), "format": pc.format})
     scratch = rc.work_root / pc.case_id
-    phases: list[PhaseRun] = []
+    phases: list[PhaseResult] = []
     try:
         for phase in PHASES:
             pr = await run_phase(pc, rc, phase, case_dir, scratch)

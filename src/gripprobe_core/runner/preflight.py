@@ -184,7 +184,7 @@ def preflight(cases: Iterable[PlannedCase], *, base_url_override: str | None, en
               timeout_s: float = PROBE_TIMEOUT_S) -> list[BackendProbe]:
     """Probe the backends ``cases`` use; raise :class:`BackendUnreachable` naming each one that did not
     answer, else return what every probe saw (for manifest.json). No backend to probe: ``[]``."""
-    from .loop import run as run_loop
+    from .eventloop import run as run_loop
 
     targets = backend_targets(cases, base_url_override=base_url_override, locate=locate)
     if not targets:

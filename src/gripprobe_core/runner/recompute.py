@@ -18,16 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..context import PhaseContext, PhaseOutputs, ValidatorContext
+from ..phase import PhaseContext, PhaseCapture, ValidatorContext
 from ..jsonl import json_lines
 from ..models.events import Event
 from ..models.results import CaseKey, CaseResult, PhaseRecord
 from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
-from ..plugins import GripProbePluginManager
-from ..store import RunDir, atomic_write_text
+from ..pluginmanager import GripProbePluginManager
+from ..store import RunFolder, atomic_write_text
 from ..telemetry.summary import summarize_phase
 from .evidence import verify_evidence
-from .derive import (
+from .judge import (
     CASE_INPUTS, ProxyEvidence, backend_was_unreachable, derive_telemetry, derive_verdict, harness_error_verdict,
     phase_context_name, run_validators,
 )
@@ -114,7 +114,7 @@ def _phase(gpm: GripProbePluginManager, res: CaseResult, rec: PhaseRecord, case_
         if not path.is_file():
             raise ArtifactProblem(f"artifacts/{path.name} (the agent's {name}) is missing")
     final = artifacts / f"{rec.phase}.final.txt"
-    outputs = PhaseOutputs(stdout_path=case_dir / f"{rec.phase}.stdout", stderr_path=case_dir / f"{rec.phase}.stderr",
+    outputs = PhaseCapture(stdout_path=case_dir / f"{rec.phase}.stdout", stderr_path=case_dir / f"{rec.phase}.stderr",
                            process=rec.process, extra=extra,
                            final_text=final.read_text(encoding="utf-8", errors="replace") if final.is_file() else None)
     events, summary = derive_telemetry(gpm, agent, ctx, outputs, _proxy_evidence(rec, artifacts),
@@ -140,7 +140,7 @@ def _key_for(case_dir: Path, planned: dict[str, dict]) -> CaseKey | None:
         return None
 
 
-def recompute_case(gpm: GripProbePluginManager, run_dir: RunDir, case_dir: Path,
+def recompute_case(gpm: GripProbePluginManager, run_dir: RunFolder, case_dir: Path,
                    planned: dict[str, dict] | None = None) -> Recomputed:
     """Re-derive one case. Does not write anything (see :func:`recompute_run`)."""
     from ..store import read_case
@@ -211,7 +211,7 @@ def _dump(v: Any) -> Any:
     return v.model_dump(mode="json") if hasattr(v, "model_dump") else v
 
 
-def recompute_run(gpm: GripProbePluginManager, run_dir: RunDir, *, write: bool = True) -> list[Recomputed]:
+def recompute_run(gpm: GripProbePluginManager, run_dir: RunFolder, *, write: bool = True) -> list[Recomputed]:
     """Recompute every case of ``run_dir``. With ``write``, a case whose derived fields changed keeps its
     previous case.json as ``case.before-recompute.json`` (once) and gets the new one plus new events."""
     from .case import write_case

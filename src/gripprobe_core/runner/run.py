@@ -19,18 +19,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..models.results import CaseResult
-from ..plugins import GripProbePluginManager
-from ..runcontext import make_run_context
-from ..store import RunDir, allocate_run_dir, atomic_write_json
+from ..pluginmanager import GripProbePluginManager
+from ..runvalues import make_run_values
+from ..store import RunFolder, allocate_run_dir, atomic_write_json
 from ..timeutil import utc_now_iso
-from .case import RunConfig, run_case, write_case
-from .derive import harness_error_verdict
-from .loop import StopSignals, Terminated, loop_name
+from .case import ActiveRun, run_case, write_case
+from .judge import harness_error_verdict
+from .eventloop import StopSignals, Terminated, loop_name
 from .matrix import PlannedCase
 
 
 @dataclass
-class RunOptions:
+class RunSettings:
     results_root: Path
     jobs: int = 1
     proxy_mode: str | None = None
@@ -51,8 +51,8 @@ class RunOptions:
 
 
 @dataclass
-class RunOutcome:
-    run_dir: RunDir
+class RunResult:
+    run_dir: RunFolder
     results: list[CaseResult]
     interrupted: bool
     duration_s: float
@@ -68,7 +68,7 @@ class RunOutcome:
         return dict(sorted(Counter(r.verdict.status for r in self.results).items()))
 
 
-def _manifest(rc: RunConfig, opts: RunOptions, cases: list[PlannedCase], *, status: str, started_at: str,
+def _manifest(rc: ActiveRun, opts: RunSettings, cases: list[PlannedCase], *, status: str, started_at: str,
               results: list[CaseResult] | None = None, finished_at: str | None = None) -> dict:
     from .. import __version__
     return {
@@ -89,7 +89,7 @@ def _manifest(rc: RunConfig, opts: RunOptions, cases: list[PlannedCase], *, stat
     }
 
 
-async def _guarded(pc: PlannedCase, rc: RunConfig) -> CaseResult:
+async def _guarded(pc: PlannedCase, rc: ActiveRun) -> CaseResult:
     """run_case, but a bug in the harness becomes a HARNESS_ERROR case instead of a lost result."""
     try:
         return await run_case(pc, rc)
@@ -108,7 +108,7 @@ async def _guarded(pc: PlannedCase, rc: RunConfig) -> CaseResult:
         return res
 
 
-async def _run_all(cases: list[PlannedCase], rc: RunConfig, jobs: int,
+async def _run_all(cases: list[PlannedCase], rc: ActiveRun, jobs: int,
                    on_done: Callable[[CaseResult], None], results: list[CaseResult]) -> None:
     sem = asyncio.Semaphore(max(1, jobs))
 
@@ -128,17 +128,17 @@ async def _run_all(cases: list[PlannedCase], rc: RunConfig, jobs: int,
         raise
 
 
-def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: RunOptions,
+def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: RunSettings,
                 on_done: Callable[[CaseResult], None] = lambda r: None,
-                resume: ResumeState | None = None) -> RunOutcome:
+                resume: ResumeState | None = None) -> RunResult:
     """Run ``cases`` into a new run directory, or into ``resume.run_dir`` (see :func:`prepare_resume`).
     Returns even when interrupted by Ctrl-C."""
     t0 = time.monotonic()
     if resume is None:
         # Absolute from here on: agents run with the workspace as cwd, so a relative path would point nowhere.
         run_id, path = allocate_run_dir(opts.results_root.resolve())
-        run_dir = RunDir(path)
-        started_at, run_context, planned, history = utc_now_iso(), make_run_context(), cases, []
+        run_dir = RunFolder(path)
+        started_at, run_context, planned, history = utc_now_iso(), make_run_values(), cases, []
     else:
         run_dir = resume.run_dir
         run_id = run_dir.run_id
@@ -146,7 +146,7 @@ def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: Run
         planned, history = resume.planned, [*resume.resumed_at, utc_now_iso()]
     results: list[CaseResult] = []
     with tempfile.TemporaryDirectory(prefix=f"gripprobe-{run_id}-") as work:
-        rc = RunConfig(run_id=run_id, run_dir=run_dir, gpm=gpm, run_context=run_context,
+        rc = ActiveRun(run_id=run_id, run_dir=run_dir, gpm=gpm, run_context=run_context,
                        work_root=Path(work), proxy_mode=opts.proxy_mode, timeout_s=opts.timeout_s,
                        base_url_override=opts.base_url_override, installed=dict(opts.installed or {}),
                        hardware_profile=opts.hardware_profile, sandbox_mode=opts.sandbox,
@@ -182,7 +182,7 @@ def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: Run
             atomic_write_json(run_dir.manifest, m)
             from ..reports import write_run_reports
             write_run_reports(run_dir)
-    return RunOutcome(run_dir, sorted(results, key=lambda r: r.case_id), bool(stopped_by), time.monotonic() - t0,
+    return RunResult(run_dir, sorted(results, key=lambda r: r.case_id), bool(stopped_by), time.monotonic() - t0,
                       int(stopped_by))
 
 
@@ -190,7 +190,7 @@ def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: Run
 class ResumeState:
     """A run directory to continue: what its manifest fixed, and which planned cases still need a run."""
 
-    run_dir: RunDir
+    run_dir: RunFolder
     started_at: str
     run_context: dict[str, str]
     planned: list[PlannedCase]
@@ -238,7 +238,7 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
     from ..store.layout import read_case
 
     path = run_path.resolve()
-    run_dir = RunDir(path)
+    run_dir = RunFolder(path)
     if suite and manifest.get("suite") and manifest.get("suite") != suite:
         raise UserError(f"{path} ran suite {manifest.get('suite')!r}, not {suite!r}; resume it with "
                         f"--suite {manifest.get('suite')}")

@@ -100,7 +100,7 @@ def spec_files(directory: Path) -> list[Path]:
 def load_specs(root: Path, *, registry: Any = None) -> SpecSet:
     """Load and validate the spec tree under ``root``.
 
-    ``registry`` (a :class:`gripprobe_core.plugins.Registry`, or anything with ``validators``,
+    ``registry`` (a :class:`gripprobe_core.pluginmanager.Registry`, or anything with ``validators``,
     ``challenges`` and ``agents`` mappings) enables the checks that validator kinds, challenge kinds
     and agent ``plugin`` names are installed. Raises :class:`UserError` if ``root`` is not a
     directory and :class:`SpecError` with every problem found otherwise.

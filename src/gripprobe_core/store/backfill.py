@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..models.results import CaseResult
-from .layout import RunDir, atomic_write_json, read_case
+from .layout import RunFolder, atomic_write_json, read_case
 
 LOOKUP_TIMEOUT_S = 5.0
 
@@ -104,13 +104,13 @@ def _backend(case_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def backfill_runs(runs: list[RunDir], *, force: bool = False, base_url: str | None = None,
+def backfill_runs(runs: list[RunFolder], *, force: bool = False, base_url: str | None = None,
                   dry_run: bool = False) -> list[BackfillRow]:
     """Backfill every case of ``runs``. One lookup per (backend URL, model id)."""
     return asyncio.run(_backfill(runs, force=force, base_url=base_url, dry_run=dry_run))
 
 
-async def _backfill(runs: list[RunDir], *, force: bool, base_url: str | None, dry_run: bool) -> list[BackfillRow]:
+async def _backfill(runs: list[RunFolder], *, force: bool, base_url: str | None, dry_run: bool) -> list[BackfillRow]:
     cache: dict[tuple[str, str, str], tuple[str, str | None, str]] = {}
     rows: list[BackfillRow] = []
     for run in runs:
@@ -139,7 +139,7 @@ async def _backfill(runs: list[RunDir], *, force: bool, base_url: str | None, dr
     return rows
 
 
-def _apply(run: RunDir, case_dir: Path, res: CaseResult, found: tuple[str, str | None, str], *, force: bool,
+def _apply(run: RunFolder, case_dir: Path, res: CaseResult, found: tuple[str, str | None, str], *, force: bool,
            dry_run: bool) -> BackfillRow:
     outcome, digest, detail = found
     row = BackfillRow(run.run_id, res.case_id, outcome, res.model_hash, digest, detail)

@@ -87,7 +87,7 @@ def allocate_run_dir(results_root: Path) -> tuple[str, Path]:
 
 
 @dataclass(frozen=True)
-class RunDir:
+class RunFolder:
     path: Path
 
     @property

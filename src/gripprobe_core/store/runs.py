@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from .layout import RunDir, read_case
+from .layout import RunFolder, read_case
 
 #: What a manifest's ``status`` may say. Anything else on disk reads as ``invalid``.
 RUN_STATUSES = ("running", "complete", "incomplete")
@@ -33,23 +33,23 @@ def is_run_dir(path: Path) -> bool:
     return (path / "manifest.json").is_file() or (path / "cases").is_dir()
 
 
-def iter_run_dirs(root: Path) -> Iterator[RunDir]:
+def iter_run_dirs(root: Path) -> Iterator[RunFolder]:
     """Run directories under ``root``: a run directory itself, a ``runs/`` folder, or a results root
     holding ``runs/``. Sorted by RUN_ID (oldest first)."""
     root = Path(root)
     if is_run_dir(root) and not (root / "runs").is_dir():
-        yield RunDir(root)
+        yield RunFolder(root)
         return
     runs = root / "runs" if (root / "runs").is_dir() else root
     if not runs.is_dir():
         return
     for d in sorted(runs.iterdir()):
         if d.is_dir() and is_run_dir(d):
-            yield RunDir(d)
+            yield RunFolder(d)
 
 
 @dataclass
-class RunInfo:
+class StoredRun:
     path: Path
     run_id: str
     status: str
@@ -70,7 +70,7 @@ class RunInfo:
                 "planned": self.planned, "done": self.done, "counts": self.counts}
 
 
-def describe_run(run: RunDir) -> RunInfo:
+def describe_run(run: RunFolder) -> StoredRun:
     """What ``list-runs`` shows. Counts come from the case.json files present (the truth after a kill),
     each validated as a whole: one that is not a valid result (an unknown status such as ``123``, a
     missing field, not JSON) counts as ``invalid``, never under the status it claims. Agents and
@@ -102,6 +102,6 @@ def describe_run(run: RunDir) -> RunInfo:
     status = manifest_status(manifest)
     if status == "running":
         status = "running or killed"
-    return RunInfo(path=run.path, run_id=run.run_id, status=status, suite=_opt_str(manifest.get("suite")),
+    return StoredRun(path=run.path, run_id=run.run_id, status=status, suite=_opt_str(manifest.get("suite")),
                    started_at=_opt_str(manifest.get("started_at")), agents=sorted(agents), models=sorted(models),
                    planned=len(planned), counts=dict(sorted(counts.items())))

@@ -1,6 +1,6 @@
 """Tier C: tool events from text markers in an agent's stdout/stderr.
 
-:func:`parse_markers` applies :class:`~gripprobe_core.context.MarkerPattern` regular expressions
+:func:`parse_markers` applies :class:`~gripprobe_core.phase.MarkerPattern` regular expressions
 (collected from every plugin's ``tier_c_patterns`` hook) to an agent's outputs, line by line, and
 turns each match into a ``tool_call_start`` or ``tool_call_result`` event (source ``wrapper``, tier C).
 Named groups: ``tool`` (raw tool name), ``args`` (argument text, parsed if JSON), ``id`` (tool call
@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from pydantic import ValidationError
 
-from ..context import MarkerPattern
+from ..phase import MarkerPattern
 from ..errors import WrapperParseError
 from ..models.events import Event
 from .toolnames import normalize

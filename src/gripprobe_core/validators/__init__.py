@@ -9,11 +9,11 @@ validator function carries its pydantic options model as ``fn.options_model`` so
 check specs before a run.
 
 String options (paths, expected texts, commands) are rendered with the same ``${name}`` variables
-the prompt saw in the measured phase (:func:`gripprobe_core.runcontext.template_vars`), built from
+the prompt saw in the measured phase (:func:`gripprobe_core.runvalues.template_vars`), built from
 the recorded run context and challenge facts, so a rebuild judges exactly as the run did.
 
 The families live in :mod:`.files`, :mod:`.patch`, :mod:`.web`, :mod:`.plan` and :mod:`.command`;
-:mod:`gripprobe_core.builtins.validators` registers them.
+:mod:`gripprobe_core.defaults.validators` registers them.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from typing import Annotated, Any, Callable, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
-from ..context import Validator, ValidatorContext
+from ..phase import Validator, ValidatorContext
 from ..models.events import Event
 from ..models.results import SourcePointer, ValidatorResult
-from ..runcontext import render, template_vars
+from ..runvalues import render, template_vars
 from .workspace import (
     MAX_READ_BYTES, FileRead, read_workspace_file, static_path_problem, workspace_directory, workspace_path_problem,
 )
@@ -127,7 +127,7 @@ def agent_workspace(ctx: ValidatorContext) -> str:
 
 
 def variables(ctx: ValidatorContext) -> dict[str, str]:
-    """Template variables of the measured phase (see :func:`gripprobe_core.runcontext.template_vars`)."""
+    """Template variables of the measured phase (see :func:`gripprobe_core.runvalues.template_vars`)."""
     return template_vars(ctx.run_context, workspace=agent_workspace(ctx), challenge_facts=ctx.challenge)
 
 

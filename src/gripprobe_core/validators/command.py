@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import Field
 
-from ..context import ValidatorContext
+from ..phase import ValidatorContext
 from ..models.results import ValidatorResult
-from ..runcontext import render
+from ..runvalues import render
 from . import (
     ExpectedRef, Options, WorkspacePath, agent_workspace, clip, invalid_options, normalize_text, parse_options,
     render_path, resolve_expected, variables, with_options, workspace_directory,

@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from ..context import ValidatorContext
+from ..phase import ValidatorContext
 from ..models.results import ValidatorResult
-from ..runcontext import render
+from ..runvalues import render
 from . import (
     Options, WorkspacePath, clip, find_source, invalid_options, normalize_text, parse_options, read_workspace_file,
     render_path, variables, with_options,

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..context import ValidatorContext
-from ..runcontext import render
+from ..phase import ValidatorContext
+from ..runvalues import render
 
 __all__ = [
     "FileRead", "MAX_READ_BYTES", "read_workspace_file", "static_path_problem", "workspace_directory",

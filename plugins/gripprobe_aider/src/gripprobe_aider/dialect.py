@@ -33,7 +33,7 @@ from gripprobe_core.models.specs import (
     ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell, ReferenceWrite,
 )
 from gripprobe_core.oracle.dialects import MISSING_FILE
-from gripprobe_core.oracle.plan import ChatRequest, TextCall, ToolCall, Turn, describe_action
+from gripprobe_core.oracle.conversation import ChatRequest, TextCall, ToolCall, Turn, describe_action
 
 from .conversation import AiderChat, read_chat
 from .edits import FileEdit, ensure_newline, line_block, render, search_replace_block, udiff_hunk, whole_listing

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from gripprobe_core import (
     AgentCommand, AgentInfo, BackendSpec, CliAgentSpec, Event, InstallRecipe, MarkerPattern, PhaseContext,
-    PhaseOutputs, RouteDecision, WrapperParseError, hookimpl,
+    PhaseCapture, RouteDecision, WrapperParseError, hookimpl,
 )
 
 from . import EXECUTABLE, NAME, PINNED_VERSION, PYPI_PACKAGE
@@ -97,7 +97,7 @@ def tier_c_patterns(agent: CliAgentSpec) -> list[MarkerPattern] | None:
 
 
 @hookimpl
-def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs) -> list[Event] | None:
+def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> list[Event] | None:
     if not _ours(agent):
         return None
     history = outputs.extra.get(LLM_HISTORY_ARTIFACT)
@@ -109,7 +109,7 @@ def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseO
 
 
 @hookimpl
-def final_output_text(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs) -> str | None:
+def final_output_text(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> str | None:
     if not _ours(agent):
         return None
     history = outputs.extra.get(LLM_HISTORY_ARTIFACT)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from gripprobe_core import (
-    AgentCommand, AgentInfo, BackendSpec, CliAgentSpec, Event, InstallRecipe, PhaseContext, PhaseOutputs,
+    AgentCommand, AgentInfo, BackendSpec, CliAgentSpec, Event, InstallRecipe, PhaseContext, PhaseCapture,
     RouteDecision, WrapperParseError, hookimpl,
 )
 
@@ -91,7 +91,7 @@ def phase_artifacts(agent: CliAgentSpec, ctx: PhaseContext) -> dict[str, Path] |
 
 
 @hookimpl
-def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs) -> list[Event] | None:
+def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> list[Event] | None:
     if not _ours(agent):
         return None
     session_path = outputs.extra.get(SESSION_ARTIFACT)
@@ -118,7 +118,7 @@ def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseO
 
 
 @hookimpl
-def final_output_text(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs) -> str | None:
+def final_output_text(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> str | None:
     if not _ours(agent):
         return None
     session_path = outputs.extra.get(SESSION_ARTIFACT)

@@ -78,7 +78,7 @@ from gripprobe_core.models.specs import ReferenceAction, ReferenceEdit, Referenc
 from gripprobe_core.oracle.dialects import (
     COMMAND_PARAMS, MISSING_FILE, ToolsDialect, accepts_type, fill_required, find_param, shell_command_for,
 )
-from gripprobe_core.oracle.plan import ChatRequest, TextCall, ToolCall, ToolInfo, Turn, describe_action, message_text
+from gripprobe_core.oracle.conversation import ChatRequest, TextCall, ToolCall, ToolInfo, Turn, describe_action, message_text
 from gripprobe_core.proxy.text_tools import scan_text_tool_calls
 
 from .parse import BLOCK_TOOLS

@@ -55,7 +55,7 @@ from typing import Any, Iterable, Iterator
 
 from pydantic import ValidationError
 
-from gripprobe_core import Event, PhaseOutputs, WrapperParseError
+from gripprobe_core import Event, PhaseCapture, WrapperParseError
 from gripprobe_core.telemetry.toolnames import normalize
 from gripprobe_core.timeutil import iso
 
@@ -349,7 +349,7 @@ def parse_messages(messages: Iterable[tuple[int, dict[str, Any]]], phase: str, t
     return ParsedPhase(builder.events, builder.final, file_name)
 
 
-def parse_phase(outputs: PhaseOutputs, phase: str, tool_format: str, *, tz: tzinfo | None = None) -> ParsedPhase:
+def parse_phase(outputs: PhaseCapture, phase: str, tool_format: str, *, tz: tzinfo | None = None) -> ParsedPhase:
     """The phase's events: from the ``conversation.jsonl`` artifact, else from gptme's JSON stdout.
 
     Raises :class:`WrapperParseError` when the log is unreadable, or when gptme exited 0 but left

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from gripprobe_core import (
     AgentCommand, AgentInfo, BackendSpec, CliAgentSpec, Event, InstallRecipe, PhaseContext,
-    PhaseOutputs, RouteDecision, WrapperParseError, hookimpl,
+    PhaseCapture, RouteDecision, WrapperParseError, hookimpl,
 )
 
 from . import NAME, PINNED_VERSION
@@ -121,14 +121,14 @@ def phase_artifacts(agent: CliAgentSpec, ctx: PhaseContext) -> dict[str, Path] |
 
 
 @hookimpl
-def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs) -> list[Event] | None:
+def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> list[Event] | None:
     if not _ours(agent):
         return None
     return parse_phase(outputs, ctx.phase, ctx.format).events
 
 
 @hookimpl
-def final_output_text(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs) -> str | None:
+def final_output_text(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> str | None:
     if not _ours(agent):
         return None
     try:

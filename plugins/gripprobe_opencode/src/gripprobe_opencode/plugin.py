@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from gripprobe_core import (
-    AgentCommand, AgentInfo, BackendSpec, CliAgentSpec, Event, InstallRecipe, PhaseContext, PhaseOutputs,
+    AgentCommand, AgentInfo, BackendSpec, CliAgentSpec, Event, InstallRecipe, PhaseContext, PhaseCapture,
     RouteDecision, WrapperParseError, hookimpl,
 )
 
@@ -83,7 +83,7 @@ def phase_artifacts(agent: CliAgentSpec, ctx: PhaseContext) -> dict[str, Path] |
 
 
 @hookimpl
-def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs) -> list[Event] | None:
+def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> list[Event] | None:
     if not _ours(agent):
         return None
     try:
@@ -93,7 +93,7 @@ def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseO
 
 
 @hookimpl
-def final_output_text(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs) -> str | None:
+def final_output_text(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> str | None:
     if not _ours(agent):
         return None
     try:

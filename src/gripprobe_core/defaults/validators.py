@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Callable
 
 from .. import hookimpl
-from ..context import Validator
+from ..phase import Validator
 from ..validators.command import command_output
 from ..validators.files import file_equals, file_exists
 from ..validators.patch import patch_applied
-from ..validators.plan import weekly_plan_task
+from ..validators.weekly_plan import weekly_plan_task
 from ..validators.web import web_nonce_proof, web_search_result
 
 #: Kind → validator function, in the order the docs list them.

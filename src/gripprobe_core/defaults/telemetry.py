@@ -3,7 +3,7 @@
 Both answer ``parse_wrapper_events`` for every agent, as two separate implementations, so the runner
 gets their events as two groups (the merge deduplicates across groups only):
 
-* tier C applies ``ctx.marker_patterns`` — the :class:`~gripprobe_core.context.MarkerPattern` list
+* tier C applies ``ctx.marker_patterns`` — the :class:`~gripprobe_core.phase.MarkerPattern` list
   the runner collected from every plugin's ``tier_c_patterns`` hook — to the phase's stdout/stderr
   (:func:`gripprobe_core.telemetry.tier_c.parse_markers`); it returns None when there are no patterns;
 * tier D reads ``outputs.final_text`` — the agent's final answer the runner got from the
@@ -15,7 +15,7 @@ gets their events as two groups (the merge deduplicates across groups only):
 from __future__ import annotations
 
 from gripprobe_core import hookimpl
-from gripprobe_core.context import PhaseContext, PhaseOutputs
+from gripprobe_core.phase import PhaseContext, PhaseCapture
 from gripprobe_core.models.events import Event
 from gripprobe_core.telemetry.tier_c import parse_markers
 from gripprobe_core.telemetry.tier_d import parse_claims
@@ -25,7 +25,7 @@ FINAL_TEXT_ARTIFACT = "{phase}.final.txt"
 
 
 @hookimpl(specname="parse_wrapper_events")
-def parse_marker_events(ctx: PhaseContext, outputs: PhaseOutputs) -> list[Event] | None:
+def parse_marker_events(ctx: PhaseContext, outputs: PhaseCapture) -> list[Event] | None:
     """Tier C: the agent's text markers (None when no plugin declared any for this agent)."""
     patterns = list(getattr(ctx, "marker_patterns", None) or [])
     if not patterns:
@@ -34,7 +34,7 @@ def parse_marker_events(ctx: PhaseContext, outputs: PhaseOutputs) -> list[Event]
 
 
 @hookimpl(specname="parse_wrapper_events")
-def parse_self_report_events(ctx: PhaseContext, outputs: PhaseOutputs) -> list[Event] | None:
+def parse_self_report_events(ctx: PhaseContext, outputs: PhaseCapture) -> list[Event] | None:
     """Tier D: claims in the agent's final answer (None when there is no final text)."""
     text = getattr(outputs, "final_text", None)
     if not isinstance(text, str) or not text.strip():

@@ -74,7 +74,7 @@ class AgentCommand:
 
 
 @dataclass
-class PhaseOutputs:
+class PhaseCapture:
     """What one phase left behind, for the parsers."""
 
     stdout_path: Path

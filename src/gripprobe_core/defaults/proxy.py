@@ -1,6 +1,6 @@
 """Built-in plugin: the recording proxy (tier A telemetry) behind the ``start_proxy`` hook.
 
-The runner (``runner/proxy.py``) awaits :func:`start_proxy` once per phase, hands
+The runner (``runner/proxy_session.py``) awaits :func:`start_proxy` once per phase, hands
 :attr:`ProxyHandle.base_url` to the agent, and after the phase calls ``stop()``, then reads
 ``status``, ``events()`` and ``summary_kwargs()``.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gripprobe_core import hookimpl
-from ..context import PhaseContext
+from ..phase import PhaseContext
 from ..models.events import Event
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import hookimpl
-from ..context import EvaluationInputs
+from ..phase import EvaluationInputs
 from ..evaluator import event_evaluator
 from ..models.results import Verdict
 

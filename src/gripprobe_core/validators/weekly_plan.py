@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..context import ValidatorContext
+from ..phase import ValidatorContext
 from ..models.results import ValidatorResult
-from ..runcontext import render
+from ..runvalues import render
 from . import (
     Options, WorkspacePath, clip, find_source, invalid_options, parse_options, read_workspace_file, render_path,
     variables, with_options,

@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..context import PhaseContext
+from ..phase import PhaseContext
 from ..models.events import Event
 
 PROXY_REQUIRED = "proxy_required_but_not_available"
 
 
 @dataclass
-class PhaseProxy:
+class ProxySession:
     mode: str
     status: str = "skipped"  # collected | skipped | error
     skip_reason: str | None = None
@@ -78,11 +78,11 @@ def _has_traffic(path: Path | None) -> bool:
         return False
 
 
-async def open_phase_proxy(gpm, ctx: PhaseContext, *, mode: str, upstream: str, record_path: Path,
-                           max_request_body: int | None = None) -> PhaseProxy:
+async def open_proxy_session(gpm, ctx: PhaseContext, *, mode: str, upstream: str, record_path: Path,
+                           max_request_body: int | None = None) -> ProxySession:
     """The phase's proxy as ``mode`` wants it; ``max_request_body``: the request body cap in bytes
     (``None``: the proxy's default)."""
-    px = PhaseProxy(mode=mode, record_path=record_path)
+    px = ProxySession(mode=mode, record_path=record_path)
     if mode == "off":
         px.skip_reason = "disabled"
         return px
@@ -104,7 +104,7 @@ async def open_phase_proxy(gpm, ctx: PhaseContext, *, mode: str, upstream: str, 
     return px
 
 
-def _unavailable(px: PhaseProxy, reason: str, status: str = "skipped") -> PhaseProxy:
+def _unavailable(px: ProxySession, reason: str, status: str = "skipped") -> ProxySession:
     px.status, px.skip_reason = status, reason
     if px.mode == "force":
         px.status = "error"

@@ -1,6 +1,6 @@
 """Values fixed at run time, and the ``${name}`` templating that puts them into a test.
 
-A run computes its :func:`make_run_context` once, records it in every ``case.json`` and hands it to
+A run computes its :func:`make_run_values` once, records it in every ``case.json`` and hands it to
 each phase, so a later ``rebuild-reports --recompute`` reaches the same verdict as the run did (a
 test judged against "today" keeps judging against the day it ran).
 
@@ -26,7 +26,7 @@ from .models.specs import (
     WriteArgs,
 )
 
-__all__ = ["make_run_context", "template_vars", "render", "render_test", "week_heading"]
+__all__ = ["make_run_values", "template_vars", "render", "render_test", "week_heading"]
 
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
@@ -36,7 +36,7 @@ def week_heading(monday: date) -> str:
     return f"Week of {monday.isoformat()}"
 
 
-def make_run_context(now: datetime | None = None) -> dict[str, str]:
+def make_run_values(now: datetime | None = None) -> dict[str, str]:
     """Everything date-dependent, computed once per run (local date unless ``now`` says otherwise).
 
     Keys: ``today`` (YYYY-MM-DD), ``weekday`` (English name), ``this_week_monday``,

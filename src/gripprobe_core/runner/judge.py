@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..context import EvaluationInputs, PhaseContext, PhaseOutputs, ValidatorContext
+from ..phase import EvaluationInputs, PhaseContext, PhaseCapture, ValidatorContext
 from ..errors import WrapperParseError
 from ..models.events import Event
 from ..models.results import PhaseRecord, ProcessResult, TelemetrySummary, ValidatorResult, Verdict
 from ..models.specs import CliAgentSpec, TestSpec
-from ..plugins import GripProbePluginManager
+from ..pluginmanager import GripProbePluginManager
 from ..store import atomic_write_json
 from ..telemetry.summary import merge_events, summarize_phase
 from ..validators import is_invalid_options
@@ -51,7 +51,7 @@ def write_phase_context(artifacts: Path, ctx: PhaseContext, *, extra: dict[str, 
     })
 
 
-def parse_events(gpm: GripProbePluginManager, agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs,
+def parse_events(gpm: GripProbePluginManager, agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture,
                  proxy_events: list[Event], *, run_id: str, case_id: str) -> tuple[list[Event], str | None]:
     """Every parser's events plus the proxy's tier A, merged and stamped. Never raises."""
     groups: list[list[Event]] = []
@@ -76,7 +76,7 @@ def parse_events(gpm: GripProbePluginManager, agent: CliAgentSpec, ctx: PhaseCon
     return merged, parse_error
 
 
-def derive_telemetry(gpm: GripProbePluginManager, agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs,
+def derive_telemetry(gpm: GripProbePluginManager, agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture,
                      proxy: ProxyEvidence, *, run_id: str, case_id: str) -> tuple[list[Event], TelemetrySummary]:
     """The phase's normalized events and its telemetry summary (``events.summary.json``)."""
     ctx.marker_patterns = [p for got in gpm.hook.tier_c_patterns(agent=agent) or [] for p in got or []]

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from gripprobe_core import hookimpl
-from gripprobe_core.context import AgentCommand, AgentInfo, PhaseContext, PhaseOutputs, RouteDecision
+from gripprobe_core.phase import AgentCommand, AgentInfo, PhaseContext, PhaseCapture, RouteDecision
 from gripprobe_core.errors import WrapperParseError
 from gripprobe_core.jsonl import json_lines
 from gripprobe_core.models.events import Event
@@ -61,7 +61,7 @@ def route_base_url(agent: CliAgentSpec, backend: BackendSpec) -> RouteDecision |
 
 
 @hookimpl
-def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseOutputs) -> list[Event] | None:
+def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> list[Event] | None:
     if not _ours(agent):
         return None
     return parse_stdout(outputs.stdout_path, ctx.phase)

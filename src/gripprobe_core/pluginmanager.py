@@ -22,13 +22,13 @@ ENTRY_POINT_GROUP = "gripprobe"
 
 #: In-tree default plugins, registered first, in this order.
 DEFAULT_PLUGINS: tuple[str, ...] = (
-    "gripprobe_core.builtins.evaluator",
-    "gripprobe_core.builtins.validators",
-    "gripprobe_core.builtins.challenges",
-    "gripprobe_core.builtins.refagent",
-    "gripprobe_core.builtins.oracle_dialects",
-    "gripprobe_core.builtins.proxy",
-    "gripprobe_core.builtins.telemetry",
+    "gripprobe_core.defaults.evaluator",
+    "gripprobe_core.defaults.validators",
+    "gripprobe_core.defaults.challenges",
+    "gripprobe_core.defaults.refagent",
+    "gripprobe_core.defaults.oracle_dialects",
+    "gripprobe_core.defaults.proxy",
+    "gripprobe_core.defaults.telemetry",
 )
 
 
