@@ -51,5 +51,21 @@ def gripprobe(*args: str, pythonpath: list[Path] | None = None, env: dict | None
                           env=e, cwd=cwd or ROOT, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+def run_reference(results: Path, *extra_plugins, models=("oracle-perfect",), tests=("shell_pwd",), specs: Path = SPECS,
+                  without: tuple[str, ...] = (), **settings):
+    """The reference agent × ``models`` × ``tests`` through the real runner, in this process, with the core's
+    default plugins (minus ``without``) and ``extra_plugins``; the run's :class:`RunResult`."""
+    from gripprobe_core.pluginmanager import make_plugin_manager
+    from gripprobe_core.runner import RunSettings, execute_run, plan_cases
+    from gripprobe_core.specs import load_specs
+
+    plugins = make_plugin_manager(load_entry_points=False, extra=list(extra_plugins))
+    for name in without:  # the core without one of its default plugins, e.g. no proxy at all
+        plugins.pm.unregister(name=name)
+    cases = plan_cases(load_specs(specs, registry=plugins.registry), agents=["reference"], models=list(models),
+                       tests=list(tests))
+    return execute_run(cases, plugins, RunSettings(results_root=results, **settings))
+
+
 def read_json(path: Path):
     return json.loads(Path(path).read_text())

@@ -56,21 +56,30 @@ def test_unknown_version_is_a_one_line_error(tmp_path):
     assert "cannot install tool" in str(exc.value) and "\n" not in str(exc.value)
 
 
-def test_agent_install_recipe_hook_drives_run_time_resolution(tmp_path):
-    """An agent whose plugin answers agent_install_recipe is SKIPPED with the fix when not installed."""
+def test_an_install_recipe_drives_run_time_resolution(tmp_path):
+    """An agent whose driver has an install recipe is SKIPPED with the fix when it is not installed."""
     from conftest import SPECS
     from gripprobe_core import hookimpl
+    from gripprobe_core.defaults.refagent import ReferenceDriver
     from gripprobe_core.pluginmanager import make_plugin_manager
     from gripprobe_core.runner import RunSettings, execute_run, plan_cases
     from gripprobe_core.specs import load_specs
 
-    class NeedsInstall:
-        @hookimpl(tryfirst=True)
-        def agent_install_recipe(self, agent):
+    class Installable(ReferenceDriver):
+        name = "installable"
+
+        def install_recipe(self, agent):
             return PYPI
 
-    gpm = make_plugin_manager(load_entry_points=False, extra=[NeedsInstall()])
+    class Plugin:
+        @hookimpl
+        def register_agents(self, register):
+            register(Installable())
+
+    gpm = make_plugin_manager(load_entry_points=False, extra=[Plugin()])
     specs = load_specs(SPECS, registry=gpm.registry)
+    reference = specs.agents["reference"]
+    specs.agents["reference"] = reference.model_copy(update={"plugin": "installable"})
     cases = plan_cases(specs, agents=["reference"], models=["oracle-perfect"], tests=["shell_pwd"])
     r = execute_run(cases, gpm, RunSettings(results_root=tmp_path)).results[0]
     assert r.verdict.status == "SKIPPED" and "gripprobe agents install reference" in r.skip_reason

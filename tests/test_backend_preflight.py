@@ -17,7 +17,15 @@ from conftest import ROOT, gripprobe, read_json
 from gripprobe_core.testing import read_jsonl
 from gripprobe_core.oracle.profiles import builtin_profiles
 from gripprobe_core.oracle.server import OracleServer
-from gripprobe_core.runner.preflight import BackendTarget, fix_for, probe_backend, probe_targets
+from gripprobe_core.backends import OllamaBackend, OpenAICompatibleBackend
+from gripprobe_core.runner.preflight import BackendTarget, fix_for, probe_targets
+
+BACKENDS = {"openai-compatible": OpenAICompatibleBackend(), "ollama": OllamaBackend()}
+
+
+def probe_backend(kind: str, url: str, **kw):
+    """One probe by the backend kind's own :meth:`Backend.probe` (what the preflight and the runner call)."""
+    return BACKENDS[kind].probe(url, **kw)
 
 SRC = [ROOT / "src"]  # the checkout's code in the subprocess, whatever is installed
 
@@ -142,7 +150,7 @@ def test_probes_of_different_backends_run_concurrently():
     async def three(base):
         targets = [BackendTarget(f"b{i}", "openai-compatible", f"{base}/v{i}", None) for i in range(3)]
         t0 = time.monotonic()
-        probes = await probe_targets(targets, {})
+        probes = await probe_targets(targets, BACKENDS, {})
         return probes, time.monotonic() - t0
 
     probes, took = asyncio.run(_serve(handler, three))

@@ -20,7 +20,7 @@ from ruamel.yaml import YAML
 
 from gripprobe_core.defaults.challenges import BUILTIN_CHALLENGES
 from gripprobe_core.defaults.validators import BUILTIN_VALIDATORS
-from gripprobe_core.phase import ValidatorContext
+from gripprobe_core import ValidatorContext
 from gripprobe_core.models.events import Event
 from gripprobe_core.models.results import ValidatorResult
 from gripprobe_core.models.specs import (
@@ -98,16 +98,16 @@ def perform(test: TestSpec, workspace: Path) -> list[Event]:
     return events
 
 
-def judge(test: TestSpec, workspace: Path, run_context: dict, facts: dict, requests: list,
+def judge(test: TestSpec, workspace: Path, run_values: dict, facts: dict, requests: list,
           events: list[Event]) -> list[ValidatorResult]:
-    ctx = ValidatorContext(workspace=workspace, test=test, run_context=run_context, challenge=facts,
+    ctx = ValidatorContext(workspace=workspace, test=test, run_values=run_values, challenge=facts,
                            challenge_requests=list(requests), events=events)
     return [BUILTIN_VALIDATORS[v.kind](ctx, v.model_dump(exclude={"kind"})) for v in test.validators]
 
 
 async def solve_and_judge(test: TestSpec, tmp: Path) -> dict[str, list[ValidatorResult]]:
     """Run the test like the runner would (warmup and measured servers) and judge several workspaces."""
-    run_context = make_run_values()
+    run_values = make_run_values()
     servers = {}
     if test.challenge is not None:
         for phase in ("warmup", "measured"):
@@ -120,33 +120,33 @@ async def solve_and_judge(test: TestSpec, tmp: Path) -> dict[str, list[Validator
 
         # The reference solution in the measured phase.
         ws = tmp / "measured"
-        rendered = render_test(test, template_vars(run_context, workspace=ws, challenge_facts=measured_facts))
+        rendered = render_test(test, template_vars(run_values, workspace=ws, challenge_facts=measured_facts))
         for text in [rendered.prompt] + [f.content for f in rendered.fixtures] + \
                 [a.model_dump_json() for a in rendered.reference]:
             assert "${" not in text, f"{test.id}: unrendered placeholder in {text[:200]!r}"
         seed(rendered.fixtures, ws)
         events = await asyncio.to_thread(perform, rendered, ws)
         measured_log = servers["measured"].requests if servers else []
-        outcomes["reference"] = judge(test, ws, run_context, measured_facts, measured_log, events)
+        outcomes["reference"] = judge(test, ws, run_values, measured_facts, measured_log, events)
 
         # An empty workspace, and the fixtures left untouched.
         empty = tmp / "empty"
         empty.mkdir()
-        outcomes["empty"] = judge(test, empty, run_context, measured_facts, [], [])
+        outcomes["empty"] = judge(test, empty, run_values, measured_facts, [], [])
         untouched = tmp / "untouched"
-        seed(render_test(test, template_vars(run_context, workspace=untouched,
+        seed(render_test(test, template_vars(run_values, workspace=untouched,
                                              challenge_facts=measured_facts)).fixtures, untouched)
-        outcomes["untouched"] = judge(test, untouched, run_context, measured_facts, [], [])
+        outcomes["untouched"] = judge(test, untouched, run_values, measured_facts, [], [])
 
         # Solved with the warmup phase's facts, judged as the measured phase.
         if servers:
             replay = tmp / "replay"
-            rendered = render_test(test, template_vars(run_context, workspace=replay,
+            rendered = render_test(test, template_vars(run_values, workspace=replay,
                                                        challenge_facts=facts["warmup"]))
             seed(rendered.fixtures, replay)
             replay_events = await asyncio.to_thread(perform, rendered, replay)
             assert servers["warmup"].requests, "the replay must have fetched from the warmup server"
-            outcomes["replay"] = judge(test, replay, run_context, measured_facts,
+            outcomes["replay"] = judge(test, replay, run_values, measured_facts,
                                        servers["measured"].requests[len(measured_log):], replay_events)
         return outcomes
     finally:
@@ -239,7 +239,7 @@ def test_bad_spec_is_rejected() -> None:
     (datetime(2025, 3, 17, 0, 0), "2025-03-17", "Monday", "2025-03-17", "2025-03-24"),
     (datetime(2025, 12, 31, 12, 0), "2025-12-31", "Wednesday", "2025-12-29", "2026-01-05"),
 ])
-def test_run_context_dates(now: datetime, today: str, weekday: str, monday: str, next_monday: str) -> None:
+def test_run_values_dates(now: datetime, today: str, weekday: str, monday: str, next_monday: str) -> None:
     ctx = make_run_values(now)
     assert (ctx["today"], ctx["weekday"], ctx["this_week_monday"], ctx["next_week_monday"]) == (
         today, weekday, monday, next_monday)
@@ -248,7 +248,7 @@ def test_run_context_dates(now: datetime, today: str, weekday: str, monday: str,
     assert all(isinstance(v, str) for v in ctx.values())
 
 
-def test_run_context_defaults_to_the_local_date() -> None:
+def test_run_values_defaults_to_the_local_date() -> None:
     before = datetime.now().astimezone().date().isoformat()
     today = make_run_values()["today"]
     after = datetime.now().astimezone().date().isoformat()

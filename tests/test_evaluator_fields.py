@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-import pluggy
 import pytest
 
-from gripprobe_core import hookimpl, hookspecs
+from gripprobe_core import hookimpl
 from gripprobe_core.defaults import evaluator as builtin_evaluator
-from gripprobe_core.phase import EvaluationInputs
-from gripprobe_core.evaluator import event_evaluator
+from gripprobe_core.errors import PluginError
+from gripprobe_core.evaluator import EvaluationInputs, event_evaluator
+from gripprobe_core.pluginmanager import DEFAULT_PLUGINS, make_plugin_manager
 from gripprobe_core.models.events import Event
 from gripprobe_core.models.results import ProcessResult, TelemetrySummary, ValidatorResult, Verdict
 from gripprobe_core.telemetry.summary import summarize_phase
@@ -33,14 +35,15 @@ def call(status: str, tier: str = "B", name: str = "shell", args: Any = None) ->
 
 def run(events: list[Event], *, passed: int = 1, total: int = 1, process: str = "ok", exit_code: int | None = 0,
         rules: dict[str, Any] | None = None, tool_unsupported: str | None = None, observability: str = "structured",
-        backend_unreachable: bool = False, **summary_kw: Any) -> Verdict:
+        backend_unreachable: bool = False, harness_error: str | None = None, **summary_kw: Any) -> Verdict:
     summary = summarize_phase(events, observability=observability,
                               capture_missing=summary_kw.pop("capture_missing", False),
                               parse_error=summary_kw.pop("parse_error", False), **summary_kw)
     validators = [ValidatorResult(kind="file", passed=i < passed) for i in range(total)]
     return event_evaluator(EvaluationInputs(
         validators=validators, process=ProcessResult(status=process, exit_code=exit_code), events=events,
-        summary=summary, rules=rules or {}, tool_unsupported=tool_unsupported, backend_unreachable=backend_unreachable))
+        summary=summary, rules=rules or {}, tool_unsupported=tool_unsupported, backend_unreachable=backend_unreachable,
+        harness_error=harness_error))
 
 
 # ------------------------------------------------------------------ trajectory
@@ -115,7 +118,7 @@ def test_tier_d_errors_do_not_shape_the_trajectory() -> None:
     ({"process": "harness_capture_failed"}, call("success"), "HARNESS_ERROR", "capture_missing"),
     ({"capture_missing": True}, call("success"), "HARNESS_ERROR", "capture_missing"),
     ({"parse_error": True}, call("success"), "HARNESS_ERROR", "wrapper_parse_error"),
-    ({"rules": {"harness_error": "proxy_required_but_not_available"}}, call("success"), "HARNESS_ERROR",
+    ({"harness_error": "proxy_required_but_not_available"}, call("success"), "HARNESS_ERROR",
      "proxy_required_but_not_available"),
     ({"backend_unreachable": True, "process": "nonzero_exit", "exit_code": 1}, [], "HARNESS_ERROR",
      "backend_unreachable"),
@@ -129,7 +132,7 @@ def test_failure_reason(kwargs: dict[str, Any], events: list[Event], status: str
 
 
 def test_harness_error_rule_overrides_even_a_timeout() -> None:
-    verdict = run(call("success"), process="timeout", rules={"harness_error": "artifact_corrupt"})
+    verdict = run(call("success"), process="timeout", harness_error="artifact_corrupt")
     assert (verdict.status, verdict.evaluator_reason_code, verdict.failure_reason) == (
         "HARNESS_ERROR", "artifact_corrupt", "artifact_corrupt")
 
@@ -196,7 +199,7 @@ def test_reason_text_is_one_sentence_for_every_outcome() -> None:
         run(call("success"), process="timeout"), run([], process="shell_error"), run([], process="nonzero_exit"),
         run(call("success"), process="nonzero_exit", exit_code=1), run([], parse_error=True),
         run([], capture_missing=True), run([], tool_unsupported="agent_tool_unsupported"),
-        run([], backend_tool_unsupported=True), run([], rules={"harness_error": "proxy_required_but_not_available"}),
+        run([], backend_tool_unsupported=True), run([], harness_error="proxy_required_but_not_available"),
         run([], process="nonzero_exit", exit_code=1, backend_unreachable=True),
     ]
     assert len({v.status for v in outcomes}) >= 8
@@ -216,11 +219,9 @@ def test_summary_as_dict_or_missing() -> None:
     inputs = EvaluationInputs(validators=[ValidatorResult(kind="f", passed=True)], process=ProcessResult(status="ok"),
                               events=call("success"), summary=summary.model_dump())
     assert event_evaluator(inputs).status == "PASS"
-    inputs.summary = None
-    verdict = event_evaluator(inputs)
+    verdict = event_evaluator(replace(inputs, summary=None))
     assert (verdict.status, verdict.failure_reason) == ("HARNESS_ERROR", "capture_missing")
-    inputs.summary = {"tool_event_verdict": "bogus"}
-    assert event_evaluator(inputs).status == "HARNESS_ERROR"
+    assert event_evaluator(replace(inputs, summary={"tool_event_verdict": "bogus"})).status == "HARNESS_ERROR"
 
 
 def test_evaluator_is_pure() -> None:
@@ -235,13 +236,9 @@ def test_evaluator_is_pure() -> None:
 
 # ------------------------------------------------------------------ the default plugin
 
-def _manager(*plugins: Any) -> pluggy.PluginManager:
-    pm = pluggy.PluginManager("gripprobe")
-    pm.add_hookspecs(hookspecs)
-    pm.register(builtin_evaluator, name="gripprobe_core.defaults.evaluator")
-    for i, plugin in enumerate(plugins):
-        pm.register(plugin, name=f"override-{i}")
-    return pm
+def _hooks(*plugins: Any) -> Any:
+    """The core's typed hook facade over a manager with the default plugins and ``plugins``."""
+    return make_plugin_manager(load_entry_points=False, extra=list(plugins)).hook
 
 
 def _inputs() -> EvaluationInputs:
@@ -252,24 +249,54 @@ def _inputs() -> EvaluationInputs:
 
 
 def test_builtin_plugin_answers_the_evaluate_hook() -> None:
-    verdict = _manager().hook.evaluate(inputs=_inputs())
+    verdict = _hooks().evaluate(_inputs())
     assert isinstance(verdict, Verdict) and verdict.status == "PASS"
+    assert verdict.verdict_source == "event_evaluator"
+    assert DEFAULT_PLUGINS["event_evaluator"] == builtin_evaluator.__name__  # the plugin of that name answered
 
 
-def test_a_third_party_evaluator_answers_before_the_builtin() -> None:
-    class Strict:
-        @hookimpl
-        def evaluate(self, inputs: EvaluationInputs) -> Verdict:
-            base = event_evaluator(inputs)
-            return base.model_copy(update={"status": "FAIL", "strict_pass_score": 0.0, "overall_score": 0.0})
+class Strict:
+    """A third-party evaluator: every PASS becomes FAIL, and it says that it judged."""
 
+    @hookimpl
+    def evaluate(self, inputs: EvaluationInputs) -> Verdict:
+        base = event_evaluator(inputs)
+        return base.model_copy(update={"status": "FAIL", "strict_pass_score": 0.0, "overall_score": 0.0,
+                                       "verdict_source": "Strict"})
+
+
+def test_a_third_party_evaluator_answers_before_the_builtin_and_names_itself() -> None:
     class Abstains:
         @hookimpl
         def evaluate(self, inputs: EvaluationInputs) -> None:
             return None
 
-    assert _manager(Strict()).hook.evaluate(inputs=_inputs()).status == "FAIL"
-    assert _manager(Abstains()).hook.evaluate(inputs=_inputs()).status == "PASS"
+    verdict = _hooks(Strict()).evaluate(_inputs())
+    assert (verdict.status, verdict.verdict_source) == ("FAIL", "Strict")
+    verdict = _hooks(Abstains()).evaluate(_inputs())
+    assert (verdict.status, verdict.verdict_source) == ("PASS", "event_evaluator")
+
+
+def test_a_verdict_naming_no_judging_plugin_is_refused() -> None:
+    class Anonymous:
+        @hookimpl
+        def evaluate(self, inputs: EvaluationInputs) -> Verdict:
+            return event_evaluator(inputs).model_copy(update={"verdict_source": "somebody"})
+
+    with pytest.raises(PluginError, match="verdict_source 'somebody'"):
+        _hooks(Anonymous()).evaluate(_inputs())
+
+
+def test_a_run_records_the_plugin_that_judged(tmp_path: Path) -> None:
+    from conftest import SPECS
+    from gripprobe_core.runner import RunSettings, execute_run, plan_cases
+    from gripprobe_core.specs import load_specs
+
+    plugins = make_plugin_manager(load_entry_points=False, extra=[Strict()])
+    cases = plan_cases(load_specs(SPECS, registry=plugins.registry), agents=["reference"], models=["oracle-perfect"],
+                       tests=["save_file"])
+    result = execute_run(cases, plugins, RunSettings(results_root=tmp_path)).results[0]
+    assert (result.verdict.status, result.verdict.verdict_source) == ("FAIL", "Strict")
 
 
 def test_summary_type_is_the_contract_model() -> None:

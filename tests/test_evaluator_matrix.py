@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
-from gripprobe_core.phase import EvaluationInputs
+from gripprobe_core.evaluator import EvaluationInputs
 from gripprobe_core.evaluator import classify, event_evaluator
 from gripprobe_core.models.events import Event
 from gripprobe_core.models.results import STATUSES, ProcessResult, ValidatorResult

@@ -12,7 +12,6 @@ import aiohttp
 import pytest
 from pydantic import TypeAdapter
 
-from gripprobe_core.defaults import oracle_dialects
 from gripprobe_core.models.specs import ReferenceAction
 from gripprobe_core.oracle import (
     OracleServer, Reply, ToolsDialect, Turn, builtin_profiles, parse_chat_request, shell_command_for,
@@ -265,7 +264,10 @@ def test_shell_fallbacks_really_perform_the_action(tmp_path: Path, content: str)
     assert outputs[2] == expected
 
 
-def test_builtin_plugin_registers_the_tools_dialect() -> None:
-    registered: dict[str, Any] = {}
-    oracle_dialects.register_oracle_dialects(register=lambda name, d: registered.__setitem__(name, d))
-    assert list(registered) == ["tools"] and isinstance(registered["tools"], ToolsDialect)
+def test_the_generic_tools_dialect_is_always_there_and_answers_last() -> None:
+    """The oracle's own ``tools`` dialect names no agent: it is the fallback every request gets when no
+    agent driver's dialect accepts it."""
+    oracle = OracleServer([])
+    assert isinstance(oracle.dialects["tools"], ToolsDialect)
+    request = parse_chat_request({"model": "perfect", "messages": [{"role": "user", "content": "hi"}]})
+    assert oracle.dialect_for(request) is oracle.dialects["tools"]

@@ -1,5 +1,6 @@
 """The oracle's protocol front ends over real HTTP: Responses (JSON + SSE), Ollama native (NDJSON + JSON),
-the listing endpoints, error shapes per protocol, pacing, stalls, and the V4A patches said to codex."""
+the listing endpoints, error shapes per protocol, pacing, stalls, and freeform (custom) tool calls. The
+V4A patches said to codex are the codex plugin's (plugins/gripprobe_codex/tests/test_codex_dialect.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from gripprobe_core.models.specs import ReferenceAction
-from gripprobe_core.oracle import (
-    OracleServer, ToolsDialect, add_file_patch, parse_responses_request, shell_command_for, update_file_patch,
-)
+from gripprobe_core.oracle import OracleServer, parse_responses_request
 from gripprobe_core.oracle.chat_api import ChatCompletionsWire
 from gripprobe_core.oracle.dialects import MISSING_FILE, known_content
 from gripprobe_core.oracle.ollama_api import OLLAMA_VERSION, OllamaChatWire, OllamaGenerateWire
@@ -26,16 +25,12 @@ from gripprobe_core.oracle.conversation import RequestError
 from gripprobe_core.oracle.profiles import SIDE_ANSWER, ProfileContext
 from gripprobe_core.oracle.responses_api import ResponsesWire
 from gripprobe_core.oracle.wire import ReplyMeta, estimate_usage
+from gripprobe_core.testing import read_sse_events, responses_user_item
 
 CODEX_TOOLS = json.loads((Path(__file__).parent / "fixtures" / "codex_0.169.0_tools.json").read_text())
 """The exact ``tools`` array codex 0.169.0 sends (exec_command, apply_patch as a custom tool, web_search …)."""
 
 S = {"type": "string"}
-APPLY_PATCH = {"type": "custom", "name": "apply_patch", "description": "edit files (freeform V4A patch)",
-               "format": {"type": "grammar", "syntax": "lark", "definition": "start: begin_patch hunk+ end_patch"}}
-EXEC = {"type": "function", "name": "exec_command", "strict": False, "parameters": {
-    "type": "object", "properties": {"cmd": S, "workdir": S, "login": {"type": "boolean"}}, "required": ["cmd"],
-    "additionalProperties": False}}
 RESPONSES_TOOLS: list[dict[str, Any]] = CODEX_TOOLS
 OLLAMA_TOOLS = [{"type": "function", "function": {"name": n, "parameters": {
     "type": "object", "properties": props, "required": list(props)}}}
@@ -53,25 +48,6 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def user_item(text: str) -> dict[str, Any]:
-    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
-
-
-async def read_sse_events(resp: aiohttp.ClientResponse) -> list[tuple[str, dict[str, Any]]]:
-    """(event name, data) pairs of a Responses stream; checks the framing of each event."""
-    assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/event-stream")
-    blocks = (await resp.text()).split("\n\n")
-    assert blocks[-1] == ""
-    out = []
-    for block in blocks[:-1]:
-        name_line, data_line = block.split("\n")
-        assert name_line.startswith("event: ") and data_line.startswith("data: ")
-        data = json.loads(data_line[6:])
-        assert data["type"] == name_line[7:]
-        out.append((name_line[7:], data))
-    return out
-
-
 async def read_ndjson(resp: aiohttp.ClientResponse) -> list[dict[str, Any]]:
     assert resp.status == 200 and resp.headers["Content-Type"].startswith("application/x-ndjson")
     raw = await resp.read()
@@ -79,100 +55,10 @@ async def read_ndjson(resp: aiohttp.ClientResponse) -> list[dict[str, Any]]:
     return [json.loads(line) for line in raw.decode().split("\n")[:-1]]
 
 
-# --------------------------------------------------------------------------------- Responses API
-
-def test_responses_sse_follows_the_real_event_sequence_with_apply_patch() -> None:
-    async def main() -> None:
-        async with OracleServer(PLAN) as oracle, aiohttp.ClientSession() as s:
-            body = {"model": "perfect", "instructions": "be brief", "input": [user_item("do it")],
-                    "tools": RESPONSES_TOOLS, "stream": True, "tool_choice": "auto", "parallel_tool_calls": False}
-            events = await read_sse_events(await s.post(oracle.base_url + "/v1/responses", json=body))
-            names = [n for n, _ in events]
-            deltas = [d for n, d in events if n == "response.custom_tool_call_input.delta"]
-            assert names == ["response.created", "response.in_progress", "response.output_item.added",
-                             *["response.custom_tool_call_input.delta"] * len(deltas),
-                             "response.custom_tool_call_input.done", "response.output_item.done",
-                             "response.completed"]
-            assert len(deltas) >= 2
-            assert [d["sequence_number"] for _, d in events] == list(range(len(events)))
-            created = events[0][1]["response"]
-            assert created["status"] == "in_progress" and created["output"] == [] and created["usage"] is None
-            added = events[2][1]["item"]
-            assert added == {"id": added["id"], "type": "custom_tool_call", "status": "in_progress",
-                             "call_id": "call_oracle_0001", "name": "apply_patch", "input": ""}
-            patch = "*** Begin Patch\n*** Add File: hello.txt\n+hello world\n*** End Patch\n"
-            assert "".join(d["delta"] for d in deltas) == patch
-            assert all(d["item_id"] == added["id"] and d["output_index"] == 0 for d in deltas)
-            done_item = events[-2][1]["item"]
-            assert done_item == {**added, "status": "completed", "input": patch}
-            final = events[-1][1]["response"]
-            assert final["status"] == "completed" and final["output"] == [done_item]
-            assert final["instructions"] == "be brief" and final["parallel_tool_calls"] is False
-            usage = final["usage"]
-            assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"] > 0
-            (truth,) = oracle.ground_truth
-            assert truth | {"ts": None} == {
-                "seq": 1, "profile": "perfect", "protocol": "responses", "tool_call_id": "call_oracle_0001",
-                "name": "apply_patch", "arguments": patch, "kind": "custom", "structured": True,
-                "action_index": 0, "ts": None}
-
-    run(main())
-
-
-def test_responses_step_logic_from_input_items_and_function_call_stream() -> None:
-    """Steps come from function_call/custom_tool_call items since the last user message."""
-    async def main() -> None:
-        async with OracleServer(PLAN) as oracle, aiohttp.ClientSession() as s:
-            url = oracle.base_url + "/v1/responses"
-            history: list[dict[str, Any]] = [
-                {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "rules"}]},
-                user_item("<environment_context/>"), user_item("do it"),
-                {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** Begin Patch"},
-                {"type": "custom_tool_call_output", "call_id": "c1", "output": "Exit code: 0\nOutput:\nA hello.txt\n"},
-                {"type": "reasoning", "summary": []},
-            ]
-            body = {"model": "openai/perfect", "input": history, "tools": RESPONSES_TOOLS, "stream": True}
-            events = await read_sse_events(await s.post(url, json=body))
-            names = [n for n, _ in events]
-            n_deltas = names.count("response.function_call_arguments.delta")
-            assert n_deltas >= 2 and names == [
-                "response.created", "response.in_progress", "response.output_item.added",
-                *["response.function_call_arguments.delta"] * n_deltas, "response.function_call_arguments.done",
-                "response.output_item.done", "response.completed"]
-            item = events[-2][1]["item"]
-            assert item["type"] == "function_call" and item["name"] == "exec_command"
-            assert json.loads(item["arguments"]) == {"cmd": "ls -1"}
-            assert events[-3][1]["arguments"] == item["arguments"]
-
-            # JSON: two tool turns done (one of them a function_call) → the third action, an edit via apply_patch
-            history += [item | {"status": "completed"},
-                        {"type": "function_call_output", "call_id": item["call_id"], "output": "hello.txt\n"}]
-            doc = await (await s.post(url, json={**body, "input": history, "stream": False})).json()
-            (out,) = doc["output"]
-            assert out["type"] == "custom_tool_call" and out["input"] == (
-                "*** Begin Patch\n*** Update File: hello.txt\n@@\n-hello world\n+hello there\n*** End Patch\n")
-            # all three done → a final message with the last tool output
-            history += [out, {"type": "custom_tool_call_output", "call_id": out["call_id"],
-                              "output": [{"type": "input_text", "text": "patched"}]}]
-            doc = await (await s.post(url, json={**body, "input": history, "stream": False})).json()
-            (msg,) = doc["output"]
-            assert msg["type"] == "message" and msg["role"] == "assistant"
-            assert msg["content"][0]["text"].startswith("Done.") and msg["content"][0]["text"].endswith("patched")
-            # a new user message starts over; a string input is a user message too
-            doc = await (await s.post(url, json={**body, "input": history + [user_item("again")], "stream": False})).json()
-            assert doc["output"][0]["type"] == "custom_tool_call" and "Add File" in doc["output"][0]["input"]
-            doc = await (await s.post(url, json={**body, "input": "hi", "stream": False})).json()
-            assert doc["output"][0]["type"] == "custom_tool_call"
-            assert [g["action_index"] for g in oracle.ground_truth] == [1, 2, 0, 0]
-            assert {g["protocol"] for g in oracle.ground_truth} == {"responses"}
-
-    run(main())
-
-
 def test_responses_text_stream_and_request_normalization() -> None:
     async def main() -> None:
         async with OracleServer(PLAN) as oracle, aiohttp.ClientSession() as s:
-            body = {"model": "lazy", "input": [user_item("go")], "tools": RESPONSES_TOOLS, "stream": True}
+            body = {"model": "lazy", "input": [responses_user_item("go")], "tools": RESPONSES_TOOLS, "stream": True}
             events = await read_sse_events(await s.post(oracle.base_url + "/responses", json=body))
             names = [n for n, _ in events]
             n = names.count("response.output_text.delta")
@@ -196,7 +82,7 @@ def test_responses_text_stream_and_request_normalization() -> None:
     run(main())
 
     req = parse_responses_request({"model": "m", "instructions": "sys", "tools": RESPONSES_TOOLS, "input": [
-        user_item("do it"),
+        responses_user_item("do it"),
         {"role": "assistant", "content": "thinking out loud"},
         {"type": "function_call", "call_id": "a", "name": "exec_command", "arguments": "{\"cmd\": \"ls\"}"},
         {"type": "function_call", "call_id": "b", "name": "exec_command", "arguments": "{\"cmd\": \"pwd\"}"},
@@ -381,7 +267,7 @@ def test_misbehaving_profiles_on_every_protocol(path: str) -> None:
             call = first_call(await ask("error-then-recover", start))
             assert call == seen[0]
             call = first_call(await ask("error-then-recover", after(start, call, "exit code: 1")))
-            assert call is not None and call[0] in ("apply_patch", "write")
+            assert call is not None and call[0] in ("exec_command", "write")  # codex's shell without its dialect
 
             # text-tools: every planned call as <tool_call> text, no structured call; then it stops
             doc = await ask("text-tools", start)
@@ -485,102 +371,6 @@ def test_record_is_written_incrementally_and_on_stop(tmp_path: Path) -> None:
         assert [json.loads(x) for x in record.read_text().splitlines()] == oracle.ground_truth
 
     run(main())
-
-
-# ------------------------------------------------------------------------------- V4A patches
-
-def apply_v4a(patch: str, files: dict[str, str]) -> dict[str, str]:
-    """A small V4A applier (Add File, Update File with context/-/+ lines), strict about matches."""
-    lines = patch.split("\n")
-    assert lines[0] == "*** Begin Patch" and lines[-2:] == ["*** End Patch", ""]
-    body, out, i = lines[1:-2], dict(files), 0
-    while i < len(body):
-        head = body[i]
-        if head.startswith("*** Add File: "):
-            i += 1
-            added = []
-            while i < len(body) and body[i].startswith("+"):
-                added.append(body[i][1:])
-                i += 1
-            out[head[14:]] = "".join(x + "\n" for x in added)
-        elif head.startswith("*** Update File: "):
-            path, i = head[17:], i + 1
-            assert body[i] == "@@"
-            i += 1
-            old, new = [], []
-            while i < len(body) and body[i][:1] in (" ", "-", "+"):
-                tag, text = body[i][0], body[i][1:]
-                if tag in " -":
-                    old.append(text)
-                if tag in " +":
-                    new.append(text)
-                i += 1
-            file_lines = out[path].split("\n")[:-1]
-            hits = [k for k in range(len(file_lines) - len(old) + 1) if file_lines[k:k + len(old)] == old]
-            assert len(hits) == 1, (old, file_lines)
-            k = hits[0]
-            file_lines[k:k + len(old)] = new
-            out[path] = "".join(x + "\n" for x in file_lines)
-        else:
-            raise AssertionError(f"unexpected patch line {head!r}")
-    return out
-
-
-def test_patch_text_examples() -> None:
-    assert add_file_patch("a/b.txt", "x\n\ny\n") == "*** Begin Patch\n*** Add File: a/b.txt\n+x\n+\n+y\n*** End Patch\n"
-    assert add_file_patch("a.txt", "no newline") is None and add_file_patch("a.txt", "") is None
-    patch = update_file_patch("f.py", "b = 2", "b = 3\nc = 4", "a = 1\nb = 2  # two\nz = 9\n")
-    assert patch == ("*** Begin Patch\n*** Update File: f.py\n@@\n a = 1\n-b = 2  # two\n+b = 3\n+c = 4  # two\n"
-                     "*** End Patch\n")
-    assert update_file_patch("f", "x", "y", None) is None           # content unknown
-    assert update_file_patch("f", "a", "b", "a a\n") is None        # ambiguous
-    assert update_file_patch("f", "a\n", "b", "a\nc\n") is None     # would join two lines
-
-
-lines_st = st.lists(st.sampled_from(["alpha", "beta", "", "  gamma  ", "x = 1", "déjà"]), min_size=1, max_size=8)
-
-
-@settings(max_examples=150, deadline=None)
-@given(lines=lines_st, start=st.integers(0, 60), length=st.integers(1, 20),
-       new=st.sampled_from(["", "NEW", "n1\nn2", "z\n", "\n"]))
-def test_update_patch_says_the_edit_exactly(lines: list[str], start: int, length: int, new: str) -> None:
-    """Whenever a patch is produced, applying it gives exactly content.replace(old, new, 1)."""
-    content = "".join(x + "\n" for x in lines)
-    start = min(start, len(content) - 1)
-    old = content[start:start + length]
-    patch = update_file_patch("f.txt", old, new, content)
-    if patch is None:
-        return
-    assert apply_v4a(patch, {"f.txt": content})["f.txt"] == content.replace(old, new, 1)
-
-
-def test_codex_dialect_choices_without_a_model_catalog_and_with_only_apply_patch() -> None:
-    """No apply_patch offered (codex with an unknown model) → everything through exec_command; an edit of
-    a file the plan never wrote → exec_command's exact python edit; only apply_patch → a rough patch."""
-    plan = TypeAdapter(list[ReferenceAction]).validate_python([
-        {"edit": {"path": "seeded.txt", "old": "old line\n", "new": "new line\n"}},
-        {"write": {"path": "n.txt", "content": "no newline"}}])
-    dialect = ToolsDialect()
-    both = parse_responses_request({"model": "m", "input": "x", "tools": [EXEC, APPLY_PATCH]})
-    turn = dialect.say_in_plan(plan, 0, both)
-    assert turn.tool_call.name == "exec_command"
-    assert json.loads(turn.tool_call.arguments) == {"cmd": shell_command_for(plan[0])}
-    turn = dialect.say_in_plan(plan, 1, both)
-    assert json.loads(turn.tool_call.arguments) == {"cmd": shell_command_for(plan[1])}
-    only_patch = parse_responses_request({"model": "m", "input": "x", "tools": [APPLY_PATCH]})
-    turn = dialect.say_in_plan(plan, 0, only_patch)
-    assert turn.tool_call.kind == "custom" and turn.tool_call.arguments == (
-        "*** Begin Patch\n*** Update File: seeded.txt\n@@\n-old line\n+new line\n*** End Patch\n")
-    no_patch = parse_responses_request({"model": "m", "input": "x", "tools": [EXEC]})
-    assert dialect.say_in_plan(PLAN, 0, no_patch).tool_call.name == "exec_command"
-    # an older codex's apply_patch as a function tool taking one string
-    fn_patch = {"type": "function", "name": "apply_patch", "parameters": {
-        "type": "object", "properties": {"input": S}, "required": ["input"]}}
-    req = parse_responses_request({"model": "m", "input": "x", "tools": [fn_patch]})
-    turn = dialect.say_in_plan(PLAN, 0, req)
-    assert turn.tool_call.kind == "function" and json.loads(turn.tool_call.arguments)["input"].startswith(
-        "*** Begin Patch\n*** Add File: hello.txt")
-    assert known_content(PLAN, 2, "./hello.txt") == "hello world\n"
 
 
 # --------------------------------------------------------------------------- bad input never breaks

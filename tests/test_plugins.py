@@ -7,20 +7,22 @@ import json
 import pytest
 
 from conftest import gripprobe
+from gripprobe_core import hookimpl
 from gripprobe_core.errors import PluginError
 from gripprobe_core.pluginmanager import DEFAULT_PLUGINS, make_plugin_manager
 
 
 def test_builtins_register_through_the_manager():
     gpm = make_plugin_manager(load_entry_points=False)
-    names = [p.name for p in gpm.plugins()]
-    assert names[: len(DEFAULT_PLUGINS)] == list(DEFAULT_PLUGINS) or set(DEFAULT_PLUGINS) <= set(names)
+    names = [p.name for p in gpm.records()]
+    assert names[: len(DEFAULT_PLUGINS)] == list(DEFAULT_PLUGINS)
     reg = gpm.registry
-    assert "reference" in reg.agents
+    assert list(reg.agents) == ["reference"] and reg.agents["reference"].name == "reference"
+    assert set(reg.backends) == {"oracle", "openai-compatible", "ollama"}
     assert {"file_equals", "patch_applied", "web_nonce_proof", "web_search_result", "weekly_plan_task",
             "file_exists", "command_output"} <= set(reg.validators)
     assert {"nonce", "search"} <= set(reg.challenges)
-    assert "tools" in reg.dialects
+    assert reg.dialects == {}  # the oracle's generic ``tools`` dialect is its own; drivers bring the others
 
 
 def test_fresh_manager_each_time():
@@ -28,19 +30,40 @@ def test_fresh_manager_each_time():
     assert a.pm is not b.pm
 
 
+class _ClashingDriver:
+    """Registers a second driver named ``reference``."""
+
+    @hookimpl
+    def register_agents(self, register):
+        from gripprobe_core.plugin import AgentCommand, BaseAgentDriver
+
+        class Reference(BaseAgentDriver):
+            name = "reference"
+            description = "a second reference agent"
+
+            def command(self, ctx):
+                return AgentCommand(["true"])
+
+        register(Reference())
+
+
 def test_duplicate_registration_names_both_owners():
-    from gripprobe_core import AgentInfo, hookimpl
-
-    class Clash:
-        @hookimpl
-        def register_agents(self, register):
-            register(AgentInfo(name="reference"))
-
-    gpm = make_plugin_manager(load_entry_points=False, extra=[Clash()])
+    gpm = make_plugin_manager(load_entry_points=False, extra=[_ClashingDriver()])
     with pytest.raises(PluginError) as exc:
         _ = gpm.registry
     msg = str(exc.value)
-    assert "'reference'" in msg and "gripprobe-core[gripprobe_core.defaults.refagent]" in msg and "(in-process)" in msg
+    assert "'reference'" in msg and "gripprobe-core[reference]" in msg and "(in-process)[_ClashingDriver]" in msg
+
+
+def test_an_object_that_is_not_a_driver_is_refused_naming_what_it_lacks():
+    class NotADriver:
+        @hookimpl
+        def register_agents(self, register):
+            register(type("Half", (), {"name": "half"})())
+
+    gpm = make_plugin_manager(load_entry_points=False, extra=[NotADriver()])
+    with pytest.raises(PluginError, match=r"lacks .*command.*BaseAgentDriver"):
+        _ = gpm.registry
 
 
 def test_third_party_plugin_is_discovered(installed_plugins):
@@ -49,8 +72,7 @@ def test_third_party_plugin_is_discovered(installed_plugins):
     data = json.loads(res.stdout)
     mine = [p for p in data["plugins"] if p["name"] == "fixture_agent"]
     assert mine and mine[0]["distribution"] == "gripprobe-fixture-agent" and mine[0]["version"] == "0.0.1"
-    assert {"build_command", "build_env", "parse_wrapper_events", "phase_artifacts", "register_agents",
-            "route_base_url"} <= set(mine[0]["hooks"])
+    assert mine[0]["hooks"] == ["register_agents"]  # everything else is its driver's
     assert "fixture-bash" in data["agents"]
     assert not data["failures"]
 
@@ -59,7 +81,7 @@ def test_plugins_human_listing(installed_plugins):
     res = gripprobe("plugins", pythonpath=[installed_plugins["gripprobe_fixture_agent"]])
     assert res.returncode == 0
     assert "fixture_agent  (gripprobe-fixture-agent 0.0.1)" in res.stdout
-    assert "gripprobe_core.defaults.refagent  (built-in)" in res.stdout
+    assert "reference  (built-in)" in res.stdout and "backends: ollama, openai-compatible, oracle" in res.stdout
 
 
 def test_broken_plugin_is_named_and_others_keep_working(installed_plugins):
@@ -83,7 +105,7 @@ def test_strict_mode_makes_a_broken_plugin_fatal(installed_plugins):
 def test_installed_duplicate_agent_name_is_an_error_naming_both(installed_plugins):
     res = gripprobe("plugins", pythonpath=[installed_plugins["gripprobe_fixture_dup"]])
     assert res.returncode == 2
-    assert "gripprobe-core[gripprobe_core.defaults.refagent]" in res.stderr
+    assert "gripprobe-core[reference]" in res.stderr
     assert "gripprobe-fixture-dup[dup]" in res.stderr
     assert "Traceback" not in res.stderr
 

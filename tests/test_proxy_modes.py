@@ -6,12 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SPECS
+from conftest import SPECS, run_reference
 from gripprobe_core import RouteDecision, hookimpl
 from gripprobe_core.errors import PluginError
 from gripprobe_core.pluginmanager import make_plugin_manager
-from gripprobe_core.runner import RunSettings, execute_run, plan_cases
-from gripprobe_core.specs import load_specs
 
 
 class Unroutable:
@@ -31,12 +29,7 @@ class BindFails:
 
 
 def _run(tmp_path: Path, mode: str, *extra, test: str = "shell_pwd", without: tuple[str, ...] = ()):
-    gpm = make_plugin_manager(load_entry_points=False, extra=list(extra))
-    for name in without:  # core without one of its default plugins, e.g. no proxy at all
-        gpm.pm.unregister(name=name)
-    specs = load_specs(SPECS, registry=gpm.registry)
-    cases = plan_cases(specs, agents=["reference"], models=["oracle-perfect"], tests=[test])
-    out = execute_run(cases, gpm, RunSettings(results_root=tmp_path, proxy_mode=mode))
+    out = run_reference(tmp_path, *extra, tests=(test,), without=without, proxy_mode=mode)
     assert len(out.results) == 1
     return out.results[0]
 
@@ -56,7 +49,7 @@ def test_off_records_skipped_disabled(tmp_path):
 
 
 def test_auto_without_a_proxy_plugin_is_skipped_not_failed(tmp_path):
-    r = _run(tmp_path, "auto", without=("gripprobe_core.defaults.proxy",))
+    r = _run(tmp_path, "auto", without=("recording_proxy",))
     assert r.verdict.status == "PASS"
     assert r.telemetry.telemetry_proxy_status == "skipped"
     assert r.telemetry.telemetry_proxy_skip_reason == "unsupported_backend"
@@ -123,8 +116,33 @@ def test_register_validators_adds_a_kind_the_runner_uses(tmp_path):
         "id: two_words\ntitle: Two words\nprompt: Write two words to w.txt\nrequires: [write]\n"
         "validators:\n  - {kind: word_count, path: w.txt, words: 2}\n"
         "reference:\n  - write: {path: w.txt, content: hello world}\n")
-    gpm = make_plugin_manager(load_entry_points=False, extra=[WordCount()])
-    specs = load_specs(root, registry=gpm.registry)
-    cases = plan_cases(specs, agents=["reference"], models=["oracle-perfect"], tests=["two_words"])
-    r = execute_run(cases, gpm, RunSettings(results_root=tmp_path / "r")).results[0]
+    r = run_reference(tmp_path / "r", WordCount(), tests=("two_words",), specs=root).results[0]
     assert r.verdict.status == "PASS" and r.validators[0].kind == "word_count" and seen == ["hello world"]
+
+
+class AsyncNotMine:
+    """A plugin whose ``start_proxy`` is a coroutine function answering "not mine" (None).
+
+    A coroutine object is never None, so under ``firstresult`` it used to stop the hook before the built-in
+    proxy answered, and the case lost its tier-A telemetry (``unsupported_backend``). Hooks are synchronous:
+    such a plugin is refused when it loads, and the built-in proxy serves the case."""
+
+    @hookimpl(tryfirst=True)
+    async def start_proxy(self, ctx, upstream_url, record_path):
+        return None
+
+
+def test_an_async_start_proxy_that_declines_does_not_take_the_proxy_away(tmp_path):
+    r = _run(tmp_path, "auto", AsyncNotMine())
+    assert r.verdict.status == "PASS"
+    assert r.telemetry.telemetry_proxy_status == "collected", r.telemetry.telemetry_proxy_skip_reason
+    assert r.telemetry.telemetry_source_tier == "A"
+
+
+def test_a_coroutine_hook_implementation_is_refused_at_load_naming_plugin_and_hook():
+    gpm = make_plugin_manager(load_entry_points=False, extra=[AsyncNotMine()])
+    assert [f.name for f in gpm.failures] == ["AsyncNotMine"]
+    assert "start_proxy" in gpm.failures[0].error and "async" in gpm.failures[0].error
+    assert not gpm.pm.has_plugin("AsyncNotMine")
+    with pytest.raises(PluginError, match="start_proxy"):
+        make_plugin_manager(load_entry_points=False, extra=[AsyncNotMine()], strict=True)

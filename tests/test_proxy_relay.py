@@ -275,6 +275,7 @@ def test_start_proxy_hook_returns_a_handle_and_none_for_non_http(tmp_path: Path)
     from conftest import SPECS
     from gripprobe_core.phase import PhaseContext
     from gripprobe_core.pluginmanager import make_plugin_manager
+    from gripprobe_core.runner.judge import proxy_evidence
     from gripprobe_core.runner import plan_cases
     from gripprobe_core.specs import load_specs
 
@@ -290,24 +291,26 @@ def test_start_proxy_hook_returns_a_handle_and_none_for_non_http(tmp_path: Path)
 
     async def main() -> None:
         record = tmp_path / "proxy.measured.http.jsonl"
-        assert await gpm.hook.start_proxy(ctx=ctx("unix:///x"), upstream_url="unix:///x", record_path=record,
-                                            max_request_body=None) is None
+        assert gpm.hook.start_proxy(ctx("unix:///x"), "unix:///x", record, None) is None
         async with OracleServer(ACTIONS) as oracle:
-            handle = await gpm.hook.start_proxy(ctx=ctx(oracle.base_url), upstream_url=oracle.base_url,
-                                                record_path=record, max_request_body=None)
+            handle = gpm.hook.start_proxy(ctx(oracle.base_url), oracle.base_url, record, None)
+            assert handle is not None and handle.record_path == record
+            await handle.start()  # the hook answers an unstarted handle: starting is the runner's, awaited
             assert re.fullmatch(r"http://127\.0\.0\.1:\d+", handle.base_url)
             async with aiohttp.ClientSession() as s:
                 async with s.post(handle.base_url + "/v1/chat/completions",
                                   json={"model": "perfect", "messages": USER, "tools": CHAT_TOOLS}) as r:
                     assert r.status == 200
             await handle.stop()
-        assert handle.status["error"] is None
-        events = handle.events()
+        assert handle.status()["error"] is None
+        tier_a = proxy_evidence("measured", {"status": "collected", "started": True}, record, None)
+        events = tier_a.events
         assert [e.event_type for e in events] == ["model_response", "tool_call_start"]
         assert all(e.source_tier == "A" and e.source == "proxy" for e in events)
         assert events[1].parent_id == events[0].event_id and events[1].payload["raw_name"] == "write"
-        assert handle.summary_kwargs() == {"proxy_structured_count": 1, "proxy_nonstructured_count": 0,
-                                           "backend_tool_unsupported": False}
+        assert {k: tier_a.summary_kwargs[k] for k in ("proxy_structured_count", "proxy_nonstructured_count",
+                                                       "backend_tool_unsupported")} == {
+            "proxy_structured_count": 1, "proxy_nonstructured_count": 0, "backend_tool_unsupported": False}
 
     run(main())
 

@@ -235,18 +235,19 @@ def phase_context(tmp_path: Path, base_url: str, prompt: str = "do it") -> Phase
 
 
 def test_plugin_command_runs_and_its_output_parses(tmp_path: Path) -> None:
-    """build_env + build_command really start the agent; parse_wrapper_events reads what it printed."""
-    infos: list[Any] = []
-    plugin.register_agents(register=infos.append)
-    assert [(i.name, i.observability) for i in infos] == [("reference", "structured")]
+    """The driver's environment + command really start the agent; its parse reads what it printed."""
+    drivers: list[Any] = []
+    plugin.register_agents(register=drivers.append)
+    assert [(d.name, d.observability) for d in drivers] == [("reference", "structured")]
+    driver = drivers[0]
 
     async def main() -> None:
         async with OracleServer(PLAN) as oracle:
             ctx = phase_context(tmp_path, oracle.base_url, "make the notes")
-            assert plugin.route_base_url(agent=ctx.agent, backend=ctx.backend).routable
-            env = plugin.build_env(agent=ctx.agent, ctx=ctx)
+            assert driver.route(ctx.agent, ctx.backend).routable
+            env = driver.environment(ctx)
             assert env == {"OPENAI_API_KEY": "oracle"}
-            command = plugin.build_command(agent=ctx.agent, ctx=ctx)
+            command = driver.command(ctx)
             assert command.argv[:3] == ["gripprobe-refagent", "--base-url", oracle.base_url + "/v1"]
             assert command.argv[-2:] == ["--prompt", "make the notes"]
             exe = Path(sys.executable).parent / command.argv[0]  # the runner looks next to Python first
@@ -256,7 +257,9 @@ def test_plugin_command_runs_and_its_output_parses(tmp_path: Path) -> None:
         stdout.write_bytes(out + b"not json\n\x00\xff{\n")
         outputs = PhaseCapture(stdout_path=stdout, stderr_path=tmp_path / "none",
                                process=ProcessResult(status="ok", exit_code=0))
-        parsed = plugin.parse_wrapper_events(agent=ctx.agent, ctx=ctx, outputs=outputs)
+        transcript = driver.parse(ctx, outputs)
+        parsed = transcript.events
+        assert transcript.final_text is not None and transcript.final_text.startswith("Done.")
         assert [e.event_type for e in parsed] == [
             *["model_response", "tool_call_start", "tool_call_result"] * 3, "model_response"]
         assert [e.event_id for e in parsed] == [f"measured-B-{n}" for n in range(1, 11)]
@@ -281,16 +284,12 @@ def test_plugin_command_runs_and_its_output_parses(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_plugin_ignores_other_agents_and_needs_its_stdout(tmp_path: Path) -> None:
+def test_the_driver_needs_its_stdout(tmp_path: Path) -> None:
     ctx = phase_context(tmp_path, "http://127.0.0.1:1")
-    other = ctx.agent.model_copy(update={"plugin": "codex"})
     outputs = PhaseCapture(stdout_path=tmp_path / "missing.stdout", stderr_path=tmp_path / "x",
                            process=ProcessResult(status="ok"))
-    assert plugin.parse_wrapper_events(agent=other, ctx=ctx, outputs=outputs) is None
-    assert plugin.build_command(agent=other, ctx=ctx) is None
-    assert plugin.build_env(agent=other, ctx=ctx) is None
     with pytest.raises(WrapperParseError, match="missing.stdout"):
-        plugin.parse_wrapper_events(agent=ctx.agent, ctx=ctx, outputs=outputs)
+        plugin.ReferenceDriver().parse(ctx, outputs)
 
 
 json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
@@ -307,8 +306,8 @@ event_like = st.fixed_dictionaries(
 def test_parser_never_raises_on_garbage_bytes(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "measured.stdout"
     path.write_bytes(data)
-    events = plugin.parse_stdout(path, "measured")
-    assert isinstance(events, list)
+    transcript = plugin.parse_stdout(path, "measured")
+    assert isinstance(transcript.events, list)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -316,7 +315,7 @@ def test_parser_never_raises_on_garbage_bytes(tmp_path: Path, data: bytes) -> No
 def test_parser_never_raises_on_event_shaped_garbage(tmp_path: Path, lines: list[dict[str, Any]]) -> None:
     path = tmp_path / "warmup.stdout"
     path.write_text("\n".join(json.dumps(x) for x in lines))
-    events = plugin.parse_stdout(path, "warmup")
+    events = plugin.parse_stdout(path, "warmup").events
     expected = sum(1 for x in lines if x["type"] in ("model.response", "tool.start", "tool.result"))
     assert len(events) == expected
     assert [e.event_id for e in events] == [f"warmup-B-{n}" for n in range(1, expected + 1)]

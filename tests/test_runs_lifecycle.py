@@ -37,7 +37,7 @@ def _run(out: Path, *args: str) -> Path:
 
 @pytest.fixture(scope="module")
 def mixed_run(tmp_path_factory) -> Path:
-    """PASS, recovered, TIMEOUT, challenge (web nonce) and run_context (dates) cases."""
+    """PASS, recovered, TIMEOUT, challenge (web nonce) and run_values (dates) cases."""
     return _run(tmp_path_factory.mktemp("mixed"), *MIXED)
 
 
@@ -207,7 +207,7 @@ def test_sigkill_mid_run_then_resume_gives_every_case_exactly_once(tmp_path):
     assert manifest["status"] == "complete" and manifest["completed"] == len(planned)
     assert sum(manifest["counts"].values()) == len(planned)
     assert len(manifest["resumed_at"]) == 1
-    assert manifest["run_context"] == read_json(run / "cases" / sorted(planned)[0] / "case.json")["run_context"]
+    assert manifest["run_values"] == read_json(run / "cases" / sorted(planned)[0] / "case.json")["run_values"]
     # a second resume has nothing to do and changes nothing
     again = gripprobe("run-suite", "--resume", str(run))
     assert again.returncode == 0 and f"{len(planned)} of {len(planned)} case(s) done, 0 to run" in again.stderr

@@ -14,6 +14,7 @@ from wire_samples import (
 )
 
 from gripprobe_core.proxy.events import proxy_counts, records_to_events
+from gripprobe_core.telemetry.toolnames import ToolNames
 from gripprobe_core.telemetry import merge_events, summarize_phase
 
 ART = "proxy.measured.http.jsonl"
@@ -79,7 +80,8 @@ def test_responses_results_pair_by_call_id_with_error_status():
     second = observe(responses_request(), [responses_stream(custom=True, response_id="resp_2")], path="/v1/responses")
     third = observe(responses_request(results=True), [responses_stream(text="Done.", response_id="resp_3")],
                     path="/v1/responses")
-    events = records_to_events([first, second, third], phase="measured", artifact_name=ART)
+    codex_names = ToolNames({"apply_patch": ("edit", "write"), "exec_command": ("shell", "execute")})
+    events = records_to_events([first, second, third], phase="measured", artifact_name=ART, tool_names=codex_names)
     results = {e.tool_call_id: e for e in events if e.event_type == "tool_call_result"}
     starts: dict = {}
     for e in events:
@@ -87,7 +89,10 @@ def test_responses_results_pair_by_call_id_with_error_status():
             starts.setdefault(e.tool_call_id, e)  # the last reply re-issues call_a3b8c7985e: unanswered
     assert results["call_a3b8c7985e"].status == "success" and results["call_a3b8c7985e"].parent_id == \
         starts["call_a3b8c7985e"].parent_id
-    assert results["call_19f644bbda"].payload["name"] == "edit"  # apply_patch
+    assert results["call_19f644bbda"].payload["name"] == "edit"  # apply_patch, in the driver's table
+    # the core's own table names no agent: without the driver's names, apply_patch is just itself
+    generic = records_to_events([first, second, third], phase="measured", artifact_name=ART)
+    assert {e.payload["name"] for e in generic if e.tool_call_id == "call_19f644bbda"} == {"apply_patch"}
     assert starts["call_19f644bbda"].payload["call_kind"] == "custom"
     assert starts["call_19f644bbda"].payload["arguments"].startswith("*** Begin Patch")
     # a result whose call the proxy never saw is still evidence that the tool ran

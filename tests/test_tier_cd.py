@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gripprobe_core import MarkerPattern, hookimpl
+from gripprobe_core import AgentCommand, BaseAgentDriver, MarkerPattern, Transcript
 from gripprobe_core.phase import PhaseContext, PhaseCapture
 from gripprobe_core.errors import WrapperParseError
 from gripprobe_core.models.results import ProcessResult
@@ -173,18 +173,20 @@ def test_claims_never_raise(text):
 
 # ------------------------------------------------------------------- the default plugin, via the hooks
 
-class MarkerAgentPlugin:
-    """A third-party agent plugin that only has text markers and a final answer."""
+class MarkerDriver(BaseAgentDriver):
+    """A third-party agent that only has text markers and a final answer."""
 
-    @hookimpl
-    def tier_c_patterns(self, agent):
-        return PATTERNS[:2] if agent.plugin == "marker-agent" else None
+    name = "marker-agent"
+    observability = "markers"
 
-    @hookimpl
-    def final_output_text(self, agent, ctx, outputs):
-        if agent.plugin != "marker-agent":
-            return None
-        return outputs.stdout_path.read_text().splitlines()[-1]
+    def command(self, ctx):
+        return AgentCommand(["true"])
+
+    def markers(self, agent):
+        return PATTERNS[:2]
+
+    def parse(self, ctx, capture):
+        return Transcript([], capture.stdout_path.read_text().splitlines()[-1])
 
 
 def phase(tmp_path: Path, agent: CliAgentSpec) -> PhaseContext:
@@ -197,33 +199,31 @@ def phase(tmp_path: Path, agent: CliAgentSpec) -> PhaseContext:
 
 
 def test_default_plugin_runs_tier_c_and_tier_d_through_the_hooks(tmp_path):
-    assert "gripprobe_core.defaults.telemetry" in DEFAULT_PLUGINS
-    gpm = make_plugin_manager(load_entry_points=False, extra=[MarkerAgentPlugin()])
+    assert DEFAULT_PLUGINS["telemetry"] == "gripprobe_core.defaults.telemetry"
+    gpm = make_plugin_manager(load_entry_points=False)
+    driver = MarkerDriver()
     agent = CliAgentSpec(id="marker-agent", plugin="marker-agent", executable="true", tool_kinds=["write"])
     out, err = write_outputs(tmp_path, AIDER_STDOUT + "I created hello.txt and src/app.py was updated.\n")
     ctx = phase(tmp_path, agent)
-    outputs = PhaseCapture(stdout_path=out, stderr_path=err, process=ProcessResult(status="ok"))
-    # what the runner does before parsing: collect the patterns and the final text
-    ctx.marker_patterns = [p for found in gpm.hook.tier_c_patterns(agent=agent) if found for p in found]
-    outputs.final_text = gpm.hook.final_output_text(agent=agent, ctx=ctx, outputs=outputs)
-    groups = [g for g in gpm.hook.parse_wrapper_events(agent=agent, ctx=ctx, outputs=outputs) if g is not None]
+    capture = PhaseCapture(stdout_path=out, stderr_path=err, process=ProcessResult(status="ok"))
+    # the driver's markers and its transcript's final text are the hook's inputs: nothing on the side
+    groups = gpm.hook.parse_wrapper_events(driver, ctx, capture, driver.parse(ctx, capture))
     assert sorted(sorted({e.source_tier for e in g}) for g in groups) == [["C"], ["D"]]  # two groups
     merged = merge_events(groups)
     summary = summarize_phase(merged, observability="markers", capture_missing=False, parse_error=False)
     assert summary.tool_event_verdict == "confirmed_tool_use" and summary.telemetry_source_tier == "C"
 
 
-def test_default_plugin_has_nothing_to_say_without_patterns_or_final_text(tmp_path):
+def test_default_plugin_has_nothing_to_say_without_markers_or_final_text(tmp_path):
     gpm = make_plugin_manager(load_entry_points=False)
-    agent = CliAgentSpec(id="other", plugin="other", executable="true", tool_kinds=["write"])
+    driver = gpm.registry.agents["reference"]  # no markers
+    agent = CliAgentSpec(id="other", plugin="reference", executable="true", tool_kinds=["write"])
     out, err = write_outputs(tmp_path, AIDER_STDOUT)
     ctx = phase(tmp_path, agent)
-    outputs = PhaseCapture(stdout_path=out, stderr_path=err, process=ProcessResult(status="ok"))
-    assert gpm.hook.tier_c_patterns(agent=agent) == []
-    assert gpm.hook.final_output_text(agent=agent, ctx=ctx, outputs=outputs) is None
-    assert [g for g in gpm.hook.parse_wrapper_events(agent=agent, ctx=ctx, outputs=outputs) if g is not None] == []
-    outputs.final_text = "   "
-    assert [g for g in gpm.hook.parse_wrapper_events(agent=agent, ctx=ctx, outputs=outputs) if g is not None] == []
+    capture = PhaseCapture(stdout_path=out, stderr_path=err, process=ProcessResult(status="ok"))
+    assert list(driver.markers(agent)) == []
+    for final in (None, "   "):
+        assert gpm.hook.parse_wrapper_events(driver, ctx, capture, Transcript([], final)) == []
 
 
 def test_pathological_final_texts_parse_quickly():
@@ -239,7 +239,7 @@ def test_pathological_final_texts_parse_quickly():
 
 
 def test_runner_keeps_final_text_and_tier_d_claims_for_the_reference_agent(tmp_path):
-    """final_output_text → <phase>.final.txt; its claims become tier D events, which never confirm."""
+    """The driver's final text → <phase>.final.txt; its claims become tier D events, which never confirm."""
     import json as _json
 
     from conftest import SPECS

@@ -16,16 +16,16 @@ from hypothesis import given, settings, strategies as st
 from pydantic import BaseModel, ValidationError
 
 from gripprobe_core.defaults.validators import BUILTIN_VALIDATORS
-from gripprobe_core.phase import ValidatorContext
+from gripprobe_core import ValidatorContext
 from gripprobe_core.models.results import ProcessResult, TelemetrySummary
 from gripprobe_core.models.specs import TestSpec
 from gripprobe_core.pluginmanager import make_plugin_manager
-from gripprobe_core.runner.judge import derive_verdict, run_validators
+from gripprobe_core.runner.judge import derive_verdict, phase_harness_failure, run_validators
 from gripprobe_core.validators import WorkspacePath, is_invalid_options
 from gripprobe_core.validators.workspace import (
     MAX_READ_BYTES, read_workspace_file, workspace_directory, workspace_path_problem,
 )
-from test_validators import RUN_CONTEXT, ctx_for, make_test, run
+from test_validators import RUN_VALUES, ctx_for, make_test, run
 
 #: Every option of a built-in validator that names a place in the workspace.
 PATH_OPTIONS = {
@@ -118,22 +118,22 @@ def test_invalid_options_make_the_case_a_harness_error_never_a_fail(tmp_path: Pa
         {"kind": "file_equals", "path": "a.txt", "expected": "hello"},
         {"kind": "file_exists", "path": "${challenge_token}"},
     ])
-    ctx = ValidatorContext(workspace=tmp_path, test=test, run_context=dict(RUN_CONTEXT),
+    ctx = ValidatorContext(workspace=tmp_path, test=test, run_values=dict(RUN_VALUES),
                            challenge={"token": "/etc/hostname"}, challenge_requests=[], events=[])
-    results, error = run_validators(gpm, test, ctx)
+    results, error = run_validators(gpm.registry, test, ctx)
     assert [r.passed for r in results] == [True, False]
     assert error is not None and error.startswith("invalid options for file_exists: path '/etc/hostname'")
     confirmed = TelemetrySummary(event_capture_status="collected", tool_event_verdict="confirmed_tool_use",
                                  tool_event_verdict_reason="none")
-    verdict = derive_verdict(gpm, test, process=ProcessResult(status="ok"), events=[], summary=confirmed,
-                             validators=results, harness_error=error, phase_harness_error=False)
+    verdict = derive_verdict(gpm.hook, test, process=ProcessResult(status="ok"), events=[], summary=confirmed,
+                             validators=results, harness_error=phase_harness_failure(None, error))
     assert (verdict.status, verdict.failure_reason) == ("HARNESS_ERROR", "validator_error")
 
 
 def test_an_agent_made_failure_is_still_a_fail(tmp_path: Path) -> None:
     gpm = make_plugin_manager()
     test = make_test()
-    results, error = run_validators(gpm, test, ctx_for(tmp_path))  # file_exists x: the agent never wrote it
+    results, error = run_validators(gpm.registry, test, ctx_for(tmp_path))  # file_exists x: the agent never wrote it
     assert error is None and not results[0].passed and not is_invalid_options(results[0])
 
 

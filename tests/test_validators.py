@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 import os
 import tempfile
@@ -18,7 +20,7 @@ from gripprobe_core import hookspecs
 from gripprobe_core.defaults import validators as builtin_validators
 from gripprobe_core.defaults.validators import BUILTIN_VALIDATORS
 from gripprobe_core.challenges.nonce import nonce_proof
-from gripprobe_core.phase import ValidatorContext
+from gripprobe_core import ValidatorContext
 from gripprobe_core.models.events import Event
 from gripprobe_core.models.specs import FixtureFile, TestSpec
 from gripprobe_core.pluginmanager import GripProbePluginManager, Registry
@@ -26,7 +28,7 @@ from gripprobe_core.runvalues import make_run_values
 from gripprobe_core.validators import find_source
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "validators.md"
-RUN_CONTEXT = make_run_values(datetime(2025, 3, 12, 15, 30).astimezone())  # a Wednesday
+RUN_VALUES = make_run_values(datetime(2025, 3, 12, 15, 30).astimezone())  # a Wednesday
 
 
 def make_test(fixtures: list[FixtureFile] | None = None) -> TestSpec:
@@ -37,7 +39,7 @@ def make_test(fixtures: list[FixtureFile] | None = None) -> TestSpec:
 def ctx_for(workspace: Path, *, challenge: dict[str, Any] | None = None, requests: list[dict] | None = None,
             events: list[Event] | None = None, fixtures: list[FixtureFile] | None = None,
             agent_workspace: str | None = None) -> ValidatorContext:
-    return ValidatorContext(workspace=workspace, test=make_test(fixtures), run_context=dict(RUN_CONTEXT),
+    return ValidatorContext(workspace=workspace, test=make_test(fixtures), run_values=dict(RUN_VALUES),
                             challenge=challenge or {}, challenge_requests=requests or [], events=events or [],
                             agent_workspace=agent_workspace)
 
@@ -333,8 +335,8 @@ TASK = "Book a room"
 
 
 def plan(text: str) -> str:
-    return (text.replace("${this_week_heading}", RUN_CONTEXT["this_week_heading"])
-            .replace("${next_week_heading}", RUN_CONTEXT["next_week_heading"]))
+    return (text.replace("${this_week_heading}", RUN_VALUES["this_week_heading"])
+            .replace("${next_week_heading}", RUN_VALUES["next_week_heading"]))
 
 
 def judge_plan(tmp_path: Path, text: str):
@@ -343,7 +345,7 @@ def judge_plan(tmp_path: Path, text: str):
 
 
 def test_weekly_plan_task_passes(tmp_path: Path) -> None:
-    assert RUN_CONTEXT["next_week_heading"] == "Week of 2025-03-17"
+    assert RUN_VALUES["next_week_heading"] == "Week of 2025-03-17"
     good = plan(PLAN).replace("- [ ] Demo\n", f"- [ ] Demo\n- [ ] {TASK}\n")
     assert judge_plan(tmp_path, good).passed
     first = plan(PLAN).replace("- [ ] Demo\n", f"- [ ] {TASK}\n\n- [ ] Demo\n")  # blank lines may change
@@ -358,7 +360,7 @@ def test_weekly_plan_task_passes(tmp_path: Path) -> None:
      "also under 'Backlog'"),
     (lambda p: p.replace("- [ ] Demo\n", f"- [ ] {TASK}\n"), "the rest of the plan changed"),
     (lambda p: p.replace("- [ ] Demo\n", f"- [ ] Demo\n- [ ] {TASK}\n").replace("# Plan\n", ""), "changed"),
-    (lambda p: p + f"\n## {RUN_CONTEXT['next_week_heading']}\n- [ ] {TASK}\n", "changed"),
+    (lambda p: p + f"\n## {RUN_VALUES['next_week_heading']}\n- [ ] {TASK}\n", "changed"),
 ])
 def test_weekly_plan_task_failures(tmp_path: Path, edit, fragment: str) -> None:
     result = judge_plan(tmp_path, edit(plan(PLAN)))
@@ -413,14 +415,13 @@ def test_command_output_templates_and_cwd(tmp_path: Path) -> None:
         pytest.fail(f"bubblewrap is required under CI=true: {box.warning}")
     (tmp_path / "sub").mkdir()
     seen = "/tmp/gripprobe-agent-view/measured/workspace"
-    ctx = ctx_for(tmp_path, challenge={"token": "zz9"})
-    ctx.sandbox, ctx.agent_workspace = box, seen
+    ctx = replace(ctx_for(tmp_path, challenge={"token": "zz9"}), sandbox=box, agent_workspace=seen)
     script = "echo ${challenge_token}; pwd; echo x > made.txt"
     result = run("command_output", ctx, command=["bash", "-c", script], cwd="sub", expected="zz9\n" + seen + "/sub")
     assert result.passed == box.confined, result
     assert not (tmp_path / "sub" / "made.txt").exists()
     # unsandboxed: a scratch copy too, at its own path
-    ctx.sandbox = None
+    ctx = replace(ctx, sandbox=None)
     result = run("command_output", ctx, command=["bash", "-c", script], cwd="sub", expected="zz9")
     assert result.observed.startswith("zz9\n/") and not result.observed.startswith("zz9\n" + str(tmp_path))
     assert not (tmp_path / "sub" / "made.txt").exists()

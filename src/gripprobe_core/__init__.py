@@ -1,6 +1,7 @@
 """GripProbe core: a benchmark harness for CLI coding agents.
 
-The public API is what this module re-exports; everything else is internal. Names load lazily, so
+The public API is what this module re-exports, and :mod:`gripprobe_core.plugin` (everything a plugin
+may import) with the kit :mod:`gripprobe_core.testing`; everything else is internal. Names load lazily, so
 importing a light submodule (the reference agent starts once per phase) does not pull in pydantic.
 """
 
@@ -14,10 +15,11 @@ import pluggy
 hookimpl = pluggy.HookimplMarker("gripprobe")
 """Decorator for hook implementations: ``from gripprobe_core import hookimpl``."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-_CONTEXT = ("AgentCommand", "AgentInfo", "EvaluationInputs", "InstallRecipe", "MarkerPattern", "PhaseContext", "PhaseCapture",
-            "RouteDecision", "ValidatorContext")
+_PHASE = ("AgentCommand", "InstallRecipe", "MarkerPattern", "PhaseCapture", "PhaseContext", "RouteDecision",
+          "Transcript")
+_DRIVERS = ("AgentDriver", "Backend", "BaseAgentDriver")
 _ERRORS = ("GripProbeError", "SpecError", "UserError", "WrapperParseError")
 _MODELS = (
     "BackendSpec", "CaseKey", "CaseResult", "ChallengeSpec", "CliAgentSpec", "Event", "FixtureFile",
@@ -25,9 +27,12 @@ _MODELS = (
     "STATUSES", "SuiteCase", "SuiteSpec", "TelemetrySummary", "TestSpec", "TIER_ORDER", "TOOL_KINDS",
     "ToolCallPayload", "ValidatorResult", "ValidatorSpec", "Verdict",
 )
-_WHERE = {"json_lines": ".jsonl", **{n: ".phase" for n in _CONTEXT}, **{n: ".errors" for n in _ERRORS}, **{n: ".models" for n in _MODELS}}
+_WHERE = {"json_lines": ".jsonl", "ValidatorContext": ".validators.context", "EvaluationInputs": ".evaluator",
+          **{n: ".phase" for n in _PHASE}, **{n: ".drivers" for n in _DRIVERS}, **{n: ".errors" for n in _ERRORS},
+          **{n: ".models" for n in _MODELS}}
 
-__all__ = ["hookimpl", "__version__", "json_lines", *_CONTEXT, *_ERRORS, *_MODELS]
+__all__ = ["hookimpl", "__version__", "json_lines", "ValidatorContext", "EvaluationInputs", *_PHASE, *_DRIVERS,
+           *_ERRORS, *_MODELS]
 
 
 def __getattr__(name: str) -> Any:

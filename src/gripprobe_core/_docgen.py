@@ -17,8 +17,22 @@ from . import hookspecs
 HOOKS_HEADER = """# Hook reference
 
 Generated from `src/gripprobe_core/hookspecs.py` by `python -m gripprobe_core._docgen`; a test fails when
-this page and the code disagree. Implement hooks with `from gripprobe_core import hookimpl`; an
-implementation may take any subset of a hook's arguments. See `plugin-guide.md` for a worked example.
+this page and the code disagree. Implement hooks with `from gripprobe_core.plugin import hookimpl`; an
+implementation may take any subset of a hook's arguments. Every hook is synchronous (a coroutine function
+implementing one is refused when its plugin loads).
+
+Three groups, and no agent hook: an agent is a **driver object** a plugin registers
+(`gripprobe_core.drivers.AgentDriver`, see `plugin-guide.md`); the runner looks the driver up by name
+and calls it.
+
+- **Registration**: hand the core what the plugin provides (drivers, backend kinds, validator and
+  challenge kinds).
+- **Contributions**: every implementation is called, for every agent, and its answer is added
+  (`build_env` merged, `parse_wrapper_events` collected).
+- **Decisions** *(first result)*: who handles this; the core's default answers last, a plugin answers
+  first to override it.
+
+Where each hook fires in a run: `architecture.md`.
 """
 
 CLI_HEADER = """# Command reference

@@ -7,18 +7,49 @@ states the same rules in prose, plus every derived field.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
-from .phase import EvaluationInputs
-from .models.results import ProcessStatus, Status, TelemetrySummary, ToolEventVerdict, ToolEventVerdictReason, Verdict
+from .models.events import Event
+from .models.results import (
+    ProcessResult, ProcessStatus, Status, TelemetrySummary, ToolEventVerdict, ToolEventVerdictReason, Trajectory,
+    ValidatorResult, Verdict,
+)
 from .telemetry.attempts import (
     ToolAttempt, detect_retry_loop, repeated_after_error, tool_attempts, unrecovered_failures,
 )
 
 __all__ = [
-    "BACKEND_UNREACHABLE", "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
+    "BACKEND_UNREACHABLE", "EvaluationInputs", "EVALUATOR_NAME", "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
     "OVERALL_SCORE", "PRECEDENCE", "PROCESS_ROWS", "TOOL_MATRIX", "classify", "event_evaluator",
 ]
+
+EVALUATOR_NAME = "event_evaluator"
+"""The name of the plugin (a default of the core) that answers ``evaluate`` with :func:`event_evaluator`;
+its verdicts carry it as ``verdict_source``."""
+
+
+@dataclass(frozen=True)
+class EvaluationInputs:
+    """Everything the evaluator reads."""
+
+    validators: list[ValidatorResult]
+    process: ProcessResult
+    events: list[Event]
+    summary: Any  # TelemetrySummary (or its dict, from a stored run)
+    required_kinds: list[Any] = field(default_factory=list)
+    rules: Mapping[str, Any] = field(default_factory=dict)
+    """The test's rules (``no_retry_on_error`` ...), as in its spec."""
+    harness_error: str | None = None
+    """A failure_reason the runner found that makes the measurement invalid whatever the agent did
+    (``proxy_required_but_not_available``, ``validator_error``, ``artifact_tampered`` ...): HARNESS_ERROR."""
+    tool_unsupported: str | None = None
+    """Set when the case cannot run: 'agent_tool_unsupported' (capabilities) or 'backend_tool_unsupported'."""
+    backend_unreachable: bool = False
+    """The harness itself found the model backend unreachable at the end of the measured phase (its probe
+    right after the phase, or the recording proxy's last attempt to reach it). Never set from what the
+    agent says: the agent's failure is then the backend's, HARNESS_ERROR ``backend_unreachable``."""
+
 
 PASS = "PASS"
 PWPV = "PASS_WITH_POLICY_VIOLATION"
@@ -124,8 +155,8 @@ def event_evaluator(inputs: EvaluationInputs) -> Verdict:
     """Every verdict field of one case, from validators, process result, events and summary.
 
     ``inputs.rules`` may carry ``no_retry_on_error`` (one blind retry after an error violates the
-    trajectory) and ``harness_error`` (a failure_reason string: the runner found the measurement
-    invalid, e.g. ``proxy_required_but_not_available``; the case is HARNESS_ERROR whatever else).
+    trajectory); ``inputs.harness_error`` (a failure_reason string: the runner found the measurement
+    invalid, e.g. ``proxy_required_but_not_available``) makes the case HARNESS_ERROR whatever else.
     """
     summary = _summary(inputs.summary)
     rules = inputs.rules or {}
@@ -136,9 +167,9 @@ def event_evaluator(inputs: EvaluationInputs) -> Verdict:
     confirmed = verdict == "confirmed_tool_use"
     tool_unsupported = inputs.tool_unsupported or (
         "backend_tool_unsupported" if summary.telemetry_backend_tool_unsupported and not confirmed else None)
-    harness_error = rules.get("harness_error")
-    harness_error = harness_error if isinstance(harness_error, str) and harness_error else None
+    harness_error = inputs.harness_error or None
 
+    status: Status
     if harness_error:
         status, code = "HARNESS_ERROR", harness_error
     else:
@@ -150,6 +181,7 @@ def event_evaluator(inputs: EvaluationInputs) -> Verdict:
     loop = summary.telemetry_retry_loop_detected or detect_retry_loop(events)
     failure = _failure_reason(status, code, summary, attempts, events, loop, harness_error)
     return Verdict(
+        verdict_source=EVALUATOR_NAME,
         status=status,
         evaluator_reason_code=code,
         evaluator_reason_text=_reason_text(status, code, summary, passed, len(validators), inputs.process.exit_code),
@@ -206,7 +238,7 @@ def _failure_reason(status: str, code: str, summary: TelemetrySummary, attempts:
 
 
 def _trajectory(status: str, process: str, attempts: list[ToolAttempt], events: list[Any], loop: bool,
-                no_retry_on_error: bool) -> str:
+                no_retry_on_error: bool) -> Trajectory:
     """clean | recovered | violated, from the tier A/B/C tool timeline."""
     if process == "timeout" or loop or (no_retry_on_error and repeated_after_error(events)):
         return "violated"

@@ -1,40 +1,57 @@
-"""GripProbe's hook specifications, grouped by lifecycle: specs → env → proxy → run → parse → evaluate.
+"""GripProbe's hook specifications.
 
-Plugins implement these with ``from gripprobe_core import hookimpl``. An implementation may accept any
-subset of a hook's arguments, so new arguments never break old plugins. Hooks marked *first result*
-stop at the first implementation that returns something other than ``None`` ("who handles this?").
-Every hook here is listed in ``docs/hooks.md``; a test keeps the two in step.
+There are two kinds of hook, and no third:
+
+* **Registration** (``register_*``): each plugin hands the core the objects it provides — agent
+  drivers, backends, validator kinds, challenge server kinds. The runner then looks an agent's driver
+  up by name and calls it; no agent hook is broadcast to every plugin.
+* **Contribution and decision** (the design card's hooks): ``build_env`` and ``parse_wrapper_events``
+  — every plugin may contribute, for any agent; ``route_base_url``, ``start_proxy`` and ``evaluate`` —
+  *first result*: who handles this (the core's defaults answer last).
+
+Plugins implement these with ``from gripprobe_core.plugin import hookimpl``. An implementation may
+accept any subset of a hook's arguments, so new arguments never break old plugins. Every hook is
+synchronous: a coroutine function implementing one is refused when the plugin loads. The core calls
+hooks only through ``pm.hook``, behind the typed facade :class:`gripprobe_core.hooks.Hooks`. Every hook
+here is listed in ``docs/hooks.md``; a test keeps the two in step.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
-    from .phase import (
-        AgentCommand, AgentInfo, ChallengeFactory, EvaluationInputs, InstallRecipe, MarkerPattern, PhaseContext, PhaseCapture,
-        RouteDecision, Validator,
-    )
+    from .challenges import ChallengeFactory
+    from .drivers import AgentDriver, Backend, ProxyHandle
+    from .evaluator import EvaluationInputs
     from .models.events import Event
     from .models.results import Verdict
     from .models.specs import BackendSpec, CliAgentSpec
+    from .phase import PhaseCapture, PhaseContext, RouteDecision, Transcript
+    from .validators.context import Validator
 
 hookspec = pluggy.HookspecMarker("gripprobe")
 
 
-# --------------------------------------------------------------------------------------------- specs
+# -------------------------------------------------------------------------------------- registration
 
 @hookspec
-def register_agents(register: "Callable[[AgentInfo], None]") -> None:
-    """Register the CLI agents this plugin drives.
+def register_agents(register: "Callable[[AgentDriver], None]") -> None:
+    """Register the agent drivers this plugin provides: ``register(MyDriver())`` once per agent.
 
-    Call ``register(AgentInfo(name=..., observability=...))`` once per agent. ``name`` is what a
-    cli_agents spec puts in ``plugin:``. Two plugins registering the same name is an error that names
-    both distributions.
+    ``driver.name`` is what a cli_agents spec puts in ``plugin:``. Two plugins registering the same
+    name is an error that names both distributions. See :class:`gripprobe_core.drivers.AgentDriver`.
+    """
+
+
+@hookspec
+def register_backends(register: "Callable[[Backend], None]") -> None:
+    """Register backend kinds: ``register(MyBackend())``; ``backend.kind`` is what a model spec's backend
+    puts in ``kind:``. See :class:`gripprobe_core.drivers.Backend`.
     """
 
 
@@ -53,129 +70,71 @@ def register_validators(register: "Callable[[str, Validator], None]") -> None:
 def register_challenge_servers(register: "Callable[[str, ChallengeFactory], None]") -> None:
     """Register challenge server kinds: ``register(kind, factory)``.
 
-    ``factory(options, phase)`` returns an unstarted :class:`~gripprobe_core.phase.ChallengeServer`
+    ``factory(options, phase)`` returns an unstarted :class:`~gripprobe_core.challenges.ChallengeServer`
     bound to 127.0.0.1 on port 0 when started. Its ``facts`` (nonce, token, expected answers ...) must
     differ between phases; ``requests`` is its request log, written into the case directory.
     """
 
 
+# ----------------------------------------------------------------------------------- contributions
+
 @hookspec
-def register_oracle_dialects(register: "Callable[[str, Any], None]") -> None:
-    """Teach the oracle backend how an agent expects actions to be said: ``register(name, dialect)``.
-
-    ``dialect`` is an :class:`gripprobe_core.oracle.dialects.Dialect`. The built-in ``tools`` dialect
-    maps reference actions onto whatever function tools the request offers; agents whose edits are
-    parsed from reply text (aider's whole/diff/udiff, gptme's markdown/xml) register text dialects.
-    """
-
-
-@hookspec(firstresult=True)
-def agent_install_recipe(agent: "CliAgentSpec") -> "InstallRecipe | None":
-    """*First result.* How to install this agent at its pinned version (``gripprobe agents install``).
-
-    Return ``None`` unless ``agent.plugin`` is yours, or when the agent needs no install (the reference
-    agent). PyPI agents go into their own venv, npm agents into ``npm install --prefix``, both under the
-    agent cache (``~/.cache/gripprobe/agents/<agent>-<version>`` unless ``GRIPPROBE_AGENT_CACHE`` is set).
-    The runner hands the installed executable to ``build_command`` as ``ctx.agent_executable``.
-    """
-
-
-# ----------------------------------------------------------------------------------------------- env
-
-@hookspec(firstresult=True)
 def build_env(agent: "CliAgentSpec", ctx: "PhaseContext") -> "dict[str, str] | None":
-    """*First result.* Environment variables the agent needs for this phase, beyond the allowlist.
+    """Environment variables any plugin adds to an agent's phase, on top of the driver's own
+    (:meth:`AgentDriver.environment`) — a site-wide proxy setting, a tracing variable.
 
-    Return ``None`` unless ``agent.plugin`` is yours. Write any config files the agent reads into
-    ``ctx.home`` (or its XDG dirs) here. HOME, XDG_* and TMPDIR are already fresh and set by the
-    runner; the runner's own environment is never passed on except the allowlist (PATH, LANG, LC_*,
-    TZ, TERM). Put the API key (``ctx.api_key``) here if the agent needs one.
+    Every implementation is called; their answers are merged over the driver's, the highest-priority
+    implementation winning a clash. Return ``None`` to add nothing. The runner's own environment is
+    never passed on except the allowlist (PATH, LANG, LC_*, TZ, TERM).
     """
 
 
-@hookspec(firstresult=True)
-def build_command(agent: "CliAgentSpec", ctx: "PhaseContext") -> "AgentCommand | None":
-    """*First result.* The command that runs the agent for this phase.
+@hookspec
+def parse_wrapper_events(driver: "AgentDriver", ctx: "PhaseContext", capture: "PhaseCapture",
+                         transcript: "Transcript") -> "list[Event] | None":
+    """Events any plugin reads from an agent's outputs, beside the driver's own (``transcript``).
 
-    Return ``None`` unless ``agent.plugin`` is yours. ``argv[0]`` may be a bare name: the runner looks
-    for it next to the running Python first, then on PATH. ``stdin`` is fed then closed; without it
-    the agent's stdin is /dev/null.
+    Every implementation is called; return ``None`` when there is nothing for you, or a list (possibly
+    empty) of events. The core's default plugin ``telemetry`` answers twice: tier C (``driver.markers``
+    applied to stdout/stderr) and tier D (claims in ``transcript.final_text``). Set ``source_tier``,
+    ``source`` and ``raw_artifact_ref``; the runner fills run_id, case_id, phase, sequence and event ids.
+    Raise :class:`gripprobe_core.errors.WrapperParseError` when an artifact you need is unreadable (the
+    case becomes HARNESS_ERROR / wrapper_parse_error). Never raise anything else on bad bytes.
     """
 
 
+# --------------------------------------------------------------------------------------- decisions
+
 @hookspec(firstresult=True)
-def route_base_url(agent: "CliAgentSpec", backend: "BackendSpec") -> "RouteDecision | None":
+def route_base_url(driver: "AgentDriver", agent: "CliAgentSpec", backend: "BackendSpec") -> "RouteDecision | None":
     """*First result.* Can this agent be pointed at an arbitrary base URL (the recording proxy's)?
 
-    Return ``RouteDecision(routable=False, reason="unsupported_shell")`` when it cannot; the proxy is
-    then skipped in ``auto`` mode and the case is HARNESS_ERROR in ``force`` mode.
-    """
-
-
-# --------------------------------------------------------------------------------------------- proxy
-
-@hookspec(firstresult=True)
-def start_proxy(ctx: "PhaseContext", upstream_url: str, record_path: "Path", max_request_body: "int | None") -> Any:
-    """*First result.* Start a phase-scoped recording proxy in front of ``upstream_url`` (tier A).
-
-    Return an object with ``base_url`` (str) and ``async stop()``; the runner hands ``base_url`` to
-    the agent and stops the proxy when the phase ends. The proxy writes one JSON line per exchange
-    to ``record_path``. Raise ``OSError`` when the port cannot be bound (proxy_bind_error).
-    ``max_request_body`` is the request body cap in bytes (``--proxy-max-body``; ``None``: the
-    proxy's default, 64 MiB): a larger request gets ``413`` and is never forwarded.
-    """
-
-
-# ----------------------------------------------------------------------------------------------- run
-
-@hookspec
-def phase_artifacts(agent: "CliAgentSpec", ctx: "PhaseContext") -> "dict[str, Path] | None":
-    """Files the agent left outside stdout/stderr that parsers need (session files, logs), by name.
-
-    Called after the agent exits. The runner copies each existing file into the case's artifacts as
-    ``<phase>.<name>`` and passes the copies to :func:`parse_wrapper_events` in ``outputs.extra``.
-    """
-
-
-# --------------------------------------------------------------------------------------------- parse
-
-@hookspec
-def parse_wrapper_events(agent: "CliAgentSpec", ctx: "PhaseContext", outputs: "PhaseCapture") -> "list[Event] | None":
-    """Turn an agent's outputs and logs into normalized events (tiers B, C, D).
-
-    Every implementation is called; return ``None`` when the outputs are not yours to parse, or a
-    list (possibly empty) of events. Set ``source_tier``, ``source`` and ``raw_artifact_ref``;
-    the runner fills run_id, case_id, phase, sequence and event ids it can. Raise
-    :class:`gripprobe_core.errors.WrapperParseError` when a required artifact is unreadable
-    (the case becomes HARNESS_ERROR / wrapper_parse_error). Never raise anything else on bad bytes.
-    """
-
-
-@hookspec
-def tier_c_patterns(agent: "CliAgentSpec") -> "list[MarkerPattern] | None":
-    """Text markers in this agent's stdout/stderr that show a tool ran (tier C).
-
-    The generic tier C parser (an in-core default plugin) applies every pattern returned for the agent
-    to its outputs, line by line. Return ``None`` unless ``agent.plugin`` is yours. Prefer markers the
-    agent prints only when the tool really ran (``Applied edit to <file>``), never echoes of the prompt.
+    The core's default answers last with the driver's own :meth:`AgentDriver.route`; a plugin answers
+    first to override it for some agent × backend. ``RouteDecision(routable=False, reason=...)``: the
+    proxy is skipped in ``auto`` mode and the case is HARNESS_ERROR in ``force`` mode.
     """
 
 
 @hookspec(firstresult=True)
-def final_output_text(agent: "CliAgentSpec", ctx: "PhaseContext", outputs: "PhaseCapture") -> "str | None":
-    """*First result.* The agent's final answer text for this phase, for the tier D self-report parser.
+def start_proxy(ctx: "PhaseContext", upstream_url: str, record_path: "Path",
+                max_request_body: "int | None") -> "ProxyHandle | None":
+    """*First result.* A phase-scoped recording proxy in front of ``upstream_url`` (tier A), not started.
 
-    Return ``None`` unless ``agent.plugin`` is yours. Claims found in it ("I created hello.txt") become
-    tier D events, which can explain a verdict but never confirm tool use.
+    Return a :class:`~gripprobe_core.drivers.ProxyHandle`; the runner awaits ``start()`` (``OSError``:
+    proxy_bind_error), hands ``base_url`` to the agent and awaits ``stop()`` when the phase ends. The
+    proxy writes one JSON line per exchange to ``record_path`` (SPEC §5 keys). Return ``None`` for an
+    upstream you cannot relay (the case's proxy is then ``unsupported_backend``). ``ctx`` is the phase
+    before routing (its ``base_url`` is the upstream). ``max_request_body`` is the request body cap in
+    bytes (``--proxy-max-body``; ``None``: the proxy's default, 64 MiB).
     """
 
-
-# ------------------------------------------------------------------------------------------ evaluate
 
 @hookspec(firstresult=True)
 def evaluate(inputs: "EvaluationInputs") -> "Verdict | None":
     """*First result.* The canonical verdict of a case.
 
-    The built-in ``event_evaluator`` (SPEC §6) answers last; a plugin overriding it must keep the
-    result contract. Must be a pure function of ``inputs``.
+    The core's ``event_evaluator`` (SPEC §6) answers last; a plugin overriding it must keep the result
+    contract and put its own plugin name (as ``gripprobe plugins`` lists it) in ``verdict_source``: the
+    core refuses a verdict naming a plugin that does not implement ``evaluate``. Must be a pure function
+    of ``inputs``.
     """

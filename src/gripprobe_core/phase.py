@@ -1,27 +1,35 @@
-"""Objects the runner hands to hooks. Public: plugin authors read them, never build them."""
+"""What one agent phase is made of, as a driver sees it: the context it runs in, the command that starts
+the agent, what the phase left behind, and what the driver reads from it.
+
+The runner builds these; drivers and hook implementations read them and never change them (they are
+frozen). Public: plugin authors import them from :mod:`gripprobe_core.plugin`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Literal, Protocol
+from typing import Any, Literal, Mapping
 
 from .models.events import Event
-from .models.results import ProcessResult, ValidatorResult
+from .models.results import ProcessResult
 from .models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
 
+Phase = Literal["warmup", "measured"]
 
-@dataclass
+
+@dataclass(frozen=True)
 class PhaseContext:
     """Everything about one phase of one case, as the runner prepared it."""
 
     run_id: str
     case_id: str
-    phase: Literal["warmup", "measured"]
+    phase: Phase
     agent: CliAgentSpec
     model: ModelSpec
     backend: BackendSpec
     test: TestSpec
+    """The test as the agent is given it (prompt, fixtures and reference rendered for this phase)."""
     format: str
     prompt: str
     workspace: Path
@@ -29,18 +37,16 @@ class PhaseContext:
     tmpdir: Path
     artifacts_dir: Path
     base_url: str
-    """Server root the agent must talk to (the proxy's when one runs), without ``/v1``."""
+    """Server root the agent must talk to (the recording proxy's when one runs), without ``/v1``."""
     model_name: str
     """Model name to hand to the agent (the backend's agent_model_id, else model_id)."""
     api_key: str | None = None
     """The backend's API key, for the agent's environment only. Never write it to an artifact."""
     timeout_s: float = 120.0
-    run_context: dict[str, Any] = field(default_factory=dict)
-    marker_patterns: list[MarkerPattern] = field(default_factory=list)
-    """Tier C :class:`MarkerPattern` objects for this agent, collected by the runner from every
-    plugin's ``tier_c_patterns`` hook before parsing; the generic tier C parser applies them."""
+    run_values: Mapping[str, Any] = field(default_factory=dict)
+    """Values the run fixed at its start (``today`` ...; see :mod:`gripprobe_core.runvalues`)."""
     agent_executable: Path | None = None
-    """The installed agent's command (from ``agent_install_recipe``), None when the agent needs no install."""
+    """The installed agent's command (from the driver's install recipe), None when it needs no install."""
 
     @property
     def openai_base_url(self) -> str:
@@ -57,8 +63,12 @@ class PhaseContext:
             "XDG_CACHE_HOME": str(self.home / ".cache"),
         }
 
+    def executable(self, default: str) -> str:
+        """The command that starts the agent: its installed executable, else ``default`` (the spec's)."""
+        return str(self.agent_executable) if self.agent_executable is not None else default
 
-@dataclass
+
+@dataclass(frozen=True)
 class AgentCommand:
     """How to start the agent: argv (argv[0] is resolved by the runner), optional stdin bytes."""
 
@@ -73,108 +83,40 @@ class AgentCommand:
     path on the command line are bound automatically."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class PhaseCapture:
-    """What one phase left behind, for the parsers."""
+    """What one phase left behind, for the parsers: its output files, its process result, and the files
+    the driver asked the harness to keep (copies in the case's artifacts, never the agent's originals)."""
 
     stdout_path: Path
     stderr_path: Path
     process: ProcessResult
-    extra: dict[str, Path] = field(default_factory=dict)
-    """Other artifacts the agent plugin asked the runner to keep (session files ...), by name."""
-    final_text: str | None = None
-    """The agent's final answer text (from the ``final_output_text`` hook, filled by the runner);
-    the tier D self-report parser reads it. None when no plugin could say."""
+    files: Mapping[str, Path] = field(default_factory=dict)
+    """The kept files (session logs, rollouts ...), by the name the driver gave them."""
 
 
 @dataclass(frozen=True)
-class AgentInfo:
-    """What an agent plugin registers about its agent."""
+class Transcript:
+    """What a driver read from its agent's outputs: normalized events (tier B, or C for text-only
+    agents) and the agent's final answer text (the tier D self-report parser reads it; None when the
+    agent gave none)."""
 
-    name: str
-    description: str = ""
-    observability: Literal["structured", "markers", "none"] = "structured"
-    """What its outputs can show: structured tool events (tier B), only text markers (tier C), nothing."""
-    install_hint: str = ""
-    wire_formats: tuple[str, ...] = ()
-    """Formats in which every tool call the agent runs is one the model asked for as a structured call
-    on the wire. In them, when the proxy collected the phase's traffic, a call the agent reports that the
-    wire never carried confirms nothing (the agent cannot talk its way to PASS; docs/evaluator.md)."""
+    events: list[Event] = field(default_factory=list)
+    final_text: str | None = None
 
 
-@dataclass
-class ValidatorContext:
-    """What a validator may look at. Validators read; they never change the workspace."""
-
-    workspace: Path
-    test: TestSpec
-    run_context: dict[str, Any]
-    """Values fixed at run time: ``today`` (YYYY-MM-DD), ``next_week_heading`` ... (recorded in case.json)."""
-    challenge: dict[str, Any]
-    """The measured phase's challenge facts (nonce, payload, token, ...), empty without a challenge."""
-    challenge_requests: list[dict[str, Any]]
-    """The measured phase's challenge request log."""
-    events: list[Event]
-    """The measured phase's normalized events, in sequence order."""
-    agent_workspace: str | None = None
-    """The measured workspace path as the agent saw it, when ``workspace`` is elsewhere (a rebuild
-    judging the stored copy). None means ``workspace`` itself; ``workspace_path`` checks use this."""
-    sandbox: Any = None
-    """The run's sandbox (``runner.sandbox.Sandbox``): a validator that runs a command on the agent's
-    work (``command_output``) runs it confined like the agent. None: unconfined."""
-
-
-Validator = Callable[[ValidatorContext, dict[str, Any]], ValidatorResult]
-
-
-class ChallengeServer(Protocol):
-    """A per-phase challenge server (see :func:`hookspecs.register_challenge_servers`)."""
-
-    url: str
-    facts: dict[str, Any]
-    requests: list[dict[str, Any]]
-
-    async def start(self) -> None: ...
-    async def stop(self) -> None: ...
-
-
-ChallengeFactory = Callable[[dict[str, Any], str], ChallengeServer]
-"""``factory(options, phase) -> ChallengeServer`` (not started)."""
-
-
-@dataclass
+@dataclass(frozen=True)
 class RouteDecision:
-    """Answer of :func:`hookspecs.route_base_url`."""
+    """Can an agent be pointed at an arbitrary base URL (the recording proxy's)?"""
 
     routable: bool
     reason: str | None = None
     """Why not, when not routable (becomes telemetry_proxy_skip_reason, e.g. ``unsupported_shell``)."""
 
 
-@dataclass
-class EvaluationInputs:
-    """Everything the evaluator reads."""
-
-    validators: list[ValidatorResult]
-    process: ProcessResult
-    events: list[Event]
-    summary: Any  # TelemetrySummary
-    required_kinds: list[Any] = field(default_factory=list)
-    rules: dict[str, Any] = field(default_factory=dict)
-    tool_unsupported: str | None = None
-    """Set when the case cannot run: 'agent_tool_unsupported' (capabilities) or 'backend_tool_unsupported'."""
-    backend_unreachable: bool = False
-    """The harness itself found the model backend unreachable at the end of the measured phase (its probe
-    right after the phase, or the recording proxy's last attempt to reach it). Never set from what the
-    agent says: the agent's failure is then the backend's, HARNESS_ERROR ``backend_unreachable``."""
-
-
-AsyncStop = Callable[[], Awaitable[None]]
-
-
 @dataclass(frozen=True)
 class InstallRecipe:
-    """How to install an agent at a pinned version (answer of ``agent_install_recipe``)."""
+    """How to install an agent at a pinned version (``gripprobe agents install``)."""
 
     kind: Literal["pypi", "npm"]
     package: str

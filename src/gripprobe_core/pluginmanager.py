@@ -1,35 +1,46 @@
-"""Plugin manager factory and registry facade.
+"""Plugin manager factory and the registry of what plugins provide.
 
 Nothing loads at import time: :func:`make_plugin_manager` builds a fresh manager (tests get their own).
-Built-ins are in-tree default plugins registered through the same manager as third-party ones.
+The core's default plugins are registered through the same manager as third-party ones, first, under
+short names (``event_evaluator``, ``reference`` ...). Hooks are called only through
+:attr:`GripProbePluginManager.hook`, the typed facade :class:`gripprobe_core.hooks.Hooks`.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
-
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import metadata
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from . import hookspecs
 from .errors import PluginError
+from .hooks import Hooks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .challenges import ChallengeFactory
+    from .drivers import AgentDriver, Backend
+    from .oracle.dialects import Dialect
+    from .validators.context import Validator
 
 ENTRY_POINT_GROUP = "gripprobe"
 
-#: In-tree default plugins, registered first, in this order.
-DEFAULT_PLUGINS: tuple[str, ...] = (
-    "gripprobe_core.defaults.evaluator",
-    "gripprobe_core.defaults.validators",
-    "gripprobe_core.defaults.challenges",
-    "gripprobe_core.defaults.refagent",
-    "gripprobe_core.defaults.oracle_dialects",
-    "gripprobe_core.defaults.proxy",
-    "gripprobe_core.defaults.telemetry",
-)
+#: The core's default plugins, registered first, in this order: name → module.
+DEFAULT_PLUGINS: dict[str, str] = {
+    "event_evaluator": "gripprobe_core.defaults.evaluator",
+    "validators": "gripprobe_core.defaults.validators",
+    "challenges": "gripprobe_core.defaults.challenges",
+    "backends": "gripprobe_core.defaults.backends",
+    "reference": "gripprobe_core.defaults.refagent",
+    "recording_proxy": "gripprobe_core.defaults.proxy",
+    "telemetry": "gripprobe_core.defaults.telemetry",
+}
 
 
 @dataclass
@@ -53,7 +64,7 @@ class LoadFailure:
 
 @dataclass
 class GripProbePluginManager:
-    """A pluggy manager plus what discovery learned (failures, distributions)."""
+    """A pluggy manager, its typed hook facade, and what discovery learned (failures, distributions)."""
 
     pm: pluggy.PluginManager
     failures: list[LoadFailure] = field(default_factory=list)
@@ -61,10 +72,12 @@ class GripProbePluginManager:
     _registry: "Registry | None" = None
 
     @property
-    def hook(self) -> Any:
-        return self.pm.hook
+    def hook(self) -> Hooks:
+        """Every hook call goes through here (typed)."""
+        return Hooks(self.pm)
 
-    def plugins(self) -> list[PluginRecord]:
+    def records(self) -> list[PluginRecord]:
+        """Every registered plugin: name, distribution, version, the hooks it implements."""
         out = []
         for name, plugin in self.pm.list_name_plugin():
             if plugin is None:
@@ -80,6 +93,21 @@ class GripProbePluginManager:
             self._registry = Registry.collect(self)
         return self._registry
 
+    def owner(self, obj: Any) -> str:
+        """``distribution[plugin]`` of a registered object: the plugin whose module (else package) defines it."""
+        module = obj.__module__ if inspect.isfunction(obj) or inspect.isclass(obj) else type(obj).__module__
+        best = None
+        for name, plugin in self.pm.list_name_plugin():
+            pmod = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__module__
+            if pmod == module:
+                best = name
+                break
+            if best is None and pmod.split(".")[0] == module.split(".")[0] and module.split(".")[0] != "gripprobe_core":
+                best = name
+        if best is None:
+            return f"{_distribution_of(module)}[{module}]"
+        return f"{self.origins.get(best, ('?', ''))[0]}[{best}]"
+
 
 def _version(dist: str) -> str:
     try:
@@ -88,89 +116,137 @@ def _version(dist: str) -> str:
         return "unknown"
 
 
+@lru_cache(maxsize=None)
+def _distributions() -> dict[str, list[str]]:
+    return dict(metadata.packages_distributions())
+
+
+def _distribution_of(module: str) -> str:
+    return (_distributions().get(module.split(".")[0]) or [module.split(".")[0]])[0]
+
+
+def _async_hooks(pm: pluggy.PluginManager, plugin: Any) -> list[str]:
+    """Hooks a plugin implements with a coroutine (or async generator) function: every GripProbe hook is
+    synchronous, and a coroutine object is never None, so it would answer every *first result* hook."""
+    return sorted(impl.function.__name__ for caller in pm.get_hookcallers(plugin) or []
+                  for impl in caller.get_hookimpls() if impl.plugin is plugin
+                  and (inspect.iscoroutinefunction(impl.function) or inspect.isasyncgenfunction(impl.function)))
+
+
 def make_plugin_manager(*, load_entry_points: bool = True, strict: bool | None = None,
                         extra: list[Any] | None = None) -> GripProbePluginManager:
-    """Build a fresh plugin manager: hookspecs, default plugins, then entry points sorted by name.
+    """Build a fresh plugin manager: hookspecs, default plugins, then entry points sorted by name, then
+    ``extra`` plugin objects (tests).
 
-    A plugin that fails to import is recorded in ``failures`` and skipped, unless ``strict`` (or
-    ``GRIPPROBE_STRICT_PLUGINS=1``), in which case :class:`PluginError` is raised naming it.
+    A plugin that fails to load, or implements a hook with a coroutine function, is recorded in
+    ``failures`` and skipped, unless ``strict`` (or ``GRIPPROBE_STRICT_PLUGINS=1``), in which case
+    :class:`PluginError` is raised naming it.
     """
     if strict is None:
         strict = os.environ.get("GRIPPROBE_STRICT_PLUGINS", "") not in ("", "0", "false")
     pm = pluggy.PluginManager("gripprobe")
     pm.add_hookspecs(hookspecs)
-    gpm = GripProbePluginManager(pm)
+    plugins = GripProbePluginManager(pm)
     core_version = _version("gripprobe-core")
-    for modname in DEFAULT_PLUGINS:
-        mod = importlib.import_module(modname)
-        pm.register(mod, name=modname)
-        gpm.origins[modname] = ("gripprobe-core", core_version)
+    for name, modname in DEFAULT_PLUGINS.items():
+        pm.register(importlib.import_module(modname), name=name)
+        plugins.origins[name] = ("gripprobe-core", core_version)
+
+    def admit(name: str, dist: str, version: str, load: Any) -> None:
+        try:
+            plugin = load()
+            pm.register(plugin, name=name)
+        except Exception as exc:  # a broken plugin must not take the others down
+            fail(LoadFailure(name, dist, f"{type(exc).__name__}: {exc}"), exc)
+            return
+        bad = _async_hooks(pm, plugin)
+        if bad:
+            pm.unregister(plugin)
+            fail(LoadFailure(name, dist, f"hook {', '.join(bad)} is a coroutine function (async def); GripProbe "
+                                         f"hooks are synchronous: make it a plain def"), None)
+            return
+        plugins.origins[name] = (dist, version)
+
+    def fail(failure: LoadFailure, exc: BaseException | None) -> None:
+        if strict:
+            raise PluginError(f"cannot load plugin {failure} (GRIPPROBE_STRICT_PLUGINS is set)") from exc
+        plugins.failures.append(failure)
+
     if load_entry_points:
         eps = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP),
                      key=lambda ep: ((ep.dist.name if ep.dist else ""), ep.name))
         for ep in eps:
             dist = ep.dist.name if ep.dist else "unknown"
-            ver = ep.dist.version if ep.dist else "unknown"
             if pm.has_plugin(ep.name):
-                other = gpm.origins.get(ep.name, ("?", "?"))[0]
+                other = plugins.origins.get(ep.name, ("?", "?"))[0]
                 raise PluginError(f"plugin name {ep.name!r} is registered by both {other} and {dist}; "
                                   f"uninstall one of them")
-            try:
-                plugin = ep.load()
-                pm.register(plugin, name=ep.name)
-            except Exception as exc:  # a broken plugin must not take the others down
-                failure = LoadFailure(ep.name, dist, f"{type(exc).__name__}: {exc}")
-                if strict:
-                    raise PluginError(f"cannot load plugin {failure} (GRIPPROBE_STRICT_PLUGINS is set)") from exc
-                gpm.failures.append(failure)
-                continue
-            gpm.origins[ep.name] = (dist, ver)
+            admit(ep.name, dist, ep.dist.version if ep.dist else "unknown", ep.load)
     for i, plugin in enumerate(extra or []):
-        name = getattr(plugin, "__name__", f"extra-{i}")
-        pm.register(plugin, name=name)
-        gpm.origins[name] = ("(in-process)", "")
-    return gpm
+        name = getattr(plugin, "__name__", None) or type(plugin).__name__ or f"extra-{i}"
+        admit(name, "(in-process)", "", lambda plugin=plugin: plugin)
+    return plugins
 
 
 @dataclass
 class Registry:
-    """What plugins registered through the ``register_*`` hooks, with duplicates rejected."""
+    """What plugins registered through the ``register_*`` hooks, with duplicates rejected.
 
-    agents: dict[str, Any] = field(default_factory=dict)
-    validators: dict[str, Any] = field(default_factory=dict)
-    challenges: dict[str, Any] = field(default_factory=dict)
-    dialects: dict[str, Any] = field(default_factory=dict)
+    ``dialects`` are the oracle dialects every agent driver brings (:meth:`AgentDriver.oracle_dialects`).
+    """
+
+    agents: "dict[str, AgentDriver]" = field(default_factory=dict)
+    backends: "dict[str, Backend]" = field(default_factory=dict)
+    validators: "dict[str, Validator]" = field(default_factory=dict)
+    challenges: "dict[str, ChallengeFactory]" = field(default_factory=dict)
+    dialects: "dict[str, Dialect]" = field(default_factory=dict)
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
-    def collect(cls, gpm: GripProbePluginManager) -> "Registry":
+    def collect(cls, plugins: GripProbePluginManager) -> "Registry":
+        from .drivers import AgentDriver, Backend
+
         reg = cls()
-        for what, hookname, store in (
-            ("agent", "register_agents", reg.agents),
-            ("validator", "register_validators", reg.validators),
-            ("challenge server", "register_challenge_servers", reg.challenges),
-            ("oracle dialect", "register_oracle_dialects", reg.dialects),
-        ):
-            for impl in reversed(getattr(gpm.pm.hook, hookname).get_hookimpls()):
-                owner = gpm.origins.get(impl.plugin_name, (impl.plugin_name, ""))[0]
-                owner = f"{owner}[{impl.plugin_name}]"
 
-                def register(name: Any, obj: Any = None, *, _store=store, _what=what, _owner=owner) -> None:
-                    key = getattr(name, "name", name)
-                    value = name if obj is None else obj
-                    if key in _store:
-                        first = reg.owners[(_what, key)]
-                        raise PluginError(f"{_what} {key!r} is registered twice: by {first} and by {_owner}; "
-                                          f"uninstall or rename one")
-                    _store[key] = value
-                    reg.owners[(_what, key)] = _owner
+        def keep(what: str, store: dict[str, Any], key: Any, value: Any, owner: str) -> None:
+            if not isinstance(key, str) or not key:
+                raise PluginError(f"{owner} registered a {what} without a name ({key!r})")
+            if key in store:
+                raise PluginError(f"{what} {key!r} is registered twice: by {reg.owners[(what, key)]} and by "
+                                  f"{owner}; uninstall or rename one")
+            store[key] = value
+            reg.owners[(what, key)] = owner
 
-                impl.function(register=register)
+        def agent(driver: AgentDriver) -> None:
+            owner = plugins.owner(driver)
+            if not isinstance(driver, AgentDriver):
+                raise PluginError(f"{owner} registered {driver!r} as an agent driver, but it lacks "
+                                  f"{', '.join(_missing(driver, AgentDriver))} (see gripprobe_core.plugin.BaseAgentDriver)")
+            keep("agent", reg.agents, driver.name, driver, owner)
+            for name, dialect in dict(driver.oracle_dialects()).items():
+                keep("oracle dialect", reg.dialects, name, dialect, owner)
+
+        def backend(b: Backend) -> None:
+            owner = plugins.owner(b)
+            if not isinstance(b, Backend):
+                raise PluginError(f"{owner} registered {b!r} as a backend, but it lacks {', '.join(_missing(b, Backend))}")
+            keep("backend", reg.backends, b.kind, b, owner)
+
+        hooks = plugins.hook
+        hooks.register_agents(agent)
+        hooks.register_backends(backend)
+        hooks.register_validators(lambda kind, fn: keep("validator", reg.validators, kind, fn, plugins.owner(fn)))
+        hooks.register_challenge_servers(
+            lambda kind, factory: keep("challenge server", reg.challenges, kind, factory, plugins.owner(factory)))
         return reg
 
 
-def describe_failures(gpm: GripProbePluginManager) -> list[str]:
+def _missing(obj: Any, protocol: type) -> list[str]:
+    members = [m for m in dir(protocol) if not m.startswith("_")]
+    members += list(getattr(protocol, "__annotations__", {}))
+    return sorted({m for m in members if not hasattr(obj, m)})
+
+
+def describe_failures(plugins: GripProbePluginManager) -> list[str]:
     return [f"warning: plugin {f} (skipped; set GRIPPROBE_STRICT_PLUGINS=1 to make this fatal)"
-            for f in gpm.failures]
-
-
+            for f in plugins.failures]

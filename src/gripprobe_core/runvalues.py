@@ -71,10 +71,10 @@ def _as_text(value: Any) -> str:
     return str(value)
 
 
-def template_vars(run_context: Mapping[str, Any], *, workspace: Path | str,
+def template_vars(run_values: Mapping[str, Any], *, workspace: Path | str,
                   challenge_facts: Mapping[str, Any] | None) -> dict[str, str]:
     """The variables one phase's templates see (see the module docstring for the names)."""
-    variables = {str(k): _as_text(v) for k, v in run_context.items()}
+    variables = {str(k): _as_text(v) for k, v in run_values.items()}
     variables["workspace"] = str(workspace)
     for key, value in (challenge_facts or {}).items():
         variables[f"challenge_{key}"] = _as_text(value)

@@ -13,17 +13,32 @@ The kinds (``nonce``, ``search``) live in :mod:`.nonce` and :mod:`.search`;
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from aiohttp import web
 
-__all__ = ["ChallengeHTTPServer"]
+__all__ = ["ChallengeFactory", "ChallengeHTTPServer", "ChallengeServer"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+class ChallengeServer(Protocol):
+    """A per-phase challenge server (see :func:`gripprobe_core.hookspecs.register_challenge_servers`)."""
+
+    url: str
+    facts: dict[str, Any]
+    requests: list[dict[str, Any]]
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+ChallengeFactory = Callable[[dict[str, Any], str], ChallengeServer]
+"""``factory(options, phase) -> ChallengeServer`` (not started)."""
+
+
 class ChallengeHTTPServer:
-    """Shared lifecycle of a challenge server (implements ``context.ChallengeServer``).
+    """Shared lifecycle of a challenge server (implements :class:`ChallengeServer`).
 
     Subclasses add routes in :meth:`routes` and fill ``facts`` in :meth:`on_started`.
     """

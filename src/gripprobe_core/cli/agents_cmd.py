@@ -17,15 +17,21 @@ _CTX = {"help_option_names": ["-h", "--help"]}
 
 def _load(specs_root: Path | None):
     from ..specs import find_specs_root, load_specs
-    gpm = make_plugin_manager()
-    for w in describe_failures(gpm):
+    plugins = make_plugin_manager()
+    for w in describe_failures(plugins):
         click.echo(w, err=True)
-    specs = load_specs(specs_root or find_specs_root(), registry=gpm.registry)
-    return gpm, specs
+    specs = load_specs(specs_root or find_specs_root(), registry=plugins.registry)
+    return plugins, specs
 
 
-def agent_status(gpm, cache: AgentCache, agent) -> dict:
-    recipe = gpm.hook.agent_install_recipe(agent=agent)
+def install_recipe(registry, agent):
+    """The agent's install recipe from its driver (None: built in, or its plugin is not installed)."""
+    driver = registry.agents.get(agent.plugin)
+    return driver.install_recipe(agent) if driver is not None else None
+
+
+def agent_status(registry, cache: AgentCache, agent) -> dict:
+    recipe = install_recipe(registry, agent)
     if recipe is None:
         return {"agent": agent.id, "plugin": agent.plugin, "needs_install": False, "installed": True,
                 "version": agent.version or "built-in", "path": None}
@@ -35,21 +41,21 @@ def agent_status(gpm, cache: AgentCache, agent) -> dict:
             "path": str(inst.path) if inst else str(cache.directory(agent.id, recipe))}
 
 
-def ensure_agents_installed(gpm, agents, cache: AgentCache, *, log) -> dict:
+def ensure_agents_installed(registry, agents, cache: AgentCache, *, log) -> dict:
     """Install every agent that needs it (cached: near-instant when already there). Returns id -> InstalledAgent."""
     out = {}
     for agent in agents:
-        recipe = gpm.hook.agent_install_recipe(agent=agent)
+        recipe = install_recipe(registry, agent)
         if recipe is not None:
             out[agent.id] = cache.install(agent.id, recipe, log=log)
     return out
 
 
-def find_installed_agents(gpm, agents, cache: AgentCache) -> dict:
+def find_installed_agents(registry, agents, cache: AgentCache) -> dict:
     """Agents already in the cache (installs nothing). Returns id -> InstalledAgent."""
     out = {}
     for agent in agents:
-        recipe = gpm.hook.agent_install_recipe(agent=agent)
+        recipe = install_recipe(registry, agent)
         inst = cache.installed(agent.id, recipe) if recipe is not None else None
         if inst is not None:
             out[agent.id] = inst
@@ -66,9 +72,9 @@ def agents_group() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def list_command(specs_root: Path | None, as_json: bool) -> None:
     """Agents in the specs, whether they are installed, and where."""
-    gpm, specs = _load(specs_root)
+    plugins, specs = _load(specs_root)
     cache = AgentCache.default()
-    rows = [agent_status(gpm, cache, a) for _, a in sorted(specs.agents.items())]
+    rows = [agent_status(plugins.registry, cache, a) for _, a in sorted(specs.agents.items())]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -86,14 +92,14 @@ def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None)
 
     Cache: ~/.cache/gripprobe/agents/<agent>-<version>, or $GRIPPROBE_AGENT_CACHE.
     """
-    gpm, specs = _load(specs_root)
+    plugins, specs = _load(specs_root)
     if not names and not all_:
         raise UserError("name the agents to install, or pass --all")
     unknown = [n for n in names if n not in specs.agents]
     if unknown:
         raise UserError(f"unknown agent(s): {', '.join(unknown)}; known: {', '.join(sorted(specs.agents))}")
     chosen = [specs.agents[n] for n in (names or sorted(specs.agents))]
-    done = ensure_agents_installed(gpm, chosen, AgentCache.default(), log=lambda m: click.echo(m, err=True))
+    done = ensure_agents_installed(plugins.registry, chosen, AgentCache.default(), log=lambda m: click.echo(m, err=True))
     for a in chosen:
         inst = done.get(a.id)
         click.echo(f"{a.id}: {'built-in, nothing to install' if inst is None else f'{inst.version} at {inst.path}'}")
@@ -108,13 +114,13 @@ def doctor_command(specs_root: Path | None, no_check: bool, test_id: str) -> Non
     self-check against the oracle (one real case, sandboxed when bubblewrap works)."""
     from ..runner import RunSettings, execute_run, plan_cases
     from ..runner.sandbox import probe_report
-    gpm, specs = _load(specs_root)
+    plugins, specs = _load(specs_root)
     cache = AgentCache.default()
     sandbox_ok, said = probe_report()
     click.echo(f"{'sandbox':12} {'bwrap' if sandbox_ok else 'NONE':12} {said}")
     failed = 0
     for agent_id, agent in sorted(specs.agents.items()):
-        st = agent_status(gpm, cache, agent)
+        st = agent_status(plugins.registry, cache, agent)
         line = f"{agent_id:12} {st['version']:12} {'installed' if st['installed'] else 'NOT INSTALLED':14}"
         if not st["installed"]:
             click.echo(line + f" run `gripprobe agents install {agent_id}`")
@@ -124,8 +130,8 @@ def doctor_command(specs_root: Path | None, no_check: bool, test_id: str) -> Non
             continue
         cases = plan_cases(specs, agents=[agent_id], models=["oracle-perfect"], tests=[test_id])
         with tempfile.TemporaryDirectory() as out:
-            installed = ensure_agents_installed(gpm, [agent], cache, log=lambda m: None)
-            res = execute_run(cases, gpm, RunSettings(results_root=Path(out), installed=installed)).results[0]
+            installed = ensure_agents_installed(plugins.registry, [agent], cache, log=lambda m: None)
+            res = execute_run(cases, plugins, RunSettings(results_root=Path(out), installed=installed)).results[0]
         ok = res.verdict.status == "PASS"
         failed += not ok
         click.echo(line + f" self-check {test_id}: {res.verdict.status} ({res.duration_s:.1f}s)")

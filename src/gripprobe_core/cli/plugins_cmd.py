@@ -13,13 +13,13 @@ from ..pluginmanager import make_plugin_manager
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def plugins_command(as_json: bool) -> None:
     """List plugins, their distributions, versions and hooks, and what they register."""
-    gpm = make_plugin_manager()
-    reg = gpm.registry
+    plugins = make_plugin_manager()
+    reg = plugins.registry
     data = {
-        "plugins": [p.__dict__ for p in gpm.plugins()],
-        "failures": [f.__dict__ for f in gpm.failures],
-        "agents": sorted(reg.agents), "validators": sorted(reg.validators),
-        "challenge_servers": sorted(reg.challenges), "oracle_dialects": sorted(reg.dialects),
+        "plugins": [p.__dict__ for p in plugins.records()],
+        "failures": [f.__dict__ for f in plugins.failures],
+        "agents": sorted(reg.agents), "backends": sorted(reg.backends), "validators": sorted(reg.validators),
+        "challenge_servers": sorted(reg.challenges), "oracle_dialects": sorted({*reg.dialects, "tools"}),
     }
     if as_json:
         click.echo(json.dumps(data, indent=2))
@@ -28,8 +28,8 @@ def plugins_command(as_json: bool) -> None:
         origin = "built-in" if p["builtin"] else f"{p['distribution']} {p['version']}"
         click.echo(f"{p['name']}  ({origin})")
         click.echo(f"    hooks: {', '.join(p['hooks'])}")
-    for f in gpm.failures:
+    for f in plugins.failures:
         click.echo(f"BROKEN {f}  (skipped; GRIPPROBE_STRICT_PLUGINS=1 makes this fatal)")
-    for label, key in (("agents", "agents"), ("validators", "validators"),
+    for label, key in (("agents", "agents"), ("backends", "backends"), ("validators", "validators"),
                        ("challenge servers", "challenge_servers"), ("oracle dialects", "oracle_dialects")):
         click.echo(f"{label}: {', '.join(data[key]) or '-'}")

@@ -118,8 +118,8 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         resume = check_run_dir(resume, f"--resume {resume}")
     else:
         results_root = prepare_results_root(results_root)
-    gpm = make_plugin_manager()
-    for w in describe_failures(gpm):
+    plugins = make_plugin_manager()
+    for w in describe_failures(plugins):
         click.echo(w, err=True)
     manifest = load_resume_manifest(resume) if resume is not None else None
     if manifest is not None and not suite:  # --resume alone: the run's own suite
@@ -127,7 +127,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         if not suite:
             raise UserError(f"{resume}/manifest.json names no suite; pass --suite")
     root = specs_root or find_specs_root()
-    specs = load_specs(root, registry=gpm.registry)
+    specs = load_specs(root, registry=plugins.registry)
     suite_id = suite or DEFAULT_SUITE
     if suite_id not in specs.suites:
         raise UserError(f"unknown suite {suite_id!r}; suites: {', '.join(sorted(specs.suites)) or 'none'} "
@@ -164,17 +164,18 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         proxy_max_body = proxy_max_body or (resumed_cap if type(resumed_cap) is int and resumed_cap > 0 else None)
     from ..runner.preflight import preflight
     # Before anything is installed or written: a dead backend is exit 2 with the fix, not a matrix of errors.
-    probes = preflight(cases, base_url_override=base_url, env=os.environ, locate=lambda pc: specs.where(
-        "model", pc.model.id, "backends", pc.model.backends.index(pc.backend), "base_url"))
+    probes = preflight(cases, plugins.registry.backends, base_url_override=base_url, env=os.environ,
+                       locate=lambda case: specs.where("model", case.model.id, "backends",
+                                                     case.model.backends.index(case.backend), "base_url"))
     sandbox = sandbox or s.sandbox
     _check_sandbox(sandbox, cases)
     from ..agents import AgentCache
     from .agents_cmd import ensure_agents_installed, find_installed_agents
     agents_used = list({c.agent.id: c.agent for c in cases}.values())
     if no_install:  # use what the cache already has; the others' cases are SKIPPED with the fix
-        installed = find_installed_agents(gpm, agents_used, AgentCache.default())
+        installed = find_installed_agents(plugins.registry, agents_used, AgentCache.default())
     else:
-        installed = ensure_agents_installed(gpm, agents_used, AgentCache.default(),
+        installed = ensure_agents_installed(plugins.registry, agents_used, AgentCache.default(),
                                             log=lambda m: click.echo(m, err=True))
     opts = RunSettings(results_root=results_root, jobs=jobs or s.jobs or 1, installed=installed, sandbox=sandbox,
                       proxy_mode=proxy_mode or s.telemetry_proxy_mode, timeout_s=timeout_s,
@@ -183,7 +184,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
                       preflight=[p.model_dump(mode="json") for p in probes])
     reporter = make_reporter(total=len(cases))
     with reporter:
-        outcome = execute_run(cases, gpm, opts, on_done=reporter.case_done, resume=state)
+        outcome = execute_run(cases, plugins, opts, on_done=reporter.case_done, resume=state)
     reporter.final(outcome)
     click.echo(safe_name(outcome.run_dir.path))
     if outcome.interrupted:

@@ -136,7 +136,10 @@ def backfill_command(runs: tuple[Path, ...], results_root: Path | None, base_url
     if results_root is not None:
         dirs += list(iter_run_dirs(check_readable_root(results_root)))
     try:
-        rows = backfill_runs(dirs, force=force, base_url=base_url, dry_run=dry_run)
+        from ..pluginmanager import make_plugin_manager
+
+        rows = backfill_runs(dirs, make_plugin_manager().registry.backends, force=force, base_url=base_url,
+                             dry_run=dry_run)
     except OSError as exc:
         from ..store.roots import explain_os_error
 

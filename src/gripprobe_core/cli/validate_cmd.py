@@ -24,16 +24,16 @@ def _registry(ctx: click.Context) -> tuple[Any, list[str]]:
     """
     from ..pluginmanager import GripProbePluginManager, describe_failures
 
-    gpm = ctx.find_object(GripProbePluginManager)
-    if gpm is None:
+    plugins = ctx.find_object(GripProbePluginManager)
+    if plugins is None:
         try:
             from ..pluginmanager import make_plugin_manager
 
-            gpm = make_plugin_manager()
+            plugins = make_plugin_manager()
         except ImportError as exc:
             return None, [f"note: plugins unavailable ({exc}); validator, challenge and agent plugin "
                           f"names were not checked"]
-    return gpm.registry, describe_failures(gpm)
+    return plugins.registry, describe_failures(plugins)
 
 
 # Same help names as the group: click caches a command's help option the first time it is built, so a

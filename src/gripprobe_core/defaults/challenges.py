@@ -7,7 +7,7 @@ from typing import Callable
 from .. import hookimpl
 from ..challenges.nonce import make_nonce_challenge
 from ..challenges.search import make_search_challenge
-from ..phase import ChallengeFactory
+from ..challenges import ChallengeFactory
 
 #: Kind → factory ``(options, phase) -> ChallengeServer``.
 BUILTIN_CHALLENGES: dict[str, ChallengeFactory] = {

@@ -1,10 +1,9 @@
-"""Default plugin: the built-in ``event_evaluator`` answers the ``evaluate`` hook, last."""
+"""Default plugin ``event_evaluator``: the core's canonical verdict answers the ``evaluate`` hook, last."""
 
 from __future__ import annotations
 
 from .. import hookimpl
-from ..phase import EvaluationInputs
-from ..evaluator import event_evaluator
+from ..evaluator import EvaluationInputs, event_evaluator
 from ..models.results import Verdict
 
 

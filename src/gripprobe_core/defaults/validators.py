@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .. import hookimpl
-from ..phase import Validator
+from ..validators.context import Validator
 from ..validators.command import command_output
 from ..validators.files import file_equals, file_exists
 from ..validators.patch import patch_applied

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 ProcessStatus = Literal["ok", "timeout", "shell_error", "harness_capture_failed", "nonzero_exit"]
 Status = Literal[
@@ -98,7 +98,9 @@ class Verdict(_M):
     """Every verdict field the evaluator writes (SPEC §6)."""
 
     status: Status
-    verdict_source: Literal["event_evaluator"] = "event_evaluator"
+    verdict_source: str = Field(
+        default="event_evaluator", description="The plugin that judged: the core's ``event_evaluator``, or the "
+                                               "plugin whose ``evaluate`` implementation answered.")
     evaluator_reason_code: str
     evaluator_reason_text: str
     failure_reason: str | None
@@ -136,7 +138,7 @@ class BackendProbe(_M):
     (the preflight) and in case.json (right after each phase). Never holds the API key."""
 
     backend_id: str
-    kind: Literal["ollama", "openai-compatible"]
+    kind: str = Field(description="The backend kind (ollama, openai-compatible, or a plugin's).")
     url: str = Field(description="The listing URL probed (credentials in it removed).")
     reachable: bool
     models: int | None = Field(default=None, description="How many models the listing named (when reachable).")
@@ -174,8 +176,10 @@ class CaseResult(_M):
     started_at: str
     finished_at: str
     duration_s: float
-    run_context: dict[str, Any] = Field(
-        default_factory=dict, description="Values fixed at run time (today's date, ...) so a rebuild agrees.")
+    run_values: dict[str, Any] = Field(
+        default_factory=dict, validation_alias=AliasChoices("run_values", "run_context"),
+        description="Values fixed at run time (today's date, ...) so a rebuild agrees (``run_context`` in runs "
+                    "written before 0.2, still read).")
     phases: list[PhaseRecord] = Field(default_factory=list)
     validators: list[ValidatorResult] = Field(default_factory=list)
     verdict: Verdict

@@ -15,6 +15,8 @@ TOOL_KINDS: tuple[str, ...] = ("read", "write", "execute", "search", "fetch", "o
 Tag = Literal["sanity", "non_sanity", "multilingual", "web", "scenario"]
 ProxyMode = Literal["off", "auto", "force"]
 SandboxMode = Literal["auto", "bwrap", "none"]
+#: The built-in backend kinds that are servers of their own (they need a base_url).
+REMOTE_KINDS: tuple[str, ...] = ("ollama", "openai-compatible")
 
 
 class _Strict(BaseModel):
@@ -27,7 +29,10 @@ class BackendSpec(_Strict):
     """One way to reach a model. ``kind`` decides how the runner talks to it."""
 
     id: str
-    kind: Literal["ollama", "openai-compatible", "oracle"]
+    kind: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9._-]*$",
+        description="Backend kind: oracle (embedded), openai-compatible, ollama, or one a plugin registers "
+                    "(`gripprobe plugins` lists them).")
     model_id: str = Field(description="Model name as the backend knows it (for the oracle: the profile).")
     agent_model_id: str | None = Field(
         default=None, description="Model name as handed to the agent, when it differs from model_id.")
@@ -40,7 +45,8 @@ class BackendSpec(_Strict):
 
     @model_validator(mode="after")
     def _base_url_needed(self) -> "BackendSpec":
-        if self.kind != "oracle" and not self.base_url:
+        # the built-in remote kinds; a plugin's remote kind is checked against the registry (specs/crossref.py)
+        if self.kind in REMOTE_KINDS and not self.base_url:
             raise ValueError(f"backend kind {self.kind!r} needs base_url")
         return self
 

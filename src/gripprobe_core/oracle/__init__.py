@@ -9,7 +9,7 @@ It speaks Chat Completions, the Responses API and Ollama's native API. See docs/
 endpoints, profiles and dialect matching.
 """
 
-from .dialects import Dialect, ToolsDialect, add_file_patch, shell_command_for, update_file_patch
+from .dialects import Dialect, ToolsDialect, known_content, shell_command_for
 from .conversation import ChatRequest, Reply, TextCall, ToolCall, ToolInfo, Turn, parse_chat_request
 from .profiles import (
     EXPECTED_REFERENCE_STATUS, LazyProfile, PerfectProfile, Profile, ProfileContext, builtin_profiles,
@@ -20,6 +20,5 @@ from .server import OracleServer
 __all__ = [
     "ChatRequest", "Dialect", "EXPECTED_REFERENCE_STATUS", "LazyProfile", "OracleServer", "PerfectProfile",
     "Profile", "ProfileContext", "Reply", "TextCall", "ToolCall", "ToolInfo", "ToolsDialect", "Turn",
-    "add_file_patch", "builtin_profiles", "parse_chat_request", "parse_responses_request", "shell_command_for",
-    "update_file_patch",
+    "builtin_profiles", "known_content", "parse_chat_request", "parse_responses_request", "shell_command_for",
 ]

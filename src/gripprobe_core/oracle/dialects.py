@@ -1,10 +1,11 @@
 """How the oracle says a reference action in an agent's own terms.
 
-A :class:`Dialect` turns one reference action into one assistant :class:`~.plan.Turn` for a given
-request. The built-in :class:`ToolsDialect` reads the function tools the request offers and fills a
-matching tool's parameters, and says writes and edits as a V4A patch when the request offers codex's
-freeform ``apply_patch`` tool; agents whose edits are parsed from reply text register their own
-dialect through the ``register_oracle_dialects`` hook.
+A :class:`Dialect` turns one reference action into one assistant :class:`~.conversation.Turn` for a
+given request. The built-in :class:`ToolsDialect` reads the function tools the request offers and fills
+a matching tool's parameters; it names no agent. Agent drivers bring their own dialects
+(:meth:`gripprobe_core.drivers.AgentDriver.oracle_dialects`): text dialects for agents whose edits are
+parsed from reply text (aider, gptme's markdown/xml), or a :class:`ToolsDialect` subclass for an agent
+with a tool of its own (codex's freeform ``apply_patch``).
 """
 
 from __future__ import annotations
@@ -55,12 +56,13 @@ def norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-SHELL_NAMES = {"shell", "bash", "execcommand", "runcommand", "execute", "exec", "runshellcommand",
-               "shellcommand", "terminal", "runterminalcmd", "localshell", "sh"}
-WRITE_NAMES = {"write", "writefile", "save", "savefile", "createfile", "writetofile"}
-EDIT_NAMES = {"edit", "editfile", "strreplace", "replace", "patch", "replaceinfile", "strreplaceeditor"}
-READ_NAMES = {"read", "readfile", "view", "cat", "viewfile", "openfile"}
-PATCH_NAMES = {"applypatch"}
+#: Tool names (compared via :func:`norm`) the generic dialect takes for a shell, write, edit or read tool
+#: before looking at parameters; an agent's dialect extends them (``ToolsDialect.shell_names`` ...).
+SHELL_NAMES = frozenset({"shell", "bash", "runcommand", "execute", "exec", "runshellcommand", "shellcommand",
+                         "terminal", "runterminalcmd", "sh"})
+WRITE_NAMES = frozenset({"write", "writefile", "savefile", "createfile", "writetofile"})
+EDIT_NAMES = frozenset({"edit", "editfile", "strreplace", "replace", "patch", "replaceinfile"})
+READ_NAMES = frozenset({"read", "readfile", "view", "cat", "viewfile", "openfile"})
 
 MISSING_FILE = "gripprobe-missing-file.txt"
 """A path no test creates: reading it is the oracle's deliberately failing call."""
@@ -131,6 +133,10 @@ class ToolsDialect:
     """
 
     name = "tools"
+    shell_names: frozenset[str] = SHELL_NAMES
+    write_names: frozenset[str] = WRITE_NAMES
+    edit_names: frozenset[str] = EDIT_NAMES
+    read_names: frozenset[str] = READ_NAMES
 
     def accepts(self, request: ChatRequest, format: str) -> bool:
         return True
@@ -147,10 +153,10 @@ class ToolsDialect:
     # -------------------------------------------------------------------------- tool discovery
 
     def shell_tool(self, request: ChatRequest) -> ToolInfo | None:
-        named = [t for t in request.tools if norm(t.name) in SHELL_NAMES and find_param(t, COMMAND_PARAMS)]
+        named = [t for t in request.tools if norm(t.name) in self.shell_names and find_param(t, COMMAND_PARAMS)]
         if named:
             return named[0]
-        named = [t for t in request.tools if norm(t.name) in SHELL_NAMES and self._single_string_param(t)]
+        named = [t for t in request.tools if norm(t.name) in self.shell_names and self._single_string_param(t)]
         if named:
             return named[0]
         by_param = [t for t in request.tools
@@ -161,20 +167,20 @@ class ToolsDialect:
         def fits(t: ToolInfo) -> bool:
             return bool(find_param(t, PATH_PARAMS) and find_param(t, CONTENT_PARAMS)
                         and not find_param(t, OLD_PARAMS) and "append" not in norm(t.name))
-        return self._pick(request, WRITE_NAMES, fits)
+        return self._pick(request, self.write_names, fits)
 
     def edit_tool(self, request: ChatRequest) -> ToolInfo | None:
         def fits(t: ToolInfo) -> bool:
             return bool(find_param(t, PATH_PARAMS) and find_param(t, OLD_PARAMS) and find_param(t, NEW_PARAMS))
-        return self._pick(request, EDIT_NAMES, fits)
+        return self._pick(request, self.edit_names, fits)
 
     def read_tool(self, request: ChatRequest) -> ToolInfo | None:
         def fits(t: ToolInfo) -> bool:
             return bool(find_param(t, PATH_PARAMS))
-        return self._pick(request, READ_NAMES, fits, by_params=False)
+        return self._pick(request, self.read_names, fits, by_params=False)
 
     @staticmethod
-    def _pick(request: ChatRequest, names: set[str], fits: Any, by_params: bool = True) -> ToolInfo | None:
+    def _pick(request: ChatRequest, names: frozenset[str], fits: Any, by_params: bool = True) -> ToolInfo | None:
         for t in request.tools:
             if norm(t.name) in names and fits(t):
                 return t
@@ -182,17 +188,6 @@ class ToolsDialect:
             for t in request.tools:
                 if fits(t):
                     return t
-        return None
-
-    def patch_tool(self, request: ChatRequest) -> ToolInfo | None:
-        """codex's ``apply_patch``: the freeform (custom) tool, else a function tool of that name taking
-        one string (older codex versions)."""
-        for t in request.custom_tools:
-            if norm(t.name) in PATCH_NAMES:
-                return t
-        for t in request.tools:
-            if norm(t.name) in PATCH_NAMES and (self._single_string_param(t) or "input" in t.properties):
-                return t
         return None
 
     @staticmethod
@@ -212,51 +207,23 @@ class ToolsDialect:
         return self._say(action, index, request, known=known)
 
     def _say(self, action: ReferenceAction, index: int, request: ChatRequest, known: str | None) -> Turn:
-        turn = self._patch_turn(action, index, request, known)
-        return turn if turn is not None else self.say_with_functions(action, index, request)
-
-    def _patch_turn(self, action: ReferenceAction, index: int, request: ChatRequest,
-                    known: str | None) -> Turn | None:
-        """A write or edit as ``apply_patch`` when offered. A patch that cannot say the action exactly
-        (content without a final newline, an edit whose surrounding lines are unknown) is used only
-        when there is no shell tool to do it exactly instead."""
-        tool = self.patch_tool(request)
-        if tool is None or not isinstance(action, (ReferenceWrite, ReferenceEdit)):
-            return None
-        if isinstance(action, ReferenceWrite):
-            patch = add_file_patch(action.write.path, action.write.content)
-        else:
-            patch = update_file_patch(action.edit.path, action.edit.old, action.edit.new, known)
-        if patch is None:
-            if self.shell_tool(request) is not None or self.say_with_functions(action, index, request).tool_call:
-                return None
-            if isinstance(action, ReferenceWrite):
-                patch = add_file_patch(action.write.path, action.write.content + "\n")
-            else:
-                patch = rough_update_patch(action.edit.path, action.edit.old, action.edit.new)
-        if patch is None:
-            return None
-        return Turn(tool_call=self.patch_call(tool, patch), action_index=index)
-
-    def patch_call(self, tool: ToolInfo, patch: str) -> ToolCall:
-        """The call that sends ``patch`` to a patch tool (raw input for a custom tool)."""
-        if tool.kind == "custom":
-            return ToolCall(tool.name, patch, kind="custom")
-        param = self._single_string_param(tool) or "input"
-        return ToolCall.of(tool.name, fill_required(tool, {param: patch}))
+        """The turn for ``action``; ``known`` is the content of the file an edit changes, when earlier
+        actions wrote it (None when unknown). A subclass with a tool of its own overrides this."""
+        return self.say_with_functions(action, index, request)
 
     def failing_call(self, request: ChatRequest) -> ToolCall | None:
-        """A call bound to fail: ``cat`` of a missing file through the shell, else reading, patching
-        or editing that missing file; None when the request offers none of these."""
+        """A call bound to fail: ``cat`` of a missing file through the shell, else reading or editing
+        that missing file; None when the request offers none of these."""
         shell = self.shell_tool(request)
         if shell is not None:
             return self._shell_call(shell, f"cat {MISSING_FILE}")
         read = self.read_tool(request)
         if read is not None:
             return ToolCall.of(read.name, fill_required(read, {find_param(read, PATH_PARAMS): MISSING_FILE}))
-        patch = self.patch_tool(request)
-        if patch is not None:
-            return self.patch_call(patch, rough_update_patch(MISSING_FILE, "missing\n", "present\n") or "")
+        return self.failing_edit(request)
+
+    def failing_edit(self, request: ChatRequest) -> ToolCall | None:
+        """An edit of the missing file, bound to fail (the last resort of :meth:`failing_call`)."""
         edit = self.edit_tool(request)
         if edit is not None:
             return ToolCall.of(edit.name, fill_required(edit, {
@@ -313,60 +280,7 @@ class ToolsDialect:
         return ToolCall.of(tool.name, fill_required(tool, {param: value}))
 
 
-# ------------------------------------------------------------------------------ V4A patches
-
-def add_file_patch(path: str, content: str) -> str | None:
-    """``*** Add File`` creating ``path`` with exactly ``content``; None when V4A cannot say it
-    (empty content, content without a final newline, a path with a newline)."""
-    if not content.endswith("\n") or "\n" in path or not path:
-        return None
-    body = "".join(f"+{line}\n" for line in content[:-1].split("\n"))
-    return f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch\n"
-
-
-def update_file_patch(path: str, old: str, new: str, content: str | None, context: int = 3) -> str | None:
-    """``*** Update File`` replacing the one occurrence of ``old`` in ``content`` (the file as it is)
-    with ``new``, as whole-line ``-``/``+`` lines after up to ``context`` lines of context.
-
-    None when it cannot be said exactly: content unknown or without a final newline, ``old`` not
-    found exactly once, a replacement that would join two lines, or lines that are not unique."""
-    if content is None or not old or content.count(old) != 1 or not content.endswith("\n") or "\n" in path:
-        return None
-    pos = content.index(old)
-    end = pos + len(old)
-    start = content.rfind("\n", 0, pos) + 1
-    stop = end if content[end - 1] == "\n" else content.index("\n", end) + 1
-    old_block = content[start:stop]
-    new_block = content[start:pos] + new + content[end:stop]
-    if new_block and not new_block.endswith("\n"):
-        return None
-    file_lines = content[:-1].split("\n")
-    first = content.count("\n", 0, start)
-    before = file_lines[max(0, first - context):first]
-    old_lines = old_block[:-1].split("\n")
-    new_lines = new_block[:-1].split("\n") if new_block else []
-    if _count_runs(file_lines, before + old_lines) != 1:
-        return None
-    hunk = ("@@\n" + "".join(f" {line}\n" for line in before) + "".join(f"-{line}\n" for line in old_lines)
-            + "".join(f"+{line}\n" for line in new_lines))
-    return f"*** Begin Patch\n*** Update File: {path}\n{hunk}*** End Patch\n"
-
-
-def rough_update_patch(path: str, old: str, new: str) -> str | None:
-    """An ``*** Update File`` taking ``old`` and ``new`` as whole lines (right when ``old`` is whole lines
-    of the file); the best a patch can do when the file content is unknown."""
-    if not old or "\n" in path or not path:
-        return None
-    old_lines = old.removesuffix("\n").split("\n")
-    new_lines = new.removesuffix("\n").split("\n") if new else []
-    hunk = "@@\n" + "".join(f"-{line}\n" for line in old_lines) + "".join(f"+{line}\n" for line in new_lines)
-    return f"*** Begin Patch\n*** Update File: {path}\n{hunk}*** End Patch\n"
-
-
-def _count_runs(lines: list[str], run: list[str]) -> int:
-    n = len(run)
-    return sum(1 for i in range(len(lines) - n + 1) if lines[i:i + n] == run)
-
+# ------------------------------------------------------------------------------ what a file holds
 
 def known_content(actions: Sequence[ReferenceAction], index: int, path: str) -> str | None:
     """The content of ``path`` right before ``actions[index]``, when earlier actions wrote it: a write

@@ -7,7 +7,7 @@
   with ``error_type`` when the HTTP status is ≥ 400 or the exchange failed in the proxy);
 * per structured tool call the response requested, a ``tool_call_start`` (``parent_id`` = that
   ``model_response``; payload ``raw_name``, ``name``/``kind`` from
-  :func:`gripprobe_core.telemetry.toolnames.normalize`, ``arguments`` parsed if JSON else the raw
+  :meth:`gripprobe_core.telemetry.toolnames.ToolNames.normalize` (the driver's table), ``arguments`` parsed if JSON else the raw
   string); a function call whose arguments are not JSON gets ``error_type: malformed_arguments``;
 * per tool result carried by a LATER request, a ``tool_call_result`` — once per call, however many
   later requests repeat the conversation. It comes before that request's ``model_response``.
@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..models.events import Event
-from ..telemetry.toolnames import normalize
+from ..telemetry.toolnames import GENERIC, ToolNames
 from .protocols import MODEL_PROTOCOLS
 
 __all__ = ["proxy_counts", "records_to_events"]
@@ -62,9 +62,10 @@ def _parse_arguments(text: Any) -> Any:
 
 
 class _Builder:
-    def __init__(self, phase: str, artifact_name: str) -> None:
+    def __init__(self, phase: str, artifact_name: str, tool_names: ToolNames) -> None:
         self.phase = phase
         self.artifact_name = artifact_name
+        self.tool_names = tool_names
         self.events: list[Event] = []
         self.calls_by_id: dict[str, Event] = {}
         self.unanswered: list[Event] = []
@@ -106,7 +107,7 @@ class _Builder:
             if call is not None:
                 self.unanswered.remove(call)
                 raw_name = raw_name or call.payload.get("raw_name")
-            name, kind = normalize(raw_name)
+            name, kind = self.tool_names.normalize(raw_name)
             status = result.get("status") if result.get("status") in _RESULT_STATUSES else "unknown"
             self.add(line, event_type="tool_call_result", tool_call_id=call_id or (call.tool_call_id if call else None),
                      parent_id=call.parent_id if call is not None else None, timestamp=timestamp, status=status,
@@ -157,7 +158,7 @@ class _Builder:
     def start(self, call: dict[str, Any], response: Event | None, line: int, timestamp: str | None) -> None:
         raw_name = call.get("name") if isinstance(call.get("name"), str) else None
         call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else None
-        name, kind = normalize(raw_name)
+        name, kind = self.tool_names.normalize(raw_name)
         arguments = call.get("arguments")
         call_kind = call.get("kind") if call.get("kind") in ("function", "custom") else "function"
         valid = call.get("arguments_json_valid")
@@ -179,13 +180,15 @@ class _Builder:
             self.calls_by_id[call_id] = event
 
 
-def records_to_events(records: list[dict], *, phase: str, artifact_name: str) -> list[Event]:
+def records_to_events(records: list[dict], *, phase: str, artifact_name: str,
+                      tool_names: ToolNames = GENERIC) -> list[Event]:
     """Tier A events of one phase from its proxy records, in record order (see the module docstring).
 
     ``records`` are the lines of ``artifact_name`` in order (line n = ``records[n-1]``); anything that
-    is not a dict is skipped but keeps its line number. Never raises.
+    is not a dict is skipped but keeps its line number. Tool names are normalized with ``tool_names``
+    (the agent driver's table). Never raises.
     """
-    builder = _Builder(phase, artifact_name)
+    builder = _Builder(phase, artifact_name, tool_names)
     for line, record in enumerate(records or [], start=1):
         if not isinstance(record, dict):
             continue

@@ -91,6 +91,6 @@ def write_run_reports(run_dir: RunFolder) -> Path:
     manifest, entries = run_dir.read_manifest(), run_dir.case_entries()
     out = run_dir.reports / "summary.md"
     atomic_write_text(out, render_summary_md(run_dir.run_id, manifest, [r for _, r in entries if r is not None],
-                                             [name for name, r in entries if r is None]))
+                                             [name for name, r in entries if r is None]), sync=False)
     render_run_html(run_dir, manifest=manifest, entries=entries)
     return out

@@ -10,7 +10,7 @@ from typing import Any
 
 _EXPORTS = {
     "PlannedCase": ".matrix", "plan_cases": ".matrix", "plan_suite": ".matrix",
-    "RunSettings": ".run", "RunResult": ".run", "execute_run": ".run",
+    "RunSettings": ".settings", "ActiveRun": ".settings", "RunResult": ".run", "execute_run": ".run",
 }
 __all__ = sorted(_EXPORTS)
 

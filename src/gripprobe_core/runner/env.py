@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Mapping
 
 ALLOWLIST: tuple[str, ...] = (
     "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_NUMERIC", "LC_TIME",
@@ -15,7 +16,7 @@ ALLOWLIST: tuple[str, ...] = (
 )
 
 
-def base_env(home: Path, tmpdir: Path, xdg: dict[str, str], source: dict[str, str] | None = None) -> dict[str, str]:
+def base_env(home: Path, tmpdir: Path, xdg: Mapping[str, str], source: Mapping[str, str] | None = None) -> dict[str, str]:
     src = os.environ if source is None else source
     env = {k: src[k] for k in ALLOWLIST if k in src}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -27,6 +28,6 @@ def base_env(home: Path, tmpdir: Path, xdg: dict[str, str], source: dict[str, st
     return env
 
 
-def make_phase_dirs(home: Path, tmpdir: Path, xdg: dict[str, str]) -> None:
+def make_phase_dirs(home: Path, tmpdir: Path, xdg: Mapping[str, str]) -> None:
     for p in (home, tmpdir, *map(Path, xdg.values())):
         p.mkdir(parents=True, exist_ok=True)

@@ -13,9 +13,13 @@ writes its "incomplete" manifest exactly as after a KeyboardInterrupt.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import sys
 import threading
+import time
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
 T = TypeVar("T")
@@ -41,6 +45,61 @@ def run(main: Awaitable[T]) -> T:
 def loop_name() -> str:
     factory = loop_factory()
     return "uvloop" if factory is not None else "asyncio"
+
+
+SWITCH_INTERVAL_S = 0.001
+"""The interpreter's GIL switch interval while a run's loop runs (Python's default is 5 ms). The runner
+hands disk work, parsing and process spawns to worker threads so that nothing blocks the loop; those
+threads then share the GIL with it, and a thread holding the GIL keeps it up to one switch interval: 1 ms
+bounds how long the loop that relays every proxied model call waits behind them."""
+
+LAG_FILE_VAR = "GRIPPROBE_LOOP_LAG_FILE"
+"""Diagnostics: when set to a path, a run samples its event loop's lag every :data:`LAG_PERIOD_S` (how
+late a timer that should fire then does fire) and writes what it saw there as JSON when it ends
+(benchmarks/loop_lag.py). Off by default: it costs a wake-up every 5 ms."""
+LAG_PERIOD_S = 0.005
+
+
+class LagProbe:
+    """Samples the running loop's lag until cancelled (see :data:`LAG_FILE_VAR`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lags_ms: list[float] = []
+
+    async def sample(self) -> None:
+        while True:
+            t0 = time.perf_counter()
+            await asyncio.sleep(LAG_PERIOD_S)
+            self.lags_ms.append(max(0.0, (time.perf_counter() - t0 - LAG_PERIOD_S) * 1000))
+
+    def write(self) -> None:
+        lags = sorted(self.lags_ms)
+
+        def pct(q: float) -> float:
+            return round(lags[min(len(lags) - 1, int(q * len(lags)))], 3) if lags else 0.0
+
+        self.path.write_text(json.dumps({"period_ms": LAG_PERIOD_S * 1000, "samples": len(lags), "p50_ms": pct(0.5),
+                                         "p99_ms": pct(0.99), "max_ms": round(lags[-1], 3) if lags else 0.0,
+                                         "lags_ms": [round(x, 3) for x in self.lags_ms]}))
+
+
+def _probed(main: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
+    """``main``, with a :class:`LagProbe` beside it when :data:`LAG_FILE_VAR` is set."""
+    where = os.environ.get(LAG_FILE_VAR)
+    if not where:
+        return main
+
+    async def with_probe() -> T:
+        probe = LagProbe(Path(where))
+        task = asyncio.ensure_future(probe.sample())
+        try:
+            return await main
+        finally:
+            task.cancel()
+            probe.write()
+
+    return with_probe()
 
 
 class Terminated(Exception):
@@ -84,6 +143,14 @@ class StopSignals:
         if self.received:
             main.close()
             raise Terminated()
+        previous_interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        try:
+            return self._run(main)
+        finally:
+            sys.setswitchinterval(previous_interval)
+
+    def _run(self, main: Coroutine[Any, Any, T]) -> T:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             loop = runner.get_loop()
 
@@ -100,7 +167,7 @@ class StopSignals:
                     if self.received:  # arrived between the check above and now
                         main.close()
                         raise asyncio.CancelledError()
-                    return await main
+                    return await _probed(main)
                 finally:
                     self._cancel = None
 

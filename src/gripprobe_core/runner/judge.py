@@ -1,12 +1,13 @@
-"""From what a phase left behind to telemetry and verdict: the part of a case that is pure derivation.
+"""From what a phase left behind to events, telemetry and verdict: the part of a case that is pure derivation.
 
 A live run and ``rebuild-reports --recompute`` both go through these functions, so re-deriving a
-stored case runs exactly the code that judged it: parsers (every plugin's ``parse_wrapper_events``
-plus the proxy's tier A), the merge, the telemetry summary, the validators and the evaluator.
+stored case runs exactly the code that judged it: the agent driver's parser, every plugin's
+``parse_wrapper_events`` (tiers C and D), the proxy's tier A, the merge, the telemetry summary, the
+validators and the evaluator.
 
-What a live phase knows that files alone would not (the prompt, paths, which agent artifacts were
-kept) is written next to the artifacts as ``artifacts/<phase>.context.json``; the specs the case ran
-with are ``artifacts/case_inputs.json``. Neither holds a secret: the API key is never written.
+What a live phase knows that files alone would not (the prompt, paths, which agent files were kept)
+is written next to the artifacts as ``artifacts/<phase>.context.json``; the specs the case ran with are
+``artifacts/case_inputs.json``. Neither holds a secret: the API key is never written.
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..phase import EvaluationInputs, PhaseContext, PhaseCapture, ValidatorContext
+from ..drivers import AgentDriver
 from ..errors import WrapperParseError
+from ..evaluator import EvaluationInputs
+from ..hooks import Hooks
 from ..models.events import Event
 from ..models.results import PhaseRecord, ProcessResult, TelemetrySummary, ValidatorResult, Verdict
-from ..models.specs import CliAgentSpec, TestSpec
-from ..pluginmanager import GripProbePluginManager
-from ..store import atomic_write_json
+from ..models.specs import TestSpec
+from ..phase import PhaseCapture, PhaseContext, Transcript
+from ..pluginmanager import Registry
 from ..telemetry.summary import merge_events, summarize_phase
 from ..validators import is_invalid_options
+from ..validators.context import ValidatorContext
 
 CASE_INPUTS = "case_inputs.json"
 
@@ -32,7 +36,22 @@ def phase_context_name(phase: str) -> str:
     return f"{phase}.context.json"
 
 
-@dataclass
+def proxy_record_name(phase: str) -> str:
+    return f"proxy.{phase}.http.jsonl"
+
+
+def phase_context_record(ctx: PhaseContext, *, kept: list[str], harness_error: str | None = None) -> dict[str, Any]:
+    """What ``<phase>.context.json`` holds (enough, with the artifacts, to rebuild ``ctx``)."""
+    return {
+        "phase": ctx.phase, "prompt": ctx.prompt, "workspace": str(ctx.workspace), "home": str(ctx.home),
+        "tmpdir": str(ctx.tmpdir), "base_url": ctx.base_url, "model_name": ctx.model_name,
+        "timeout_s": ctx.timeout_s,
+        "agent_executable": str(ctx.agent_executable) if ctx.agent_executable else None,
+        "extra": sorted(kept), "harness_error": harness_error,
+    }
+
+
+@dataclass(frozen=True)
 class ProxyEvidence:
     """What the recording proxy of one phase contributes: tier A events and the summary's proxy fields."""
 
@@ -40,71 +59,90 @@ class ProxyEvidence:
     summary_kwargs: dict[str, Any]
 
 
-def write_phase_context(artifacts: Path, ctx: PhaseContext, *, extra: dict[str, Path] | None = None,
-                        harness_error: str | None = None) -> None:
-    atomic_write_json(artifacts / phase_context_name(ctx.phase), {
-        "phase": ctx.phase, "prompt": ctx.prompt, "workspace": str(ctx.workspace), "home": str(ctx.home),
-        "tmpdir": str(ctx.tmpdir), "base_url": ctx.base_url, "model_name": ctx.model_name,
-        "timeout_s": ctx.timeout_s,
-        "agent_executable": str(ctx.agent_executable) if ctx.agent_executable else None,
-        "extra": sorted((extra or {}).keys()), "harness_error": harness_error,
-    })
+def proxy_evidence(phase: str, proxy: dict[str, Any] | None, record_path: Path,
+                   driver: AgentDriver | None) -> ProxyEvidence:
+    """Tier A of ``phase`` from its proxy record file, given what case.json says of its proxy
+    (``phases[].proxy``); tool names normalized with the driver's table."""
+    from ..proxy.events import proxy_counts, records_to_events
+    from ..proxy.server import read_records
+    from ..telemetry.toolnames import GENERIC
+
+    p = proxy or {}
+    kw: dict[str, Any] = {"proxy_status": p.get("status", "skipped"), "proxy_skip_reason": p.get("skip_reason")}
+    started = p.get("started")
+    if started is None:  # results written before "started" was recorded
+        started = record_path.exists()
+    if not started:
+        return ProxyEvidence([], kw)
+    records = read_records(record_path)
+    kw.update(proxy_counts(records))
+    names = driver.tool_names if driver is not None else GENERIC
+    return ProxyEvidence(records_to_events(records, phase=phase, artifact_name=record_path.name, tool_names=names), kw)
 
 
-def parse_events(gpm: GripProbePluginManager, agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture,
+def read_transcript(driver: AgentDriver, ctx: PhaseContext, capture: PhaseCapture) -> tuple[Transcript, str | None]:
+    """The driver's reading of its agent's outputs, and the parse error (None when it read them).
+
+    Never raises: a driver that raises is a harness problem (wrapper_parse_error), not the agent's."""
+    try:
+        got = driver.parse(ctx, capture)
+    except WrapperParseError as exc:
+        return Transcript(), f"{driver.name}: {exc}"
+    except Exception as exc:
+        return Transcript(), f"{driver.name}: {type(exc).__name__}: {exc}"
+    if not isinstance(got, Transcript):
+        return Transcript(), f"{driver.name}: parse returned {type(got).__name__}, not a Transcript"
+    return got, None
+
+
+def parse_events(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, capture: PhaseCapture, transcript: Transcript,
                  proxy_events: list[Event], *, run_id: str, case_id: str) -> tuple[list[Event], str | None]:
-    """Every parser's events plus the proxy's tier A, merged and stamped. Never raises."""
-    groups: list[list[Event]] = []
+    """Tier A, the driver's events and every contributing parser's, merged and stamped. Never raises."""
+    groups: list[list[Event]] = [list(proxy_events), list(transcript.events)]
     parse_error = None
-    caller = gpm.hook.parse_wrapper_events
-    for impl in reversed(caller.get_hookimpls()):
-        try:
-            got = impl.function(**{a: {"agent": agent, "ctx": ctx, "outputs": outputs}[a] for a in impl.argnames})
-        except WrapperParseError as exc:
-            parse_error = f"{impl.plugin_name}: {exc}"
-            continue
-        except Exception as exc:  # a broken parser is a harness problem, not the agent's
-            parse_error = f"{impl.plugin_name}: {type(exc).__name__}: {exc}"
-            continue
-        if got:
-            groups.append(list(got))
-    groups.insert(0, list(proxy_events))
+    try:
+        groups += hooks.parse_wrapper_events(driver, ctx, capture, transcript)
+    except WrapperParseError as exc:
+        parse_error = str(exc)
+    except Exception as exc:  # a broken parser is a harness problem, not the agent's
+        parse_error = f"{type(exc).__name__}: {exc}"
     merged = merge_events(groups)
     trace_id = f"{run_id}/{case_id}/{ctx.phase}"
     for e in merged:
-        e.run_id, e.case_id, e.phase, e.trace_id = run_id, case_id, ctx.phase, trace_id  # type: ignore[assignment]
+        e.run_id, e.case_id, e.phase, e.trace_id = run_id, case_id, ctx.phase, trace_id
     return merged, parse_error
 
 
-def derive_telemetry(gpm: GripProbePluginManager, agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture,
-                     proxy: ProxyEvidence, *, run_id: str, case_id: str) -> tuple[list[Event], TelemetrySummary]:
-    """The phase's normalized events and its telemetry summary (``events.summary.json``)."""
-    ctx.marker_patterns = [p for got in gpm.hook.tier_c_patterns(agent=agent) or [] for p in got or []]
-    events, parse_error = parse_events(gpm, agent, ctx, outputs, proxy.events, run_id=run_id, case_id=case_id)
-    info = gpm.registry.agents.get(agent.plugin)
+def derive_telemetry(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, capture: PhaseCapture,
+                     proxy: ProxyEvidence, *, run_id: str, case_id: str
+                     ) -> tuple[list[Event], TelemetrySummary, Transcript]:
+    """The phase's normalized events, its telemetry summary (``events.summary.json``) and the driver's
+    transcript (its final text is kept as ``<phase>.final.txt``)."""
+    transcript, driver_error = read_transcript(driver, ctx, capture)
+    events, parse_error = parse_events(hooks, driver, ctx, capture, transcript, proxy.events,
+                                       run_id=run_id, case_id=case_id)
+    parse_error = driver_error or parse_error
     proxy_kw = dict(proxy.summary_kwargs)
     # The backend refusing tools is evidence whichever tier saw it (proxy record or agent output).
     proxy_kw["backend_tool_unsupported"] = bool(proxy_kw.get("backend_tool_unsupported")) or any(
         e.error_type == "backend_tool_unsupported" for e in events)
     summary = summarize_phase(
-        events, observability=getattr(info, "observability", "none"),
-        capture_missing=not outputs.stdout_path.exists(), parse_error=parse_error is not None, **proxy_kw,
-        wire_witnessed=ctx.format in getattr(info, "wire_formats", ()),
+        events, observability=driver.observability, capture_missing=not capture.stdout_path.exists(),
+        parse_error=parse_error is not None, **proxy_kw, wire_witnessed=ctx.format in driver.wire_formats,
     )
     if parse_error:
         summary.telemetry_capture_skip_reason = "wrapper_parse_error"
-    return events, summary
+    return events, summary, transcript
 
 
-def run_validators(gpm: GripProbePluginManager, test: TestSpec, ctx: ValidatorContext
-                   ) -> tuple[list[ValidatorResult], str | None]:
+def run_validators(registry: Registry, test: TestSpec, ctx: ValidatorContext) -> tuple[list[ValidatorResult], str | None]:
     """Every validator's result, and the last harness-side problem among them (a kind not installed, a
     validator that raised, options the validator refused), which makes the case HARNESS_ERROR
     (failure_reason ``validator_error``) whatever the agent did."""
     results, error = [], None
     for spec in test.validators:
         options = spec.model_dump(exclude={"kind"})
-        fn = gpm.registry.validators.get(spec.kind)
+        fn = registry.validators.get(spec.kind)
         if fn is None:
             error = f"validator kind {spec.kind!r} is not installed"
             results.append(ValidatorResult(kind=spec.kind, passed=False, message=error))
@@ -136,30 +174,39 @@ def backend_was_unreachable(rec: PhaseRecord, artifacts: Path) -> bool:
     from ..proxy.server import UPSTREAM_ERRORS, read_records
 
     last = None
-    for r in read_records(artifacts / f"proxy.{rec.phase}.http.jsonl"):
+    for r in read_records(artifacts / proxy_record_name(rec.phase)):
         err = r.get("x_gripprobe_proxy_error")
         if err is None or err in UPSTREAM_ERRORS:  # exchanges that reached for the upstream
             last = err
     return last == "proxy_connect_error"
 
 
-def derive_verdict(gpm: GripProbePluginManager, test: TestSpec, *, process: ProcessResult, events: list[Event],
-                   summary: TelemetrySummary, validators: list[ValidatorResult], harness_error: str | None,
-                   phase_harness_error: bool, backend_unreachable: bool = False) -> Verdict:
-    rules = test.rules.model_dump()
-    if harness_error:
-        rules["harness_error"] = "proxy_required_but_not_available" if phase_harness_error else "validator_error"
-    return gpm.hook.evaluate(inputs=EvaluationInputs(
+def phase_harness_failure(phase_error: str | None, validator_error: str | None) -> str | None:
+    """The failure_reason of a case the harness could not measure: its phase never ran because the proxy
+    it required was not available, or a validator could not judge (the spec, not the agent)."""
+    if phase_error:
+        from .proxy_session import PROXY_REQUIRED
+
+        return PROXY_REQUIRED
+    return "validator_error" if validator_error else None
+
+
+def derive_verdict(hooks: Hooks, test: TestSpec, *, process: ProcessResult, events: list[Event],
+                   summary: TelemetrySummary, validators: list[ValidatorResult], harness_error: str | None = None,
+                   backend_unreachable: bool = False) -> Verdict:
+    """The evaluator's verdict. ``harness_error`` is a failure_reason (``validator_error``,
+    ``proxy_required_but_not_available`` ...) that makes the case HARNESS_ERROR."""
+    return hooks.evaluate(EvaluationInputs(
         validators=validators, process=process, events=events, summary=summary,
-        required_kinds=list(test.requires), rules=rules, backend_unreachable=backend_unreachable,
+        required_kinds=list(test.requires), rules=test.rules.model_dump(), harness_error=harness_error,
+        backend_unreachable=backend_unreachable,
         tool_unsupported="backend_tool_unsupported" if summary.telemetry_backend_tool_unsupported else None))
 
 
-def harness_error_verdict(gpm: GripProbePluginManager, reason: str) -> tuple[Verdict, TelemetrySummary]:
+def harness_error_verdict(hooks: Hooks, reason: str) -> tuple[Verdict, TelemetrySummary]:
     """The verdict and summary of a case that could not be judged at all (a harness exception, its
     artifacts missing): HARNESS_ERROR with ``reason`` as failure reason, capture missing."""
     summary = summarize_phase([], observability="none", capture_missing=True, parse_error=False)
-    verdict = gpm.hook.evaluate(inputs=EvaluationInputs(
-        validators=[], process=ProcessResult(status="ok"), events=[], summary=summary,
-        rules={"harness_error": reason}))
+    verdict = hooks.evaluate(EvaluationInputs(
+        validators=[], process=ProcessResult(status="ok"), events=[], summary=summary, harness_error=reason))
     return verdict, summary

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import UserError
 from ..models.results import CaseKey
 from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, SuiteSpec, TestSpec
 
 
-@dataclass
+@dataclass(frozen=True)
 class PlannedCase:
     key: CaseKey
     agent: CliAgentSpec
@@ -18,10 +18,20 @@ class PlannedCase:
     test: TestSpec
     format: str
     skip_reason: str | None = None
+    proxy_mode: str = ""
+    """off | auto | force, settled once by :meth:`settle` (the run's choice, else the agent spec's)."""
+    sandbox: str = ""
+    """auto | bwrap | none, settled once by :meth:`settle` (the run's or suite's choice, else the agent's)."""
 
     @property
     def case_id(self) -> str:
         return self.key.slug()
+
+    def settle(self, *, proxy_mode: str | None, sandbox: str | None) -> "PlannedCase":
+        """This case with its proxy mode and sandbox decided: the run's choice (command line, resumed run
+        or suite) when given, else the agent spec's (``telemetry_proxy_mode``, ``sandbox``, default auto)."""
+        return replace(self, proxy_mode=proxy_mode or self.agent.telemetry_proxy_mode,
+                       sandbox=sandbox or self.agent.sandbox or "auto")
 
 
 def select_tests(tests: dict[str, TestSpec], selectors: list[str]) -> list[TestSpec]:

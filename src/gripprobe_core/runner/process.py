@@ -1,4 +1,10 @@
-"""Run one agent process: own process group, hard timeout, capped capture, honest classification."""
+"""Run one agent process: own process group, hard timeout, capped capture, honest classification.
+
+Nothing here blocks the event loop (which relays every proxied model call of every case running at once):
+the process is started in a worker thread, its stdout and stderr are copied to their files by a thread
+each (at most ``cap_bytes`` kept, the rest read and dropped), its stdin is fed by another, and the loop
+only polls for its exit (``waitpid`` with ``WNOHANG``) with a backoff.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,12 @@ import asyncio
 import os
 import secrets
 import signal
+import subprocess
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 from ..models.results import ProcessResult
 from ..timeutil import utc_now_iso
@@ -19,10 +28,13 @@ DEFAULT_CAPTURE_CAP = 8 * 1024 * 1024
 KILL_GRACE_S = 2.0
 #: After the agent exits, how long we keep reading pipes a straggler may still hold open.
 DRAIN_AFTER_EXIT_S = 1.0
+#: Read size of the capture threads.
+CHUNK = 65536
 
 
-#: Every agent process gets this variable with a fresh random value; its descendants inherit it, so the
-#: whole tree can be found and killed even where it left the process group (setsid) or was orphaned.
+#: Every unsandboxed agent process gets this variable with a fresh random value; its descendants inherit
+#: it, so the whole tree can be found and killed even where it left the process group (setsid) or was
+#: orphaned. (A sandboxed phase needs none: its PID namespace ends with it.)
 TREE_TOKEN_VAR = "GRIPPROBE_PROCESS_TREE"
 
 
@@ -30,7 +42,7 @@ def _tree_pids(token: str) -> list[int]:
     """PIDs whose environment carries ``token`` (Linux /proc; empty elsewhere)."""
     needle = f"{TREE_TOKEN_VAR}={token}".encode()
     me = os.getpid()
-    found = []
+    found: list[int] = []
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -48,6 +60,7 @@ def _tree_pids(token: str) -> list[int]:
 
 
 def _kill_tree(pgid: int, token: str | None, sig: int) -> None:
+    """Signal the process group, and (unsandboxed) every process carrying the tree token. Blocking: /proc."""
     _killpg(pgid, sig)
     if token is None:  # sandboxed: the PID namespace ends with bwrap, nothing to sweep
         return
@@ -58,30 +71,6 @@ def _kill_tree(pgid: int, token: str | None, sig: int) -> None:
             pass
 
 
-@dataclass
-class _Sink:
-    path: Path
-    cap: int
-    written: int = 0
-    truncated: bool = False
-
-
-async def _pump(stream: asyncio.StreamReader, sink: _Sink) -> None:
-    with open(sink.path, "wb") as fh:
-        while True:
-            chunk = await stream.read(65536)
-            if not chunk:
-                return
-            room = sink.cap - sink.written
-            if room > 0:
-                part = chunk[:room]
-                fh.write(part)
-                fh.flush()
-                sink.written += len(part)
-            if len(chunk) > max(room, 0):
-                sink.truncated = True
-
-
 def _killpg(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -89,12 +78,70 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
-async def _wait_exit(proc: asyncio.subprocess.Process, timeout: float) -> bool:
-    """Wait for the child itself to exit. (``proc.wait()`` also waits for its pipes to close, which a
-    grandchild holding stdout would delay forever.) Returns False on timeout."""
+@dataclass
+class _Capture:
+    """One stream copied to a file by its own thread: the first ``cap`` bytes kept, the rest dropped."""
+
+    source: IO[bytes]
+    path: Path
+    cap: int
+    written: int = 0
+    truncated: bool = False
+    error: str | None = None
+    thread: threading.Thread = field(init=False)
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._copy, name=f"capture {self.path.name}", daemon=True)
+        self.thread.start()
+
+    def _copy(self) -> None:
+        try:
+            with open(self.path, "wb") as out:
+                while True:
+                    chunk = self.source.read1(CHUNK) if hasattr(self.source, "read1") else self.source.read(CHUNK)
+                    if not chunk:
+                        return
+                    room = self.cap - self.written
+                    if room > 0:
+                        part = chunk[:room]
+                        out.write(part)
+                        out.flush()
+                        self.written += len(part)
+                    if len(chunk) > max(room, 0):
+                        self.truncated = True
+        except (OSError, ValueError) as exc:  # ValueError: the pipe was closed under us (abandoned straggler)
+            if self.error is None and not isinstance(exc, ValueError):
+                self.error = f"capture failed: {exc}"
+        finally:
+            try:
+                self.source.close()
+            except OSError:
+                pass
+
+    @property
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+
+def _feed(stdin: IO[bytes], data: bytes) -> None:
+    try:
+        stdin.write(data)
+        stdin.flush()
+    except (BrokenPipeError, ConnectionResetError, ValueError, OSError):
+        pass
+    finally:
+        try:
+            stdin.close()
+        except OSError:
+            pass
+
+
+async def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait for the child itself to exit, polling ``waitpid`` (a grandchild holding its pipes does not
+    delay this). Returns False on timeout."""
     deadline = time.monotonic() + timeout
-    delay = 0.005
-    while proc.returncode is None:
+    delay = 0.002
+    while proc.poll() is None:
         left = deadline - time.monotonic()
         if left <= 0:
             return False
@@ -103,13 +150,27 @@ async def _wait_exit(proc: asyncio.subprocess.Process, timeout: float) -> bool:
     return True
 
 
-async def _terminate_tree(proc: asyncio.subprocess.Process, pgid: int, token: str | None) -> None:
+async def _wait_threads(captures: list[_Capture], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not all(c.done for c in captures):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+async def _terminate_tree(proc: subprocess.Popen[bytes], pgid: int, token: str | None) -> None:
     """SIGTERM the whole tree, then SIGKILL whatever is left after a grace period."""
-    _kill_tree(pgid, token, signal.SIGTERM)
+    await asyncio.to_thread(_kill_tree, pgid, token, signal.SIGTERM)
     if not await _wait_exit(proc, KILL_GRACE_S):
-        _kill_tree(pgid, token, signal.SIGKILL)
+        await asyncio.to_thread(_kill_tree, pgid, token, signal.SIGKILL)
         await _wait_exit(proc, KILL_GRACE_S)
-    _kill_tree(pgid, token, signal.SIGKILL)  # whatever else is left
+    await asyncio.to_thread(_kill_tree, pgid, token, signal.SIGKILL)  # whatever else is left
+
+
+def _spawn(argv: list[str], cwd: Path, env: dict[str, str], with_stdin: bool) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(argv, cwd=str(cwd), env=env, stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
 async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin: bytes | None,
@@ -118,9 +179,9 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
     """Run ``argv`` in its own session and classify the outcome.
 
     ok: exit 0 · nonzero_exit: exit > 0 · timeout: still running at ``timeout_s`` (the whole process tree,
-    grandchildren included even when they started their own session, is killed) · shell_error: could not start, or killed by a signal it did not get
-    from us · harness_capture_failed: stdout/stderr could not be written.
-    Stragglers left in the tree after the agent exits are killed too.
+    grandchildren included even when they started their own session, is killed) · shell_error: could not
+    start, or killed by a signal it did not get from us · harness_capture_failed: stdout/stderr could not
+    be written. Stragglers left in the tree after the agent exits are killed too.
 
     ``sandboxed``: ``argv`` starts bwrap (runner/sandbox.py), whose PID namespace takes every process of
     the tree down with it; otherwise the tree is also found through an environment token in /proc (a
@@ -131,56 +192,42 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
         env = {**env, TREE_TOKEN_VAR: token}
     started_at = utc_now_iso()
     t0 = time.monotonic()
-    base = dict(command=list(argv), started_at=started_at)
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=str(cwd), env=env,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
+        proc = await asyncio.to_thread(_spawn, argv, cwd, env, stdin is not None)
     except OSError as exc:
-        for p in (stdout_path, stderr_path):
-            _touch(p)
+        await asyncio.to_thread(_touch, stdout_path, stderr_path)
         return ProcessResult(status="shell_error", error=f"cannot start {argv[0]!r}: {exc.strerror or exc}",
-                             finished_at=utc_now_iso(), duration_s=time.monotonic() - t0, **base)
+                             finished_at=utc_now_iso(), duration_s=time.monotonic() - t0, command=list(argv),
+                             started_at=started_at)
     pgid = proc.pid  # start_new_session: the child leads its own group
-    out, err = _Sink(stdout_path, cap_bytes), _Sink(stderr_path, cap_bytes)
-    pumps = [asyncio.ensure_future(_pump(proc.stdout, out)), asyncio.ensure_future(_pump(proc.stderr, err))]
-    feeder = None
-    if stdin is not None:
-        feeder = asyncio.ensure_future(_feed(proc, stdin))
+    assert proc.stdout is not None and proc.stderr is not None
+    captures = [_Capture(proc.stdout, stdout_path, cap_bytes), _Capture(proc.stderr, stderr_path, cap_bytes)]
+    for c in captures:
+        c.start()
+    if stdin is not None and proc.stdin is not None:
+        threading.Thread(target=_feed, args=(proc.stdin, stdin), name="agent stdin", daemon=True).start()
     timed_out = False
     try:
         if not await _wait_exit(proc, timeout_s):
             timed_out = True
             await _terminate_tree(proc, pgid, token)
         # The agent is gone; a straggler may still hold the pipes. Drain briefly, then kill the tree.
-        done, pending = await asyncio.wait(pumps, timeout=DRAIN_AFTER_EXIT_S)
-        _kill_tree(pgid, token, signal.SIGKILL)
-        if pending:
-            done, pending = await asyncio.wait(pumps, timeout=KILL_GRACE_S)
-            for p in pending:
-                p.cancel()
+        drained = await _wait_threads(captures, DRAIN_AFTER_EXIT_S)
+        await asyncio.to_thread(_kill_tree, pgid, token, signal.SIGKILL)
+        if not drained:  # what still holds a pipe was just killed: its pipe closes, its capture thread ends
+            await _wait_threads(captures, KILL_GRACE_S)
     except asyncio.CancelledError:
         await _terminate_tree(proc, pgid, token)
-        for p in pumps:
-            p.cancel()
         raise
-    finally:
-        if feeder is not None and not feeder.done():
-            feeder.cancel()
-    capture_error = None
-    for p in pumps:
-        if p.done() and not p.cancelled() and p.exception() is not None:
-            capture_error = f"capture failed: {p.exception()}"
+    capture_error = next((c.error for c in captures if c.error), None)
     rc = proc.returncode
-    fields = dict(
-        exit_code=rc if rc is not None and rc >= 0 else None,
-        signal=-rc if rc is not None and rc < 0 else None,
-        duration_s=round(time.monotonic() - t0, 4), finished_at=utc_now_iso(),
-        stdout_bytes=out.written, stderr_bytes=err.written,
-        stdout_truncated=out.truncated, stderr_truncated=err.truncated, **base,
+    out, err = captures
+    exit_code = rc if rc is not None and rc >= 0 else None
+    killed_by = -rc if rc is not None and rc < 0 else None
+    fields: dict[str, Any] = dict(
+        exit_code=exit_code, signal=killed_by, duration_s=round(time.monotonic() - t0, 4), finished_at=utc_now_iso(),
+        stdout_bytes=out.written, stderr_bytes=err.written, stdout_truncated=out.truncated,
+        stderr_truncated=err.truncated, command=list(argv), started_at=started_at,
     )
     if timed_out:
         return ProcessResult(status="timeout", error=f"no exit after {timeout_s:g}s; process group killed", **fields)
@@ -193,22 +240,10 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
     return ProcessResult(status="nonzero_exit", **fields)
 
 
-async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
-    try:
-        proc.stdin.write(data)
-        await proc.stdin.drain()
-    except (BrokenPipeError, ConnectionResetError):
-        pass
-    finally:
+def _touch(*paths: Path) -> None:
+    for path in paths:
         try:
-            proc.stdin.close()
-        except Exception:  # pragma: no cover
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"")
+        except OSError:
             pass
-
-
-def _touch(path: Path) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"")
-    except OSError:
-        pass

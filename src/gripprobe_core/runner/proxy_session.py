@@ -1,7 +1,8 @@
-"""Per-phase telemetry proxy lifecycle and its modes (SPEC §5): off | auto | force.
+"""One phase's recording proxy, in its mode (SPEC §5): off | auto | force.
 
-The proxy itself is whatever plugin answers the ``start_proxy`` hook. This module decides whether to
-start it, turns failures into evidence (auto) or a harness error (force), and stops it once per phase.
+The proxy itself is whatever plugin answers ``start_proxy`` (the core's ``recording_proxy`` by default).
+:func:`open_proxy_session` decides whether to start one, turns failures into evidence (auto) or a
+harness error (force); :meth:`ProxySession.stop` stops it once and says what it collected.
 """
 
 from __future__ import annotations
@@ -10,103 +11,100 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..drivers import AgentDriver, ProxyHandle
+from ..hooks import Hooks
 from ..phase import PhaseContext
-from ..models.events import Event
 
 PROXY_REQUIRED = "proxy_required_but_not_available"
 
 
 @dataclass
 class ProxySession:
+    """The recording proxy of one phase: its mode, what became of it, and where its records are."""
+
     mode: str
+    record_path: Path
     status: str = "skipped"  # collected | skipped | error
     skip_reason: str | None = None
     error: str | None = None
-    handle: Any = None
-    record_path: Path | None = None
+    handle: ProxyHandle | None = None
     harness_error: str | None = None
+    """Set when ``force`` could not have its proxy: the phase must not run (HARNESS_ERROR)."""
     _stopped: bool = field(default=False, repr=False)
 
     @property
     def base_url(self) -> str | None:
-        return getattr(self.handle, "base_url", None)
+        return self.handle.base_url if self.handle is not None else None
 
     async def stop(self) -> None:
-        if self.handle is not None and not self._stopped:
-            self._stopped = True
-            try:
-                await self.handle.stop()
-            except Exception as exc:  # a proxy that fails to stop is evidence, not a crash
-                self.status, self.skip_reason, self.error = "error", "proxy_connect_error", str(exc)
-            if self.status != "error":
-                self.status = "collected" if _has_traffic(self.record_path) else "skipped"
-                if self.status == "skipped":
-                    self.skip_reason = "capture_missing"
-            stats = getattr(self.handle, "status", None)
-            if isinstance(stats, dict) and stats.get("error"):
-                self.status, self.skip_reason = "error", stats.get("reason", "proxy_connect_error")
-                self.error = stats.get("error")
-            elif isinstance(stats, dict) and stats.get("recorder_error"):
-                # the relay went on but some exchanges were recorded without their contents
-                self.status, self.skip_reason = "error", "capture_missing"
-                self.error = f"recorder: {stats['recorder_error']}"
-
-    def events(self) -> list[Event]:
-        get = getattr(self.handle, "events", None)
+        """Stop the proxy (once); a proxy that fails to stop, or reports an upstream or recorder failure,
+        is evidence (status ``error``), never a crash."""
+        if self.handle is None or self._stopped:
+            return
+        self._stopped = True
         try:
-            return list(get()) if get else []
-        except Exception:
-            return []
+            await self.handle.stop()
+        except Exception as exc:
+            self.status, self.skip_reason, self.error = "error", "proxy_connect_error", str(exc)
+            return
+        self.status = "collected" if _has_traffic(self.record_path) else "skipped"
+        if self.status == "skipped":
+            self.skip_reason = "capture_missing"
+        try:
+            stats = dict(self.handle.status())
+        except Exception as exc:
+            stats = {"error": f"status unavailable: {exc}", "reason": "proxy_connect_error"}
+        if stats.get("error"):
+            self.status, self.skip_reason = "error", stats.get("reason") or "proxy_connect_error"
+            self.error = stats.get("error")
+        elif stats.get("recorder_error"):
+            # the relay went on but some exchanges were recorded without their contents
+            self.status, self.skip_reason = "error", "capture_missing"
+            self.error = f"recorder: {stats['recorder_error']}"
 
-    def summary_kwargs(self) -> dict[str, Any]:
-        extra = getattr(self.handle, "summary_kwargs", None)
-        kw: dict[str, Any] = dict(proxy_status=self.status, proxy_skip_reason=self.skip_reason)
-        if extra:
-            kw.update(extra())
-        return kw
+    @property
+    def started(self) -> bool:
+        return self.handle is not None
 
     def describe(self) -> dict[str, Any]:
+        """What case.json records of it (``phases[].proxy``)."""
         return {"mode": self.mode, "status": self.status, "skip_reason": self.skip_reason, "error": self.error,
-                "record": self.record_path.name if self.record_path and self.status == "collected" else None,
-                "started": self.handle is not None}
+                "record": self.record_path.name if self.status == "collected" else None, "started": self.started}
 
 
-def _has_traffic(path: Path | None) -> bool:
+def _has_traffic(path: Path) -> bool:
     try:
-        return path is not None and path.stat().st_size > 0
+        return path.stat().st_size > 0
     except OSError:
         return False
 
 
-async def open_proxy_session(gpm, ctx: PhaseContext, *, mode: str, upstream: str, record_path: Path,
-                           max_request_body: int | None = None) -> ProxySession:
-    """The phase's proxy as ``mode`` wants it; ``max_request_body``: the request body cap in bytes
-    (``None``: the proxy's default)."""
-    px = ProxySession(mode=mode, record_path=record_path)
+async def open_proxy_session(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, *, mode: str, upstream: str,
+                             record_path: Path, max_request_body: int | None = None) -> ProxySession:
+    """The phase's proxy as ``mode`` wants it, started (``ctx`` is the phase before routing);
+    ``max_request_body``: the request body cap in bytes (``None``: the proxy's default)."""
+    session = ProxySession(mode=mode, record_path=record_path)
     if mode == "off":
-        px.skip_reason = "disabled"
-        return px
-    route = gpm.hook.route_base_url(agent=ctx.agent, backend=ctx.backend)
-    if route is not None and not route.routable:
-        return _unavailable(px, route.reason or "unsupported_shell")
+        session.skip_reason = "disabled"
+        return session
+    route = hooks.route_base_url(driver, ctx.agent, ctx.backend)
+    if not route.routable:
+        return _unavailable(session, route.reason or "unsupported_shell")
     try:
-        handle = gpm.hook.start_proxy(ctx=ctx, upstream_url=upstream, record_path=record_path,
-                                      max_request_body=max_request_body)
-        if hasattr(handle, "__await__"):
-            handle = await handle
+        handle = hooks.start_proxy(ctx, upstream, record_path, max_request_body)
+        if handle is None:
+            return _unavailable(session, "unsupported_backend")
+        await handle.start()
     except OSError as exc:
-        px.error = str(exc)
-        return _unavailable(px, "proxy_bind_error", status="error")
-    if handle is None:
-        return _unavailable(px, "unsupported_backend")
-    px.handle = handle
-    px.status = "collected"
-    return px
+        session.error = str(exc)
+        return _unavailable(session, "proxy_bind_error", status="error")
+    session.handle, session.status = handle, "collected"
+    return session
 
 
-def _unavailable(px: ProxySession, reason: str, status: str = "skipped") -> ProxySession:
-    px.status, px.skip_reason = status, reason
-    if px.mode == "force":
-        px.status = "error"
-        px.harness_error = f"{PROXY_REQUIRED}: {reason}"
-    return px
+def _unavailable(session: ProxySession, reason: str, status: str = "skipped") -> ProxySession:
+    session.status, session.skip_reason = status, reason
+    if session.mode == "force":
+        session.status = "error"
+        session.harness_error = f"{PROXY_REQUIRED}: {reason}"
+    return session

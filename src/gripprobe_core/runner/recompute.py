@@ -3,7 +3,7 @@
 For each case the observations are taken as stored (the process result and proxy facts of each phase
 in case.json, the agent's stdout/stderr and kept artifacts, the proxy records, the workspace, the
 challenge log) and everything judged from them is derived again with today's code (see
-:mod:`.derive`): events, telemetry summaries, validators, verdict. On an unchanged installation the
+:mod:`.judge`): events, telemetry summaries, validators, verdict. On an unchanged installation the
 result is identical to the run's own (tests/test_recompute.py holds that).
 
 A case whose required artifacts are missing or corrupt becomes HARNESS_ERROR naming the file; a case
@@ -14,22 +14,25 @@ as HARNESS_ERROR. Nothing raises for bad data.
 from __future__ import annotations
 
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..phase import PhaseContext, PhaseCapture, ValidatorContext
 from ..jsonl import json_lines
 from ..models.events import Event
 from ..models.results import CaseKey, CaseResult, PhaseRecord
 from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
+from ..phase import PhaseCapture, PhaseContext
 from ..pluginmanager import GripProbePluginManager
 from ..store import RunFolder, atomic_write_text
 from ..telemetry.summary import summarize_phase
+from ..validators.context import ValidatorContext
 from .evidence import verify_evidence
 from .judge import (
-    CASE_INPUTS, ProxyEvidence, backend_was_unreachable, derive_telemetry, derive_verdict, harness_error_verdict,
-    phase_context_name, run_validators,
+    CASE_INPUTS, backend_was_unreachable, derive_telemetry, derive_verdict, harness_error_verdict,
+    phase_context_name, phase_harness_failure, proxy_evidence, proxy_record_name, run_validators,
 )
 
 #: The fields a recompute derives (and the identity test compares).
@@ -69,24 +72,7 @@ def _inputs(case_dir: Path) -> tuple[CliAgentSpec, ModelSpec, BackendSpec, TestS
                               f"{type(exc).__name__}") from None
 
 
-def _proxy_evidence(rec: PhaseRecord, artifacts: Path) -> ProxyEvidence:
-    from ..proxy.events import proxy_counts, records_to_events
-    from ..proxy.server import read_records
-
-    p = rec.proxy or {}
-    kw: dict[str, Any] = {"proxy_status": p.get("status", "skipped"), "proxy_skip_reason": p.get("skip_reason")}
-    path = artifacts / f"proxy.{rec.phase}.http.jsonl"
-    started = p.get("started")
-    if started is None:  # results written before "started" was recorded
-        started = path.exists()
-    if not started:
-        return ProxyEvidence([], kw)
-    records = read_records(path)
-    kw.update(proxy_counts(records))
-    return ProxyEvidence(records_to_events(records, phase=rec.phase, artifact_name=path.name), kw)
-
-
-def _phase(gpm: GripProbePluginManager, res: CaseResult, rec: PhaseRecord, case_dir: Path,
+def _phase(plugins: GripProbePluginManager, res: CaseResult, rec: PhaseRecord, case_dir: Path,
            specs: tuple[CliAgentSpec, ModelSpec, BackendSpec, TestSpec, str]
            ) -> tuple[PhaseRecord, list[Event], dict[str, Any]]:
     agent, model, backend, test, fmt = specs
@@ -98,33 +84,36 @@ def _phase(gpm: GripProbePluginManager, res: CaseResult, rec: PhaseRecord, case_
         summary = summarize_phase([], observability="none", capture_missing=False, parse_error=False,
                                   proxy_status="error", proxy_skip_reason=(rec.proxy or {}).get("skip_reason"))
         return rec.model_copy(update={"summary": summary}), [], pctx
+    driver = plugins.registry.agents.get(agent.plugin)
+    if driver is None:
+        raise ArtifactProblem(f"agent plugin {agent.plugin!r} is not installed: its outputs cannot be re-read "
+                              f"(pip install gripprobe-{agent.plugin})")
     try:
         ctx = PhaseContext(
             run_id=res.run_id, case_id=res.case_id, phase=rec.phase, agent=agent, model=model, backend=backend,
             test=test, format=fmt, prompt=str(pctx["prompt"]), workspace=Path(pctx["workspace"]),
             home=Path(pctx["home"]), tmpdir=Path(pctx["tmpdir"]), artifacts_dir=artifacts,
             base_url=str(pctx["base_url"]), model_name=str(pctx["model_name"]),
-            timeout_s=float(pctx["timeout_s"]), run_context=dict(res.run_context),
+            timeout_s=float(pctx["timeout_s"]), run_values=dict(res.run_values),
             agent_executable=Path(pctx["agent_executable"]) if pctx.get("agent_executable") else None)
-        extra_names = [str(n) for n in pctx.get("extra") or []]
+        kept_names = [str(n) for n in pctx.get("extra") or []]
     except (KeyError, TypeError, ValueError) as exc:
         raise ArtifactProblem(f"artifacts/{phase_context_name(rec.phase)} lacks {exc}") from None
-    extra = {n: artifacts / f"{rec.phase}.{n}" for n in extra_names}
-    for name, path in extra.items():
+    files = {n: artifacts / f"{rec.phase}.{n}" for n in kept_names}
+    for name, path in files.items():
         if not path.is_file():
             raise ArtifactProblem(f"artifacts/{path.name} (the agent's {name}) is missing")
-    final = artifacts / f"{rec.phase}.final.txt"
-    outputs = PhaseCapture(stdout_path=case_dir / f"{rec.phase}.stdout", stderr_path=case_dir / f"{rec.phase}.stderr",
-                           process=rec.process, extra=extra,
-                           final_text=final.read_text(encoding="utf-8", errors="replace") if final.is_file() else None)
-    events, summary = derive_telemetry(gpm, agent, ctx, outputs, _proxy_evidence(rec, artifacts),
-                                       run_id=res.run_id, case_id=res.case_id)
+    capture = PhaseCapture(stdout_path=case_dir / f"{rec.phase}.stdout", stderr_path=case_dir / f"{rec.phase}.stderr",
+                           process=rec.process, files=files)
+    proxy = proxy_evidence(rec.phase, rec.proxy, artifacts / proxy_record_name(rec.phase), driver)
+    events, summary, _transcript = derive_telemetry(plugins.hook, driver, ctx, capture, proxy,
+                                                    run_id=res.run_id, case_id=res.case_id)
     return rec.model_copy(update={"summary": summary}), events, pctx
 
 
-def _harness_case(gpm: GripProbePluginManager, base: CaseResult, problem: str,
+def _harness_case(plugins: GripProbePluginManager, base: CaseResult, problem: str,
                   reason: str = "artifact_missing_or_corrupt") -> CaseResult:
-    verdict, summary = harness_error_verdict(gpm, reason)
+    verdict, summary = harness_error_verdict(plugins.hook, reason)
     return base.model_copy(update={"verdict": verdict, "telemetry": summary, "validators": [],
                                    "harness_error": problem})
 
@@ -140,7 +129,7 @@ def _key_for(case_dir: Path, planned: dict[str, dict]) -> CaseKey | None:
         return None
 
 
-def recompute_case(gpm: GripProbePluginManager, run_dir: RunFolder, case_dir: Path,
+def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir: Path,
                    planned: dict[str, dict] | None = None) -> Recomputed:
     """Re-derive one case. Does not write anything (see :func:`recompute_run`)."""
     from ..store import read_case
@@ -152,7 +141,7 @@ def recompute_case(gpm: GripProbePluginManager, run_dir: RunFolder, case_dir: Pa
         if key is None:
             return Recomputed(case_id, None, problem="case.json is missing or corrupt and nothing names the case")
         problem = "case.json is missing or corrupt"
-        verdict, summary = harness_error_verdict(gpm, "artifact_missing_or_corrupt")
+        verdict, summary = harness_error_verdict(plugins.hook, "artifact_missing_or_corrupt")
         res = CaseResult(run_id=run_dir.run_id, case_id=case_id, key=key, started_at="", finished_at="",
                          duration_s=0.0, verdict=verdict, telemetry=summary, harness_error=problem)
         return Recomputed(case_id, res, ["verdict"], problem)
@@ -163,39 +152,48 @@ def recompute_case(gpm: GripProbePluginManager, run_dir: RunFolder, case_dir: Pa
         if tampered:
             problem = "evidence changed after the run: " + "; ".join(tampered[:5]) + (
                 f" (+{len(tampered) - 5} more)" if len(tampered) > 5 else "")
-            res = _harness_case(gpm, orig, problem, reason="artifact_tampered")
+            res = _harness_case(plugins, orig, problem, reason="artifact_tampered")
             return Recomputed(case_id, res, _changed(orig, res), problem)
     try:
         specs = _inputs(case_dir)
         phases, events, contexts = [], [], []
         for rec in orig.phases:
-            new_rec, ev, pctx = _phase(gpm, orig, rec, case_dir, specs)
+            new_rec, ev, pctx = _phase(plugins, orig, rec, case_dir, specs)
             phases.append(new_rec)
             events.append(ev)
             contexts.append(pctx)
     except ArtifactProblem as exc:
-        res = _harness_case(gpm, orig, str(exc))
+        res = _harness_case(plugins, orig, str(exc))
         return Recomputed(case_id, res, _changed(orig, res), str(exc))
 
     test = specs[3]
     last, last_events, last_ctx = phases[-1], events[-1], contexts[-1]
-    harness_error = last_ctx.get("harness_error") or None
-    validators = []
-    if harness_error is None and last.phase == "measured":
+    phase_error = last_ctx.get("harness_error") or None
+    validators: list = []
+    validator_error = None
+    if phase_error is None and last.phase == "measured":
         requests_path = case_dir / "artifacts" / "challenge.measured.requests.jsonl"
         requests = [r for _, r in json_lines(requests_path.read_bytes())] if requests_path.is_file() else []
-        validators, harness_error = run_validators(gpm, test, ValidatorContext(
-            workspace=case_dir / "workspace", test=test, run_context=dict(orig.run_context),
+        validators, validator_error = run_validators(plugins.registry, test, ValidatorContext(
+            workspace=case_dir / "workspace", test=test, run_values=dict(orig.run_values),
             challenge=dict(last.challenge), challenge_requests=requests, events=last_events,
-            agent_workspace=str(last_ctx.get("workspace") or "") or None))
-    verdict = derive_verdict(gpm, test, process=last.process, events=last_events, summary=last.summary,
-                             validators=validators, harness_error=harness_error,
-                             phase_harness_error=bool(last_ctx.get("harness_error")),
+            agent_workspace=str(last_ctx.get("workspace") or "") or None, sandbox=_sandbox(orig)))
+    harness_error = phase_error or validator_error
+    verdict = derive_verdict(plugins.hook, test, process=last.process, events=last_events, summary=last.summary,
+                             validators=validators, harness_error=phase_harness_failure(phase_error, validator_error),
                              backend_unreachable=backend_was_unreachable(last, case_dir / "artifacts"))
     res = orig.model_copy(update={"phases": phases, "validators": validators, "verdict": verdict,
                                   "telemetry": last.summary, "harness_error": harness_error})
     return Recomputed(case_id, res, _changed(orig, res),
                       events={rec.phase: ev for rec, ev in zip(phases, events)})
+
+
+def _sandbox(orig: CaseResult) -> Any:
+    """Where a recompute runs the case's ``command_output`` validators (they run the agent's work):
+    confined whenever bubblewrap works here, unless the run itself chose to run unsandboxed."""
+    from .sandbox import resolve_sandbox
+
+    return resolve_sandbox("none" if orig.sandbox == "none" else "auto")
 
 
 def _changed(a: CaseResult, b: CaseResult) -> list[str]:
@@ -211,7 +209,7 @@ def _dump(v: Any) -> Any:
     return v.model_dump(mode="json") if hasattr(v, "model_dump") else v
 
 
-def recompute_run(gpm: GripProbePluginManager, run_dir: RunFolder, *, write: bool = True) -> list[Recomputed]:
+def recompute_run(plugins: GripProbePluginManager, run_dir: RunFolder, *, write: bool = True) -> list[Recomputed]:
     """Recompute every case of ``run_dir``. With ``write``, a case whose derived fields changed keeps its
     previous case.json as ``case.before-recompute.json`` (once) and gets the new one plus new events."""
     from .case import write_case
@@ -219,11 +217,15 @@ def recompute_run(gpm: GripProbePluginManager, run_dir: RunFolder, *, write: boo
     entries = run_dir.read_manifest().get("planned")
     planned = {p["case_id"]: p for p in entries if isinstance(p, dict) and "case_id" in p} \
         if isinstance(entries, list) else {}
-    out = []
     dirs = sorted(d for d in run_dir.cases.iterdir() if d.is_dir()) if run_dir.cases.is_dir() else []
-    for case_dir in dirs:
-        r = recompute_case(gpm, run_dir, case_dir, planned)
-        out.append(r)
+    # Cases are independent; command validators wait on processes: several at once (the registry and the
+    # sandbox probe are settled first, so the threads only read them).
+    plugins.registry
+    from .sandbox import resolve_sandbox
+    resolve_sandbox("auto")
+    with ThreadPoolExecutor(max_workers=max(2, min(8, (os.cpu_count() or 2) * 2))) as pool:
+        out = list(pool.map(lambda d: recompute_case(plugins, run_dir, d, planned), dirs))
+    for case_dir, r in zip(dirs, out):
         if not write or r.result is None or not r.changed:
             continue
         old = case_dir / "case.json"

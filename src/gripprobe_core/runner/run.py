@@ -23,31 +23,11 @@ from ..pluginmanager import GripProbePluginManager
 from ..runvalues import make_run_values
 from ..store import RunFolder, allocate_run_dir, atomic_write_json
 from ..timeutil import utc_now_iso
-from .case import ActiveRun, run_case, write_case
-from .judge import harness_error_verdict
+from .case import run_case, write_case
 from .eventloop import StopSignals, Terminated, loop_name
+from .judge import harness_error_verdict
 from .matrix import PlannedCase
-
-
-@dataclass
-class RunSettings:
-    results_root: Path
-    jobs: int = 1
-    proxy_mode: str | None = None
-    timeout_s: float | None = None
-    base_url_override: str | None = None
-    suite: str | None = None
-    specs_root: Path | None = None
-    argv: list[str] | None = None
-    installed: dict | None = None
-    """agent id -> InstalledAgent, for agents installed from a registry (see cli/agents_cmd.py)."""
-    hardware_profile: str | None = None
-    sandbox: str | None = None
-    """auto | bwrap | none for every case; None: each agent spec's ``sandbox`` (default auto)."""
-    proxy_max_body: int | None = None
-    """The recording proxy's request body cap in bytes (None: its default, 64 MiB)."""
-    preflight: list[dict] | None = None
-    """What the backend preflight saw (``BackendProbe`` dicts, see runner/preflight.py), for the manifest."""
+from .settings import ActiveRun, RunSettings
 
 
 @dataclass
@@ -68,20 +48,21 @@ class RunResult:
         return dict(sorted(Counter(r.verdict.status for r in self.results).items()))
 
 
-def _manifest(rc: ActiveRun, opts: RunSettings, cases: list[PlannedCase], *, status: str, started_at: str,
+def _manifest(run: ActiveRun, cases: list[PlannedCase], *, status: str, started_at: str,
               results: list[CaseResult] | None = None, finished_at: str | None = None) -> dict:
     from .. import __version__
+    opts = run.settings
     return {
-        "run_id": rc.run_id, "status": status, "started_at": started_at, "finished_at": finished_at,
+        "run_id": run.id, "status": status, "started_at": started_at, "finished_at": finished_at,
         "gripprobe_version": __version__, "suite": opts.suite, "argv": opts.argv or [],
         "specs_root": str(opts.specs_root) if opts.specs_root else None,
         "jobs": opts.jobs, "hardware_profile": opts.hardware_profile, "telemetry_proxy_mode": opts.proxy_mode,
         "sandbox": opts.sandbox,
-        "timeout_s": opts.timeout_s, "base_url_override": opts.base_url_override, "run_context": rc.run_context,
+        "timeout_s": opts.timeout_s, "base_url_override": opts.base_url_override, "run_values": dict(run.values),
         "proxy_max_body": opts.proxy_max_body,
         "host": {"python": platform.python_version(), "platform": platform.platform(), "event_loop": loop_name()},
         "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version}
-                    for p in rc.gpm.plugins()],
+                    for p in run.plugins.records()],
         "planned": [{"case_id": c.case_id, **c.key.model_dump()} for c in cases],
         "counts": dict(sorted(Counter(r.verdict.status for r in results or []).items())),
         "completed": len(results or []),
@@ -89,36 +70,35 @@ def _manifest(rc: ActiveRun, opts: RunSettings, cases: list[PlannedCase], *, sta
     }
 
 
-async def _guarded(pc: PlannedCase, rc: ActiveRun) -> CaseResult:
+async def _guarded(case: PlannedCase, run: ActiveRun) -> CaseResult:
     """run_case, but a bug in the harness becomes a HARNESS_ERROR case instead of a lost result."""
     try:
-        return await run_case(pc, rc)
+        return await run_case(case, run)
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        verdict, summary = harness_error_verdict(rc.gpm, "harness_exception")
+        verdict, summary = harness_error_verdict(run.hooks, "harness_exception")
         now = utc_now_iso()
-        res = CaseResult(run_id=rc.run_id, case_id=pc.case_id, key=pc.key, started_at=now, finished_at=now,
-                         duration_s=0.0, verdict=verdict, telemetry=summary, tags=list(pc.test.tags),
-                         run_context=rc.run_context, harness_error=f"{type(exc).__name__}: {exc}",
-                         hardware_profile=rc.hardware_profile)
-        case_dir = rc.run_dir.case(pc.case_id)
-        case_dir.mkdir(parents=True, exist_ok=True)
-        write_case(case_dir, res)
+        res = CaseResult(run_id=run.id, case_id=case.case_id, key=case.key, started_at=now, finished_at=now,
+                         duration_s=0.0, verdict=verdict, telemetry=summary, tags=list(case.test.tags),
+                         run_values=dict(run.values), harness_error=f"{type(exc).__name__}: {exc}",
+                         hardware_profile=run.settings.hardware_profile)
+        case_dir = run.folder.case(case.case_id)
+        await asyncio.to_thread(write_case, case_dir, res)
         return res
 
 
-async def _run_all(cases: list[PlannedCase], rc: ActiveRun, jobs: int,
-                   on_done: Callable[[CaseResult], None], results: list[CaseResult]) -> None:
-    sem = asyncio.Semaphore(max(1, jobs))
+async def _run_all(cases: list[PlannedCase], run: ActiveRun, on_done: Callable[[CaseResult], None],
+                   results: list[CaseResult]) -> None:
+    sem = asyncio.Semaphore(max(1, run.settings.jobs))
 
-    async def one(pc: PlannedCase) -> None:
+    async def one(case: PlannedCase) -> None:
         async with sem:
-            res = await _guarded(pc, rc)
+            res = await _guarded(case, run)
             results.append(res)
             on_done(res)
 
-    tasks = [asyncio.ensure_future(one(pc)) for pc in cases]
+    tasks = [asyncio.ensure_future(one(case)) for case in cases]
     try:
         await asyncio.gather(*tasks)
     except BaseException:
@@ -128,33 +108,32 @@ async def _run_all(cases: list[PlannedCase], rc: ActiveRun, jobs: int,
         raise
 
 
-def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: RunSettings,
+def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, settings: RunSettings,
                 on_done: Callable[[CaseResult], None] = lambda r: None,
                 resume: ResumeState | None = None) -> RunResult:
     """Run ``cases`` into a new run directory, or into ``resume.run_dir`` (see :func:`prepare_resume`).
-    Returns even when interrupted by Ctrl-C."""
+    Each case's proxy mode and sandbox are settled here, once (:meth:`PlannedCase.settle`). Returns even
+    when interrupted by Ctrl-C or SIGTERM."""
     t0 = time.monotonic()
     if resume is None:
         # Absolute from here on: agents run with the workspace as cwd, so a relative path would point nowhere.
-        run_id, path = allocate_run_dir(opts.results_root.resolve())
-        run_dir = RunFolder(path)
-        started_at, run_context, planned, history = utc_now_iso(), make_run_values(), cases, []
+        run_id, path = allocate_run_dir(settings.results_root.resolve())
+        folder = RunFolder(path)
+        started_at, values, planned, history = utc_now_iso(), make_run_values(), cases, []
     else:
-        run_dir = resume.run_dir
-        run_id = run_dir.run_id
-        started_at, run_context = resume.started_at, resume.run_context
+        folder = resume.run_dir
+        run_id = folder.run_id
+        started_at, values = resume.started_at, resume.run_values
         planned, history = resume.planned, [*resume.resumed_at, utc_now_iso()]
+    cases = [c.settle(proxy_mode=settings.proxy_mode, sandbox=settings.sandbox) for c in cases]
     results: list[CaseResult] = []
-    with tempfile.TemporaryDirectory(prefix=f"gripprobe-{run_id}-") as work:
-        rc = ActiveRun(run_id=run_id, run_dir=run_dir, gpm=gpm, run_context=run_context,
-                       work_root=Path(work), proxy_mode=opts.proxy_mode, timeout_s=opts.timeout_s,
-                       base_url_override=opts.base_url_override, installed=dict(opts.installed or {}),
-                       hardware_profile=opts.hardware_profile, sandbox_mode=opts.sandbox,
-                       proxy_max_body=opts.proxy_max_body)
+    with tempfile.TemporaryDirectory(prefix=f"gripprobe-{run_id}-") as scratch:
+        run = ActiveRun(id=run_id, folder=folder, plugins=plugins, values=values, scratch=Path(scratch),
+                        settings=settings)
 
         def manifest(status: str, finished_at: str | None = None) -> dict:
-            present = run_dir.case_results() if resume is not None else results
-            m = _manifest(rc, opts, planned, status=status, started_at=started_at, results=present,
+            present = folder.case_results() if resume is not None else results
+            m = _manifest(run, planned, status=status, started_at=started_at, results=present,
                           finished_at=finished_at)
             if history:
                 m["resumed_at"] = history
@@ -165,9 +144,9 @@ def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: Run
 
         stopped_by = 0
         with StopSignals() as stop:
-            atomic_write_json(run_dir.manifest, manifest("running"))
+            atomic_write_json(folder.manifest, manifest("running"))
             try:
-                stop.run(_run_all(cases, rc, opts.jobs, on_done, results))
+                stop.run(_run_all(cases, run, on_done, results))
             except KeyboardInterrupt:
                 stopped_by = signal.SIGINT
             except Terminated:
@@ -179,11 +158,11 @@ def execute_run(cases: list[PlannedCase], gpm: GripProbePluginManager, opts: Run
             m = manifest(status, utc_now_iso())
             if stopped_by:
                 m["interrupted_by"] = signal.Signals(stopped_by).name
-            atomic_write_json(run_dir.manifest, m)
+            atomic_write_json(folder.manifest, m)
             from ..reports import write_run_reports
-            write_run_reports(run_dir)
-    return RunResult(run_dir, sorted(results, key=lambda r: r.case_id), bool(stopped_by), time.monotonic() - t0,
-                      int(stopped_by))
+            write_run_reports(folder)
+    return RunResult(folder, sorted(results, key=lambda r: r.case_id), bool(stopped_by), time.monotonic() - t0,
+                     int(stopped_by))
 
 
 @dataclass
@@ -192,7 +171,7 @@ class ResumeState:
 
     run_dir: RunFolder
     started_at: str
-    run_context: dict[str, str]
+    run_values: dict[str, str]
     planned: list[PlannedCase]
     todo: list[PlannedCase]
     done: int
@@ -242,9 +221,9 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
     if suite and manifest.get("suite") and manifest.get("suite") != suite:
         raise UserError(f"{path} ran suite {manifest.get('suite')!r}, not {suite!r}; resume it with "
                         f"--suite {manifest.get('suite')}")
-    run_context = manifest.get("run_context")
-    if not isinstance(run_context, dict) or not run_context:
-        raise UserError(f"{run_dir.manifest}: no run_context recorded; this run cannot be resumed")
+    run_values = manifest.get("run_values", manifest.get("run_context"))  # run_context: runs before 0.2
+    if not isinstance(run_values, dict) or not run_values:
+        raise UserError(f"{run_dir.manifest}: no run_values recorded; this run cannot be resumed")
     todo, done = [], 0
     for pc in cases:
         case_dir = run_dir.case(pc.case_id)
@@ -260,7 +239,7 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
     planned = [by_id[i] for i in old_ids if i in by_id] + [pc for pc in cases if pc.case_id not in set(old_ids)]
     _remove_stale_work_dirs(run_dir.run_id)
     return ResumeState(run_dir=run_dir, started_at=str(manifest.get("started_at") or utc_now_iso()),
-                       run_context={str(k): str(v) for k, v in run_context.items()}, planned=planned, todo=todo,
+                       run_values={str(k): str(v) for k, v in run_values.items()}, planned=planned, todo=todo,
                        done=done, resumed_at=[str(x) for x in manifest.get("resumed_at") or []], manifest=manifest)
 
 

@@ -82,17 +82,17 @@ class Sandbox:
     def _args(self, *, rw: Iterable[Path], ro: Iterable[Path]) -> list[str]:
         args = [self.bwrap or "bwrap", "--unshare-all", "--unshare-user", "--share-net", "--disable-userns",
                 "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
-        for p in SYSTEM_PATHS:
-            if os.path.islink(p):
-                args += ["--symlink", os.readlink(p), p]
-            elif os.path.isdir(p):
-                args += ["--ro-bind", p, p]
+        for system in SYSTEM_PATHS:
+            if os.path.islink(system):
+                args += ["--symlink", os.readlink(system), system]
+            elif os.path.isdir(system):
+                args += ["--ro-bind", system, system]
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
-        for p in _outermost(Path(x) for x in ro):
-            if not _under_system(p):
-                args += ["--ro-bind-try", str(p), str(p)]
-        for p in _outermost(Path(x) for x in rw):
-            args += ["--bind", str(p), str(p)]
+        for path in _outermost(Path(x) for x in ro):
+            if not _under_system(path):
+                args += ["--ro-bind-try", str(path), str(path)]
+        for path in _outermost(Path(x) for x in rw):
+            args += ["--bind", str(path), str(path)]
         return args
 
 

@@ -123,6 +123,14 @@ def _check_suite(report: "_Reporter", specs: "SpecSet", suite: Any, agent_ids: s
 
 
 def _check_plugins(report: "_Reporter", specs: "SpecSet", registry: Any) -> None:
+    backends = set(getattr(registry, "backends", {}) or {})
+    if backends:  # a backend kind nobody registered is a spelling mistake far more often than a missing plugin
+        for model in specs.models.values():
+            for i, backend in enumerate(model.backends):
+                report.unknown("model", model.id, ("backends", i, "kind"), "backend kind", backend.kind, backends)
+                found = registry.backends.get(backend.kind)
+                if found is not None and found.remote and not backend.base_url:
+                    report("model", model.id, ("backends", i), f"backend kind {backend.kind!r} needs base_url")
     agents = set(getattr(registry, "agents", {}) or {})
     # An agent whose plugin is not installed is not an error: core alone must run with the shipped specs.
     # It is a note (with the fix), and the runner skips that agent's cases.

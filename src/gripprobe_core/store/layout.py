@@ -1,7 +1,10 @@
 """``results/runs/<RUN_ID>/`` layout and crash-safe writes.
 
 Every file a reader relies on (case.json, manifest.json, events, reports) is written to a temporary
-sibling and renamed into place, so a kill never leaves a half-written file behind. The temporary file is
+sibling and renamed into place, so a kill never leaves a half-written file behind. A case's files are
+written without waiting for the disk (``sync=False``); :func:`flush_folder` then makes them durable in
+one go before case.json, which is written last and synced with its directory, so a case.json that
+exists after a power cut has its evidence beside it. The temporary file is
 created with mode 0666 and the kernel applies the user's umask, so the files a run writes are 0644
 under umask 022 and 0640 under 027, like any other file the user creates. Stored files are read back
 with :func:`~gripprobe_core.store.files.read_regular` (never a FIFO, device or symlink).
@@ -37,15 +40,20 @@ def _create_temp(path: Path) -> tuple[int, Path]:
     raise FileExistsError(f"cannot create a temporary file beside {path}")  # pragma: no cover
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write ``data`` to a temporary sibling and rename it over ``path``; with ``sync`` (the default) the
+    data is on disk before the rename (and the folder after it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
+        if sync:
+            _fsync_dir(path.parent)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -54,14 +62,69 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, sync: bool = True) -> None:
     """UTF-8. A lone surrogate (a file name's undecodable byte that escaped display escaping) becomes
     ``\\udcff`` instead of failing the write; in JSON text that is the same string again."""
-    atomic_write_bytes(path, text.encode("utf-8", errors="backslashreplace"))
+    atomic_write_bytes(path, text.encode("utf-8", errors="backslashreplace"), sync=sync)
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+def atomic_write_json(path: Path, obj: Any, *, sync: bool = True) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", sync=sync)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _syncfs() -> Any:
+    """libc's ``syncfs`` (Linux), or None."""
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return libc.syncfs
+    except (OSError, AttributeError):
+        return None
+
+
+_SYNCFS = _syncfs()
+
+
+def flush_folder(path: Path) -> None:
+    """Make everything written under ``path`` durable at once: one ``syncfs`` of its filesystem (Linux),
+    else an fsync of every file and folder in it. Never raises."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if _SYNCFS is not None and _SYNCFS(fd) == 0:
+            return
+        for root, dirs, files in os.walk(path):
+            for name in files:
+                try:
+                    f = os.open(os.path.join(root, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                except OSError:
+                    continue
+                try:
+                    os.fsync(f)
+                except OSError:
+                    pass
+                finally:
+                    os.close(f)
+            _fsync_dir(Path(root))
+    finally:
+        os.close(fd)
 
 
 def allocate_run_dir(results_root: Path) -> tuple[str, Path]:

@@ -1,7 +1,7 @@
 """Tier C: tool events from text markers in an agent's stdout/stderr.
 
 :func:`parse_markers` applies :class:`~gripprobe_core.phase.MarkerPattern` regular expressions
-(collected from every plugin's ``tier_c_patterns`` hook) to an agent's outputs, line by line, and
+(the agent driver's ``markers``) to an agent's outputs, line by line, and
 turns each match into a ``tool_call_start`` or ``tool_call_result`` event (source ``wrapper``, tier C).
 Named groups: ``tool`` (raw tool name), ``args`` (argument text, parsed if JSON), ``id`` (tool call
 id), ``path`` (a file the call touched), ``code`` (an exit code: 0 → success, else error). ANSI colour
@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from ..phase import MarkerPattern
 from ..errors import WrapperParseError
 from ..models.events import Event
-from .toolnames import normalize
+from .toolnames import GENERIC, ToolNames
 
 __all__ = ["LINE_LIMIT", "compile_patterns", "parse_markers", "strip_ansi"]
 
@@ -75,9 +75,10 @@ def _lines(path: Path) -> Iterable[tuple[int, str]]:
             yield lineno, strip_ansi(raw[:LINE_LIMIT].decode("utf-8", "replace").rstrip("\r\n"))
 
 
-def parse_markers(patterns: list[MarkerPattern], stdout_path: Path | None, stderr_path: Path | None,
-                  phase: str) -> list[Event]:
-    """Tier C events from ``patterns`` matched against the two output files (see the module docstring)."""
+def parse_markers(patterns: Iterable[MarkerPattern], stdout_path: Path | None, stderr_path: Path | None,
+                  phase: str, tool_names: ToolNames = GENERIC) -> list[Event]:
+    """Tier C events from ``patterns`` matched against the two output files (see the module docstring);
+    tool names normalized with ``tool_names`` (the agent driver's table)."""
     compiled = compile_patterns(patterns)
     events: list[Event] = []
     if not compiled:
@@ -99,7 +100,7 @@ def parse_markers(patterns: list[MarkerPattern], stdout_path: Path | None, stder
                     except (RecursionError, re.error):
                         match = None
                     if match is not None:
-                        event = _event(pattern, match, phase, f"{path.name}:{lineno}", len(events) + 1)
+                        event = _event(pattern, match, phase, f"{path.name}:{lineno}", len(events) + 1, tool_names)
                         if event is not None:
                             events.append(event)
         except OSError as exc:
@@ -107,9 +108,10 @@ def parse_markers(patterns: list[MarkerPattern], stdout_path: Path | None, stder
     return events
 
 
-def _event(pattern: MarkerPattern, match: re.Match[str], phase: str, ref: str, n: int) -> Event | None:
+def _event(pattern: MarkerPattern, match: re.Match[str], phase: str, ref: str, n: int,
+           tool_names: ToolNames) -> Event | None:
     raw_name = _group(match, "tool") or pattern.tool or pattern.name
-    name, kind = normalize(raw_name)
+    name, kind = tool_names.normalize(raw_name)
     if pattern.kind is not None:
         kind = pattern.kind
     code_text = _group(match, "code")

@@ -1,39 +1,37 @@
 """Tool name normalization: an agent's own tool name → ``(name, kind)`` for every tier.
 
-Every parser (the proxy's tier A, an agent plugin's tier B, the marker parser's tier C, the self-report
-parser's tier D) passes the raw name it saw through :func:`normalize`, so the same action gets the same
-normalized name whatever agent performed it and whichever source saw it. ``kind`` is one of
+Every parser (the proxy's tier A, an agent driver's tier B, the marker parser's tier C) passes the raw
+name it saw through the case's :class:`ToolNames`, so the same action gets the same normalized name
+whatever agent performed it and whichever source saw it. ``kind`` is one of
 :data:`gripprobe_core.models.specs.TOOL_KINDS` (read, write, execute, search, fetch, other).
 
-The table covers the tools the supported agents really send (``/work/shared/agents/*`` tool arrays):
-reference (shell, read, write, edit), gptme (save, append, patch, patch_many, shell, ipython, tmux,
-complete, ...), codex (exec_command, write_stdin, apply_patch, view_image, web_search, ...), opencode
-(bash, edit, write, read, glob, grep, webfetch, apply_patch, task, todowrite, skill, ...) and
-continue-cli (Read, Write, Edit, List, Bash, Fetch, Checklist, ...). The full table is in
-``docs/telemetry.md``.
+The core's own table (:data:`GENERIC`) holds only the common vocabulary of tool names (``shell``,
+``read_file``, ``grep`` ...) and names no agent. Each agent driver adds the names its agent really sends
+(``AgentDriver.tool_names``, e.g. codex's ``exec_command``, gptme's ``save``): its own entries win over
+the generic ones. The tables of the five agents are in ``docs/telemetry.md``.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Mapping
 
-__all__ = ["CANONICAL", "canonical_key", "normalize"]
+__all__ = ["GENERIC", "ToolNames", "canonical_key"]
 
+#: The common vocabulary: (normalized name, kind) → raw names (in key form, see :func:`canonical_key`).
 _FAMILIES: dict[tuple[str, str], tuple[str, ...]] = {
     ("shell", "execute"): (
-        "shell", "bash", "sh", "zsh", "exec", "exec_command", "execute", "execute_command", "execute_bash",
-        "run", "run_command", "run_shell_command", "run_terminal_cmd", "run_terminal_command", "terminal",
-        "local_shell", "shell_command", "command", "cmd", "powershell", "container_exec",
+        "shell", "bash", "sh", "zsh", "exec", "execute", "execute_command", "execute_bash", "run", "run_command",
+        "run_shell_command", "run_terminal_cmd", "run_terminal_command", "terminal", "shell_command", "command",
+        "cmd", "powershell",
     ),
     ("write", "write"): (
-        "write", "write_file", "write_to_file", "save", "save_file", "create", "create_file", "new_file",
-        "file_write", "append", "append_file", "append_to_file", "put_file",
+        "write", "write_file", "write_to_file", "save_file", "create", "create_file", "new_file", "file_write",
+        "append_file", "append_to_file", "put_file",
     ),
     ("edit", "write"): (
-        "edit", "edit_file", "file_edit", "str_replace", "str_replace_editor", "str_replace_based_edit_tool",
-        "replace", "replace_in_file", "search_replace", "search_and_replace", "patch", "patch_file",
-        "patch_many", "apply_patch", "apply_diff", "multi_edit", "multiedit", "notebook_edit", "insert",
-        "insert_text",
+        "edit", "edit_file", "file_edit", "str_replace", "replace", "replace_in_file", "search_replace",
+        "search_and_replace", "patch", "patch_file", "apply_diff", "insert", "insert_text",
     ),
     ("read", "read"): (
         "read", "read_file", "file_read", "read_many_files", "view", "view_file", "cat", "open_file",
@@ -51,20 +49,12 @@ _FAMILIES: dict[tuple[str, str], tuple[str, ...]] = {
         "http_get", "http_request", "browse", "browser",
     ),
     ("web_search", "search"): (
-        "web_search", "websearch", "search_web", "web_search_preview", "google_search",
+        "web_search", "websearch", "search_web", "google_search",
     ),
 }
 
-#: Known tools that keep their own (lowercased) name but have a meaningful kind.
-_OWN_NAME_KINDS: dict[str, str] = {
-    "ipython": "execute", "python": "execute", "tmux": "execute", "write_stdin": "execute",
-    "view_image": "read",
-}
-
-#: canonical key → (normalized name, kind); see :func:`canonical_key`.
-CANONICAL: dict[str, tuple[str, str]] = {
-    key: family for family, keys in _FAMILIES.items() for key in keys
-}
+#: Common names that keep their own name but have a meaningful kind.
+_OWN_NAME_KINDS: dict[str, str] = {"python": "execute"}
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NAMESPACE = re.compile(r"[./:]|__")
@@ -84,19 +74,59 @@ def canonical_key(raw_name: str) -> str:
     return re.sub(r"_+", "_", name).strip("_")
 
 
-def normalize(raw_name: str | None) -> tuple[str, str]:
-    """``(normalized name, kind)`` for a tool name as an agent called it. Never raises.
+class ToolNames:
+    """A tool-name table: the generic vocabulary plus an agent's own names.
 
-    Known tools map to a canonical family (``shell``/execute, ``write``/write, ``edit``/write,
-    ``read``/read, ``list``/read, ``search``/search, ``fetch``/fetch, ``web_search``/search); any
-    other name is kept (as its :func:`canonical_key`) with kind ``other`` (or a known kind, e.g.
-    ``ipython``/execute). An empty or non-string name gives ``("", "other")``.
+    ``own`` maps raw names (any spelling: they are looked up by :func:`canonical_key`) to ``(name, kind)``;
+    its entries win over the generic ones. Tables combine with ``+`` (the right side wins)::
+
+        TOOL_NAMES = ToolNames({"exec_command": ("shell", "execute"), "view_image": ("view_image", "read")})
     """
-    if not isinstance(raw_name, str):
-        return "", "other"
-    key = canonical_key(raw_name)
-    if not key:
-        return "", "other"
-    if key in CANONICAL:
-        return CANONICAL[key]
-    return key, _OWN_NAME_KINDS.get(key, "other")
+
+    __slots__ = ("_table",)
+
+    def __init__(self, own: Mapping[str, tuple[str, str]] | None = None, *, _base: Mapping[str, tuple[str, str]] | None = None):
+        table = dict(_base if _base is not None else _GENERIC_TABLE)
+        for raw, value in (own or {}).items():
+            table[canonical_key(raw)] = (str(value[0]), str(value[1]))
+        self._table: dict[str, tuple[str, str]] = table
+
+    def __add__(self, other: "ToolNames") -> "ToolNames":
+        return ToolNames(other._table, _base=self._table)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ToolNames) and other._table == self._table
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._table.items())))
+
+    def entries(self) -> dict[str, tuple[str, str]]:
+        """Every key → ``(name, kind)`` of this table (generic and own)."""
+        return dict(self._table)
+
+    def normalize(self, raw_name: str | None) -> tuple[str, str]:
+        """``(normalized name, kind)`` for a tool name as an agent called it. Never raises.
+
+        A known name maps to its family (``shell``/execute, ``write``/write, ``edit``/write,
+        ``read``/read, ``list``/read, ``search``/search, ``fetch``/fetch, ``web_search``/search, or an
+        agent's own entry); any other name is kept (as its :func:`canonical_key`) with kind ``other``.
+        An empty or non-string name gives ``("", "other")``.
+        """
+        if not isinstance(raw_name, str):
+            return "", "other"
+        key = canonical_key(raw_name)
+        if not key:
+            return "", "other"
+        found = self._table.get(key)
+        if found is not None:
+            return found
+        return key, "other"
+
+
+_GENERIC_TABLE: dict[str, tuple[str, str]] = {
+    **{key: (key, kind) for key, kind in _OWN_NAME_KINDS.items()},
+    **{key: family for family, keys in _FAMILIES.items() for key in keys},
+}
+
+#: The core's table: the common vocabulary only.
+GENERIC = ToolNames()

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Callable, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
-from ..phase import Validator, ValidatorContext
+from .context import Validator, ValidatorContext
 from ..models.events import Event
 from ..models.results import SourcePointer, ValidatorResult
 from ..runvalues import render, template_vars
@@ -128,7 +128,7 @@ def agent_workspace(ctx: ValidatorContext) -> str:
 
 def variables(ctx: ValidatorContext) -> dict[str, str]:
     """Template variables of the measured phase (see :func:`gripprobe_core.runvalues.template_vars`)."""
-    return template_vars(ctx.run_context, workspace=agent_workspace(ctx), challenge_facts=ctx.challenge)
+    return template_vars(ctx.run_values, workspace=agent_workspace(ctx), challenge_facts=ctx.challenge)
 
 
 def resolve_expected(ctx: ValidatorContext, expected: "str | ExpectedRef") -> tuple[list[str], str]:
@@ -140,7 +140,7 @@ def resolve_expected(ctx: ValidatorContext, expected: "str | ExpectedRef") -> tu
     if isinstance(expected, str):
         return [render(expected, variables(ctx))], ""
     if expected.today:
-        today = ctx.run_context.get("today")
+        today = ctx.run_values.get("today")
         if not today:
             return [], "run context has no 'today'"
         return [str(today)], ""

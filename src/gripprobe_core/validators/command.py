@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..phase import ValidatorContext
+from .context import ValidatorContext
 from ..models.results import ValidatorResult
 from ..runvalues import render
 from . import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..phase import ValidatorContext
+from .context import ValidatorContext
 from ..models.results import ValidatorResult
 from . import (
     ExpectedRef, Options, WorkspacePath, clip, find_source, invalid_options, normalize_text, parse_options,

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from ..phase import ValidatorContext
+from .context import ValidatorContext
 from ..models.results import ValidatorResult
 from ..runvalues import render
 from . import (

@@ -11,7 +11,7 @@ import json
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..phase import ValidatorContext
+from .context import ValidatorContext
 from ..models.results import ValidatorResult
 from . import (
     Options, WorkspacePath, clip, find_source, invalid_options, parse_options, read_workspace_file, render_path,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..phase import ValidatorContext
+from .context import ValidatorContext
 from ..models.results import ValidatorResult
 from ..runvalues import render
 from . import (

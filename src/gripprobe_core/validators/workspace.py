@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..phase import ValidatorContext
+from .context import ValidatorContext
 from ..runvalues import render
 
 __all__ = [

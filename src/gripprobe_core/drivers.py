@@ -1,0 +1,247 @@
+"""The objects plugins register: one :class:`AgentDriver` per agent, one :class:`Backend` per backend kind.
+
+The runner never asks "which plugin handles this agent?": it looks the agent's driver up by name
+(``plugin:`` in a cli_agents spec) in the registry, and the backend by ``kind`` in a model spec, and
+calls them. A plugin registers its driver with ``register_agents(register)`` and backends with
+``register_backends(register)`` (see :mod:`gripprobe_core.hookspecs`).
+
+A phase, as the runner drives it (docs/architecture.md)::
+
+    driver.environment(ctx)    env vars for the agent; writes its config files under ctx.home
+    driver.command(ctx)        the command line (and stdin)
+    ... the agent runs, sandboxed ...
+    driver.artifacts(ctx)      files to keep (session logs ...): copied by the harness, then
+    driver.parse(ctx, capture) → Transcript(events, final_text)
+
+``driver.route`` says whether the agent can be pointed at the recording proxy, ``driver.markers`` lists
+tier-C text markers, ``driver.tool_names`` its tool names, ``driver.oracle_dialects`` teaches the oracle
+backend how to speak to it. :class:`BaseAgentDriver` gives every member a sensible default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
+
+from .models.results import BackendProbe
+from .models.specs import BackendSpec, CliAgentSpec, ReferenceAction
+from .phase import AgentCommand, InstallRecipe, MarkerPattern, PhaseCapture, PhaseContext, RouteDecision, Transcript
+from .telemetry.toolnames import GENERIC, ToolNames
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .oracle.dialects import Dialect
+
+Observability = Literal["structured", "markers", "none"]
+
+__all__ = [
+    "AgentDriver", "Backend", "BackendEndpoint", "BackendPhase", "BaseAgentDriver", "ListedModel", "Observability",
+    "ProxyHandle", "ProxyStatus",
+]
+
+
+# ------------------------------------------------------------------------------------------ agents
+
+@runtime_checkable
+class AgentDriver(Protocol):
+    """Everything the runner needs to drive one agent (see the module docstring for the order)."""
+
+    name: str
+    """What a cli_agents spec puts in ``plugin:``."""
+    description: str
+    observability: Observability
+    """What its outputs can show: structured tool events (tier B), only text markers (tier C), nothing."""
+    install_hint: str
+    wire_formats: tuple[str, ...]
+    """Formats in which every tool call the agent runs is one the model asked for as a structured call
+    on the wire. In them, when the proxy collected the phase's traffic, a call the agent reports that the
+    wire never carried confirms nothing (the agent cannot talk its way to PASS; docs/evaluator.md)."""
+    tool_names: ToolNames
+    """Its tool names → ``(normalized name, kind)`` (the generic vocabulary plus the agent's own)."""
+
+    def install_recipe(self, agent: CliAgentSpec) -> InstallRecipe | None:
+        """How to install the agent at its pinned version; None when it needs no install."""
+        ...
+
+    def environment(self, ctx: PhaseContext) -> Mapping[str, str]:
+        """Environment variables beyond the allowlist; write the agent's config files under ``ctx.home``
+        (or its XDG dirs) here. HOME, XDG_* and TMPDIR are already fresh and set by the runner."""
+        ...
+
+    def command(self, ctx: PhaseContext) -> AgentCommand:
+        """The command that runs the agent for this phase. ``argv[0]`` may be a bare name (looked up next
+        to the running Python, then on PATH); without ``stdin`` the agent's stdin is /dev/null."""
+        ...
+
+    def route(self, agent: CliAgentSpec, backend: BackendSpec) -> RouteDecision:
+        """Can this agent be pointed at an arbitrary base URL (the recording proxy's)?"""
+        ...
+
+    def artifacts(self, ctx: PhaseContext) -> Mapping[str, Path]:
+        """Files the agent left outside stdout/stderr that parsing needs, by name (called after it exited).
+        The harness copies each (regular files only) into the case's artifacts as ``<phase>.<name>``."""
+        ...
+
+    def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        """The agent's events (``source_tier`` B, or C for text-only agents) and its final answer.
+
+        Raise :class:`gripprobe_core.errors.WrapperParseError` when a required artifact is unreadable
+        (the case becomes HARNESS_ERROR / wrapper_parse_error); never raise anything else on bad bytes."""
+        ...
+
+    def markers(self, agent: CliAgentSpec) -> Sequence[MarkerPattern]:
+        """Tier-C text markers the generic marker parser applies to the agent's stdout/stderr."""
+        ...
+
+    def oracle_dialects(self) -> Mapping[str, "Dialect"]:
+        """How the oracle backend says actions in this agent's own terms, by dialect name."""
+        ...
+
+
+class BaseAgentDriver:
+    """Defaults for every :class:`AgentDriver` member but :meth:`command`: subclass it and override what
+    your agent needs. Class attributes may be set directly::
+
+        class MyDriver(BaseAgentDriver):
+            name = "myagent"
+            description = "My agent (npm my-agent)"
+
+            def command(self, ctx):
+                return AgentCommand([ctx.executable("my-agent"), "--prompt", ctx.prompt])
+    """
+
+    name: str = ""
+    description: str = ""
+    observability: Observability = "structured"
+    install_hint: str = ""
+    wire_formats: tuple[str, ...] = ()
+    tool_names: ToolNames = GENERIC
+    install: InstallRecipe | None = None
+    """The agent's pinned install (``InstallRecipe("npm", "my-agent", "1.2.3", "my-agent")``); a cli_agents
+    spec's ``version`` overrides the version. None: the agent needs no install."""
+
+    def install_recipe(self, agent: CliAgentSpec) -> InstallRecipe | None:
+        if self.install is None:
+            return None
+        return replace(self.install, version=agent.version or self.install.version)
+
+    def environment(self, ctx: PhaseContext) -> Mapping[str, str]:
+        return {}
+
+    def command(self, ctx: PhaseContext) -> AgentCommand:
+        raise NotImplementedError(f"{type(self).__name__} must say how to start its agent (command)")
+
+    def route(self, agent: CliAgentSpec, backend: BackendSpec) -> RouteDecision:
+        return RouteDecision(True)
+
+    def artifacts(self, ctx: PhaseContext) -> Mapping[str, Path]:
+        return {}
+
+    def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        return Transcript()
+
+    def markers(self, agent: CliAgentSpec) -> Sequence[MarkerPattern]:
+        return ()
+
+    def oracle_dialects(self) -> Mapping[str, "Dialect"]:
+        return {}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+# ---------------------------------------------------------------------------------------- backends
+
+@dataclass(frozen=True)
+class BackendPhase:
+    """What a backend is opened for: one phase of one case."""
+
+    spec: BackendSpec
+    url: str | None
+    """Where to reach it: ``--base-url`` when given, else the spec's ``base_url`` (None for the oracle)."""
+    phase: str
+    format: str
+    reference: Sequence[ReferenceAction] = ()
+    """The test's reference solution as rendered for this phase (what the oracle performs)."""
+    dialects: Mapping[str, "Dialect"] = field(default_factory=dict)
+    """Every registered oracle dialect (the oracle picks the one that speaks to the agent's requests)."""
+    record_path: Path | None = None
+    """Where a backend that records what it was asked and answered (the oracle's ground truth) writes it."""
+
+
+class BackendEndpoint(Protocol):
+    """An opened backend: where the agent (or its proxy) reaches it for one phase."""
+
+    @property
+    def base_url(self) -> str:
+        """The server root (without ``/v1``)."""
+        ...
+
+    async def close(self) -> None:
+        """Stop what :meth:`Backend.open` started (nothing for a remote server). Never raises."""
+        ...
+
+
+@dataclass(frozen=True)
+class ListedModel:
+    """One model a backend serves."""
+
+    name: str
+    digest: str | None = None
+    """Content hash of its weights (``sha256:…``) when the backend says it; None otherwise."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A kind of model backend (``kind:`` in a model spec's backends): how to reach or start it, check it,
+    list its models and learn a model's hash."""
+
+    kind: str
+    description: str
+    remote: bool
+    """A server outside GripProbe: checked before a run trusts it (preflight) and after each phase."""
+
+    async def open(self, phase: BackendPhase) -> BackendEndpoint:
+        """Start (the oracle) or connect to the backend for one phase."""
+        ...
+
+    async def probe(self, url: str, *, api_key: str | None, backend_id: str,
+                    timeout_s: float) -> BackendProbe:
+        """Is it there? One listing request; never raises for what the server does."""
+        ...
+
+    async def list_models(self, url: str, *, api_key: str | None, timeout_s: float) -> list[ListedModel]:
+        """The models it serves. Raises ``LookupError`` (with the reason) when it cannot say."""
+        ...
+
+
+# ------------------------------------------------------------------------------------------- proxy
+
+ProxyStatus = Mapping[str, Any]
+"""``{"error": str | None, "reason": str | None, "exchanges": int, "recorder_error": str | None}``:
+``error`` is set when an exchange failed because of the upstream (connect, reset, malformed, timeout),
+with ``reason`` its proxy_error; ``recorder_error`` when exchanges were recorded as metadata only."""
+
+
+class ProxyHandle(Protocol):
+    """A phase-scoped recording proxy (answer of ``start_proxy``), not yet started."""
+
+    record_path: Path
+    """Where it writes one JSON line per HTTP exchange (SPEC §5 record keys)."""
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT``: the server root the agent talks to (valid once started)."""
+        ...
+
+    async def start(self) -> None:
+        """Bind and start relaying. Raises ``OSError`` when it cannot bind (proxy_bind_error)."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop relaying; returns once every record is in :attr:`record_path`. Never hangs."""
+        ...
+
+    def status(self) -> ProxyStatus:
+        """What went wrong, if anything (valid after :meth:`stop`)."""
+        ...

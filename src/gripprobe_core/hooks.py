@@ -1,0 +1,96 @@
+"""The typed facade over ``pm.hook``: the only way the core calls a hook.
+
+Every hook call site in the core goes through :class:`Hooks`, so each one type-checks (mypy runs over
+this module and its callers in CI) and pluggy's machinery (argument matching, ordering, hook wrappers,
+tracing) sees every call. Each method says what the hook's answers become: merged (``build_env``),
+collected (``parse_wrapper_events``) or the first answer (``route_base_url``, ``start_proxy``,
+``evaluate``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, cast
+
+import pluggy
+
+from .errors import PluginError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .challenges import ChallengeFactory
+    from .drivers import AgentDriver, Backend, ProxyHandle
+    from .evaluator import EvaluationInputs
+    from .models.events import Event
+    from .models.results import Verdict
+    from .models.specs import BackendSpec, CliAgentSpec
+    from .phase import PhaseCapture, PhaseContext, RouteDecision, Transcript
+    from .validators.context import Validator
+
+
+class Hooks:
+    """``pm.hook``, typed. Built by :func:`gripprobe_core.pluginmanager.make_plugin_manager`."""
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self._pm = pm
+        self._hook: Any = pm.hook
+
+    # ---------------------------------------------------------------------------------- registration
+
+    def register_agents(self, register: "Callable[[AgentDriver], None]") -> None:
+        self._hook.register_agents(register=register)
+
+    def register_backends(self, register: "Callable[[Backend], None]") -> None:
+        self._hook.register_backends(register=register)
+
+    def register_validators(self, register: "Callable[[str, Validator], None]") -> None:
+        self._hook.register_validators(register=register)
+
+    def register_challenge_servers(self, register: "Callable[[str, ChallengeFactory], None]") -> None:
+        self._hook.register_challenge_servers(register=register)
+
+    # ------------------------------------------------------------------------------- contributions
+
+    def build_env(self, agent: "CliAgentSpec", ctx: "PhaseContext") -> dict[str, str]:
+        """Every plugin's extra environment, merged: the first implementation pluggy calls (the
+        highest priority) wins a clash."""
+        merged: dict[str, str] = {}
+        for answer in reversed(self._hook.build_env(agent=agent, ctx=ctx)):
+            if answer:
+                merged.update({str(k): str(v) for k, v in dict(answer).items()})
+        return merged
+
+    def parse_wrapper_events(self, driver: "AgentDriver", ctx: "PhaseContext", capture: "PhaseCapture",
+                             transcript: "Transcript") -> "list[list[Event]]":
+        """Every contributing parser's events, one list per implementation that answered. Raises what an
+        implementation raised (the caller turns it into wrapper_parse_error)."""
+        answers = self._hook.parse_wrapper_events(driver=driver, ctx=ctx, capture=capture, transcript=transcript)
+        return [list(a) for a in answers if a is not None]
+
+    # ----------------------------------------------------------------------------- first result
+
+    def route_base_url(self, driver: "AgentDriver", agent: "CliAgentSpec", backend: "BackendSpec") -> "RouteDecision":
+        """Whether the agent can be pointed at the proxy (the core's default asks the driver)."""
+        from .phase import RouteDecision
+
+        answer = self._hook.route_base_url(driver=driver, agent=agent, backend=backend)
+        return answer if isinstance(answer, RouteDecision) else RouteDecision(True)
+
+    def start_proxy(self, ctx: "PhaseContext", upstream_url: str, record_path: Path,
+                    max_request_body: int | None) -> "ProxyHandle | None":
+        """An unstarted proxy handle, or None when no plugin can relay ``upstream_url``."""
+        return cast("ProxyHandle | None", self._hook.start_proxy(
+            ctx=ctx, upstream_url=upstream_url, record_path=record_path, max_request_body=max_request_body))
+
+    def evaluate(self, inputs: "EvaluationInputs") -> "Verdict":
+        """The verdict of the first implementation that answers (the core's ``event_evaluator`` last).
+
+        Its ``verdict_source`` must name a plugin that implements ``evaluate``."""
+        verdict = self._hook.evaluate(inputs=inputs)
+        if verdict is None:
+            raise PluginError("no plugin answered evaluate (is the core's event_evaluator unregistered?)")
+        judges = {impl.plugin_name for impl in self._hook.evaluate.get_hookimpls()}
+        if verdict.verdict_source not in judges:
+            raise PluginError(f"evaluate answered with verdict_source {verdict.verdict_source!r}, which names no "
+                              f"plugin implementing evaluate ({', '.join(sorted(judges))}); an evaluate "
+                              f"implementation must put its own plugin name there")
+        return cast("Verdict", verdict)

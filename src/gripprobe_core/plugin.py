@@ -1,0 +1,82 @@
+"""The public API for plugin authors: everything a plugin may import from GripProbe, in one place.
+
+A plugin imports from ``gripprobe_core.plugin`` (or the few names ``gripprobe_core`` re-exports) and
+from nothing else of the core; a test fails when one of the in-tree plugins does. Its tests may also use
+the kit, :mod:`gripprobe_core.testing` (pytest fixtures and a driver contract suite against the oracle).
+
+An agent plugin registers a driver::
+
+    from gripprobe_core.plugin import AgentCommand, BaseAgentDriver, Transcript, hookimpl
+
+    class MyDriver(BaseAgentDriver):
+        name = "myagent"                      # what a cli_agents spec puts in ``plugin:``
+
+        def command(self, ctx):
+            return AgentCommand([ctx.executable("my-agent"), "--prompt", ctx.prompt])
+
+        def parse(self, ctx, capture):
+            out = EventBuilder(ctx.phase, capture.stdout_path.name)
+            ...                               # out.add(line, event_type=..., payload=...)
+            return Transcript(out.events, final_text)
+
+    @hookimpl
+    def register_agents(register):
+        register(MyDriver())
+
+Groups below: hooks and drivers; what a phase is made of; specs, events and results; parsing helpers;
+oracle dialects (how the oracle speaks to an agent); validators, challenges, evaluators.
+"""
+
+from __future__ import annotations
+
+# ------------------------------------------------------------------------------- hooks and drivers
+from . import hookimpl
+from .drivers import (
+    AgentDriver, Backend, BackendEndpoint, BackendPhase, BaseAgentDriver, ListedModel, Observability, ProxyHandle,
+    ProxyStatus,
+)
+# ---------------------------------------------------------------------------- what a phase is made of
+from .phase import AgentCommand, InstallRecipe, MarkerPattern, PhaseCapture, PhaseContext, RouteDecision, Transcript
+# ------------------------------------------------------------------------- specs, events and results
+from .errors import GripProbeError, UserError, WrapperParseError
+from .models.events import TIER_ORDER, Event
+from .models.results import BackendProbe, ProcessResult, SourcePointer, ValidatorResult, Verdict
+from .models.specs import (
+    TOOL_KINDS, BackendSpec, CliAgentSpec, ModelSpec, ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell,
+    ReferenceWrite, TestSpec,
+)
+# ---------------------------------------------------------------------------------- parsing helpers
+from .jsonl import json_lines
+from .proxy.text_tools import TextToolCall, find_text_tool_calls, scan_text_tool_calls
+from .telemetry.attempts import detect_retry_loop, tool_attempts
+from .telemetry.builder import EventBuilder, mapping, number, text
+from .telemetry.toolnames import GENERIC as GENERIC_TOOL_NAMES, ToolNames, canonical_key
+from .timeutil import iso, utc_now_iso
+# ------------------------------------------------------------------------------------ oracle dialects
+from .oracle.conversation import (
+    ChatRequest, TextCall, ToolCall, ToolInfo, Turn, action_kind, describe_action, message_text, parse_chat_request,
+)
+from .oracle.responses_api import parse_responses_request
+from .oracle.dialects import (
+    COMMAND_PARAMS, MISSING_FILE, PATH_PARAMS, Dialect, ToolsDialect, accepts_type, fill_required, find_param,
+    known_content, norm, shell_command_for,
+)
+# -------------------------------------------------------------------- validators, challenges, evaluators
+from .challenges import ChallengeFactory, ChallengeServer
+from .evaluator import EvaluationInputs
+from .validators.context import Validator, ValidatorContext
+
+__all__ = [
+    "AgentCommand", "AgentDriver", "Backend", "BackendEndpoint", "BackendPhase", "BackendProbe", "BackendSpec",
+    "BaseAgentDriver", "COMMAND_PARAMS", "ChallengeFactory", "ChallengeServer", "ChatRequest", "CliAgentSpec",
+    "Dialect", "EvaluationInputs", "Event", "EventBuilder", "GENERIC_TOOL_NAMES", "GripProbeError", "InstallRecipe",
+    "ListedModel", "MISSING_FILE", "MarkerPattern", "ModelSpec", "Observability", "PATH_PARAMS", "PhaseCapture",
+    "PhaseContext", "ProcessResult", "ProxyHandle", "ProxyStatus", "ReferenceAction", "ReferenceEdit",
+    "ReferenceRead", "ReferenceShell", "ReferenceWrite", "RouteDecision", "SourcePointer", "TIER_ORDER",
+    "TOOL_KINDS", "TestSpec", "TextCall", "TextToolCall", "ToolCall", "ToolInfo", "ToolNames", "ToolsDialect",
+    "Transcript", "Turn", "UserError", "Validator", "ValidatorContext", "ValidatorResult", "Verdict",
+    "WrapperParseError", "accepts_type", "action_kind", "canonical_key", "describe_action", "detect_retry_loop",
+    "fill_required", "find_param", "find_text_tool_calls", "hookimpl", "iso", "json_lines", "known_content",
+    "mapping", "message_text", "norm", "number", "parse_chat_request", "parse_responses_request",
+    "scan_text_tool_calls", "shell_command_for", "text", "tool_attempts", "utc_now_iso",
+]

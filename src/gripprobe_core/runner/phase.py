@@ -1,0 +1,287 @@
+"""One phase of a case, top to bottom: prepare → launch → collect → parse.
+
+* **prepare**: a fresh workspace (seeded from the test's fixtures), HOME/XDG/TMPDIR and scratch, outside
+  the results tree; the challenge server; the backend opened for this phase; the recording proxy in its
+  mode; then the frozen :class:`~gripprobe_core.phase.PhaseContext` the driver sees, and from it the
+  agent's environment and command.
+* **launch**: the agent, sandboxed, with a timeout that kills everything it started.
+* **collect**: servers stopped (so every record is complete); the harness's own look at the backend; the
+  measured workspace copied out; the files the driver wants kept, copied; the phase's context written.
+* **parse**: tier A from the proxy records, the driver's transcript, every contributing parser; the
+  merged events and the telemetry summary.
+
+Each step returns a value the next one takes; nothing is passed on the side. Everything that touches
+the disk or spawns runs in a worker thread, so the event loop that relays every proxied model call of
+every case running at once never waits on it (benchmarks/loop_lag.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..challenges import ChallengeServer
+from ..drivers import AgentDriver, Backend, BackendPhase
+from ..models.events import Event
+from ..models.results import BackendProbe, PhaseRecord, ProcessResult, TelemetrySummary
+from ..models.specs import TestSpec
+from ..phase import AgentCommand, Phase, PhaseCapture, PhaseContext
+from ..runvalues import render_test, template_vars
+from ..store import atomic_write_json, atomic_write_text
+from ..telemetry.summary import summarize_phase
+from .env import base_env, make_phase_dirs
+from .evidence import LISTING, copy_file, copy_workspace
+from .judge import derive_telemetry, phase_context_name, phase_context_record, proxy_evidence, proxy_record_name
+from .matrix import PlannedCase
+from .process import run_process
+from .proxy_session import ProxySession, open_proxy_session
+from .sandbox import Sandbox, resolve_sandbox
+from .settings import ActiveRun
+
+PHASES: tuple[Phase, Phase] = ("warmup", "measured")
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    """What one phase gave the case: its record (for case.json), its events, and what validators need."""
+
+    record: PhaseRecord
+    events: list[Event]
+    workspace: Path
+    """Where the agent worked (validators judge the harness's copy; this is the path the agent saw)."""
+    challenge_facts: Mapping[str, Any] = field(default_factory=dict)
+    challenge_requests: list[dict[str, Any]] = field(default_factory=list)
+    harness_error: str | None = None
+    """Set when the phase could not run at all (a forced proxy that was not available)."""
+
+
+@dataclass(frozen=True)
+class PhaseSetup:
+    """A phase ready to launch (the answer of :func:`prepare`)."""
+
+    ctx: PhaseContext
+    driver: AgentDriver
+    backend: Backend
+    upstream: str
+    proxy: ProxySession
+    env: dict[str, str]
+    command: AgentCommand
+    sandbox: Sandbox
+    challenge: ChallengeServer | None
+    facts: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What :func:`collect` kept of a finished phase."""
+
+    capture: PhaseCapture
+    probe: BackendProbe | None
+    requests: list[dict[str, Any]]
+
+
+async def run_phase(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Path) -> PhaseResult:
+    """Run one phase of ``case`` and return what it gave (its files are in ``case_dir``)."""
+    scratch = run.scratch / case.case_id / phase
+    async with AsyncExitStack() as servers:  # challenge, backend and proxy stop on the way out, even on error
+        setup = await prepare(case, run, phase, case_dir, scratch, servers)
+        if isinstance(setup, PhaseResult):  # the proxy was required and is not available: the agent never runs
+            return setup
+        process = await launch(setup, run, case_dir)
+        probe = await _probe_backend(setup)
+    collected = await collect(setup, run, process, probe, case_dir)
+    return await parse(setup, run, collected, case_dir)
+
+
+# ------------------------------------------------------------------------------------------- prepare
+
+async def prepare(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Path, scratch: Path,
+                  servers: AsyncExitStack) -> PhaseSetup | PhaseResult:
+    """Everything the agent needs before it starts; servers are entered into ``servers``."""
+    driver = run.registry.agents[case.agent.plugin]
+    backend = run.registry.backends[case.backend.kind]
+    artifacts = case_dir / "artifacts"
+    workspace, home, tmpdir = scratch / "workspace", scratch / "home", scratch / "tmp"
+
+    challenge, facts = None, {}
+    if case.test.challenge is not None:
+        challenge = run.registry.challenges[case.test.challenge.kind](dict(case.test.challenge.options), phase)
+        await challenge.start()
+        servers.push_async_callback(challenge.stop)
+        facts = dict(challenge.facts)
+    test = render_test(case.test, template_vars(run.values, workspace=workspace, challenge_facts=facts))
+    await asyncio.to_thread(_lay_out, workspace, test, case_dir if phase == "measured" else None)
+
+    endpoint = await backend.open(BackendPhase(
+        spec=case.backend, url=run.settings.base_url_override or case.backend.base_url, phase=phase,
+        format=case.format, reference=list(test.reference), dialects=run.registry.dialects,
+        record_path=artifacts / f"oracle.{phase}.jsonl"))
+    servers.push_async_callback(endpoint.close)
+    upstream = endpoint.base_url
+
+    before_routing = PhaseContext(
+        run_id=run.id, case_id=case.case_id, phase=phase, agent=case.agent, model=case.model, backend=case.backend,
+        test=test, format=case.format, prompt=test.prompt, workspace=workspace, home=home, tmpdir=tmpdir,
+        artifacts_dir=artifacts, base_url=upstream, model_name=case.backend.agent_model_id or case.backend.model_id,
+        api_key=run.settings.source_env.get(case.backend.api_key_env) if case.backend.api_key_env else None,
+        timeout_s=phase_timeout(case, run), run_values=dict(run.values),
+        agent_executable=getattr(run.settings.installed.get(case.agent.id), "executable", None))
+    proxy = await open_proxy_session(run.hooks, driver, before_routing, mode=case.proxy_mode, upstream=upstream,
+                                     record_path=artifacts / proxy_record_name(phase),
+                                     max_request_body=run.settings.proxy_max_body)
+    servers.push_async_callback(proxy.stop)
+    if proxy.harness_error:
+        return await _not_run(before_routing, proxy, facts)
+    ctx = replace(before_routing, base_url=proxy.base_url or upstream)
+    env, command = await asyncio.to_thread(_agent_setup, run, case, driver, ctx)
+    return PhaseSetup(ctx, driver, backend, upstream, proxy, env, command, resolve_sandbox(case.sandbox),
+                      challenge, facts)
+
+
+def _lay_out(workspace: Path, test: TestSpec, keep_prompt_in: Path | None) -> None:
+    """The workspace seeded with the (rendered) fixtures, and the measured prompt."""
+    workspace.mkdir(parents=True, exist_ok=True)
+    for fx in test.fixtures:
+        target = workspace / fx.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(fx.content, encoding="utf-8")
+        if fx.mode is not None:
+            target.chmod(fx.mode)
+    if keep_prompt_in is not None:
+        atomic_write_text(keep_prompt_in / "prompt.txt", test.prompt, sync=False)
+
+
+def _agent_setup(run: ActiveRun, case: PlannedCase, driver: AgentDriver,
+                 ctx: PhaseContext) -> tuple[dict[str, str], AgentCommand]:
+    """The agent's environment (the allowlist, fresh HOME/XDG/TMPDIR, the backend's and driver's
+    variables, every plugin's additions) and its command. The driver writes its config files here."""
+    make_phase_dirs(ctx.home, ctx.tmpdir, ctx.xdg)
+    env = base_env(ctx.home, ctx.tmpdir, ctx.xdg, source=run.settings.source_env)
+    env.update(case.backend.env)
+    env.update({str(k): str(v) for k, v in dict(driver.environment(ctx)).items()})
+    env.update(run.hooks.build_env(ctx.agent, ctx))
+    return env, driver.command(ctx)
+
+
+async def _not_run(ctx: PhaseContext, proxy: ProxySession, facts: Mapping[str, Any]) -> PhaseResult:
+    """The phase that never ran because its proxy was required (``force``) and is not available."""
+    summary = summarize_phase([], observability="none", capture_missing=False, parse_error=False,
+                              proxy_status="error", proxy_skip_reason=proxy.skip_reason)
+    record = PhaseRecord(phase=ctx.phase, process=ProcessResult(status="ok", error=proxy.harness_error),
+                         summary=summary, proxy=proxy.describe(), challenge=dict(facts))
+    await asyncio.to_thread(atomic_write_json, ctx.artifacts_dir / phase_context_name(ctx.phase),
+                            phase_context_record(ctx, kept=[], harness_error=proxy.harness_error), sync=False)
+    return PhaseResult(record, [], ctx.workspace, facts, [], harness_error=proxy.harness_error)
+
+
+def phase_timeout(case: PlannedCase, run: ActiveRun) -> float:
+    """The run's --timeout, else the test's, else the model's policy for this agent, else its general
+    policy, else the agent spec's."""
+    if run.settings.timeout_s:
+        return run.settings.timeout_s
+    if case.test.timeout_s:
+        return case.test.timeout_s
+    pol = case.model.policy
+    agent_pol = pol.agents.get(case.agent.id)
+    if agent_pol and agent_pol.timeout_s:
+        return agent_pol.timeout_s
+    return pol.timeout_s or case.agent.timeout_s
+
+
+# -------------------------------------------------------------------------------------------- launch
+
+async def launch(setup: PhaseSetup, run: ActiveRun, case_dir: Path) -> ProcessResult:
+    """Run the agent, sandboxed (as the case settled), until it exits or its timeout ends it."""
+    ctx, command, box = setup.ctx, setup.command, setup.sandbox
+    argv = [resolve_executable(command.argv[0], setup.env.get("PATH", "")), *command.argv[1:]]
+    installed = getattr(run.settings.installed.get(ctx.agent.id), "path", None)
+    cwd = command.cwd or ctx.workspace
+    needs = [*([installed] if installed else []), *command.read_only]
+    argv = box.wrap(argv, cwd=cwd, rw=[ctx.workspace, ctx.home, ctx.tmpdir], ro=needs)
+    return await run_process(argv, cwd=cwd, env=setup.env, stdin=command.stdin, timeout_s=ctx.timeout_s,
+                             stdout_path=case_dir / f"{ctx.phase}.stdout", stderr_path=case_dir / f"{ctx.phase}.stderr",
+                             cap_bytes=run.settings.capture_cap, sandboxed=box.confined)
+
+
+def resolve_executable(name: str, path_env: str) -> str:
+    """Bare names are looked up next to the running Python first (same venv), then on the agent's PATH."""
+    if os.sep in name:
+        return name
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which(name, path=path_env) or name
+
+
+async def _probe_backend(setup: PhaseSetup) -> BackendProbe | None:
+    """The harness's own look at a remote backend right after the agent: a dead backend is not the
+    agent's fault (HARNESS_ERROR backend_unreachable)."""
+    if not setup.backend.remote:
+        return None
+    return await setup.backend.probe(setup.upstream, api_key=setup.ctx.api_key, backend_id=setup.ctx.backend.id,
+                                     timeout_s=5.0)
+
+
+# ------------------------------------------------------------------------------------------- collect
+
+async def collect(setup: PhaseSetup, run: ActiveRun, process: ProcessResult, probe: BackendProbe | None,
+                  case_dir: Path) -> Collected:
+    """Keep what the phase left: the challenge's request log, the measured workspace (copied by the
+    harness, never a symlink followed or a FIFO opened), the driver's files, the phase's context."""
+    ctx = setup.ctx
+    requests = list(setup.challenge.requests) if setup.challenge is not None else []
+    kept_names = dict(await asyncio.to_thread(setup.driver.artifacts, ctx) or {})
+    files = await asyncio.to_thread(_keep, ctx, case_dir, requests if setup.challenge is not None else None,
+                                    kept_names)
+    capture = PhaseCapture(stdout_path=case_dir / f"{ctx.phase}.stdout", stderr_path=case_dir / f"{ctx.phase}.stderr",
+                           process=process, files=files)
+    return Collected(capture, probe, requests)
+
+
+def _keep(ctx: PhaseContext, case_dir: Path, requests: list[dict[str, Any]] | None,
+          wanted: Mapping[str, Any]) -> dict[str, Path]:
+    artifacts = ctx.artifacts_dir
+    if requests is not None:
+        atomic_write_text(artifacts / f"challenge.{ctx.phase}.requests.jsonl",
+                          "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in requests), sync=False)
+    if ctx.phase == "measured":
+        listing = copy_workspace(ctx.workspace, case_dir / "workspace")
+        atomic_write_json(artifacts / LISTING, listing.as_json(), sync=False)
+    files: dict[str, Path] = {}
+    for name, src in wanted.items():
+        dst = artifacts / f"{ctx.phase}.{name}"
+        if copy_file(Path(src), dst):  # agent-written: never a symlink followed, a FIFO opened
+            files[str(name)] = dst
+    atomic_write_json(artifacts / phase_context_name(ctx.phase), phase_context_record(ctx, kept=list(files)),
+                      sync=False)
+    return files
+
+
+# --------------------------------------------------------------------------------------------- parse
+
+async def parse(setup: PhaseSetup, run: ActiveRun, collected: Collected, case_dir: Path) -> PhaseResult:
+    """The phase's events and telemetry summary, from the proxy records, the driver and every parser."""
+    ctx = setup.ctx
+    events, summary = await asyncio.to_thread(_derive, setup, run, collected)
+    record = PhaseRecord(phase=ctx.phase, process=collected.capture.process, summary=summary,
+                         proxy=setup.proxy.describe(), challenge=dict(setup.facts), backend_probe=collected.probe)
+    return PhaseResult(record, events, ctx.workspace, setup.facts, collected.requests)
+
+
+def _derive(setup: PhaseSetup, run: ActiveRun, collected: Collected) -> tuple[list[Event], TelemetrySummary]:
+    ctx = setup.ctx
+    proxy = proxy_evidence(ctx.phase, setup.proxy.describe(), setup.proxy.record_path, setup.driver)
+    events, summary, transcript = derive_telemetry(run.hooks, setup.driver, ctx, collected.capture, proxy,
+                                                   run_id=run.id, case_id=ctx.case_id)
+    if transcript.final_text:  # tier D events point into it
+        atomic_write_text(ctx.artifacts_dir / f"{ctx.phase}.final.txt", transcript.final_text, sync=False)
+    atomic_write_text(ctx.artifacts_dir / f"events.{ctx.phase}.jsonl", "".join(
+        json.dumps(e.model_dump(mode="json"), ensure_ascii=False, default=str) + "\n" for e in events), sync=False)
+    return events, summary

@@ -1,0 +1,68 @@
+"""A run's settings (what the user asked for) and the open run every case shares.
+
+:class:`RunSettings` holds the choices of ``gripprobe run`` / ``run-suite`` (results folder, jobs,
+timeouts, proxy mode, sandbox, caps, installed agents); :class:`ActiveRun` is a run once it has started:
+its id and folder, the plugins and their registry, the values fixed at its start, its scratch folder.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..hooks import Hooks
+from ..pluginmanager import GripProbePluginManager, Registry
+from ..store import RunFolder
+from .process import DEFAULT_CAPTURE_CAP
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What the user asked of a run (``gripprobe run`` and ``run-suite`` options, resolved)."""
+
+    results_root: Path
+    jobs: int = 1
+    proxy_mode: str | None = None
+    """off | auto | force for every case; None: each agent spec's ``telemetry_proxy_mode``."""
+    timeout_s: float | None = None
+    base_url_override: str | None = None
+    suite: str | None = None
+    specs_root: Path | None = None
+    argv: list[str] | None = None
+    installed: Mapping[str, Any] = field(default_factory=dict)
+    """agent id -> InstalledAgent, for agents installed from a registry (see cli/agents_cmd.py)."""
+    hardware_profile: str | None = None
+    sandbox: str | None = None
+    """auto | bwrap | none for every case; None: each agent spec's ``sandbox`` (default auto)."""
+    proxy_max_body: int | None = None
+    """The recording proxy's request body cap in bytes (None: its default, 64 MiB)."""
+    preflight: list[dict] | None = None
+    """What the backend preflight saw (``BackendProbe`` dicts, see runner/preflight.py), for the manifest."""
+    capture_cap: int = DEFAULT_CAPTURE_CAP
+    """Bytes kept of each of an agent's stdout and stderr per phase."""
+    source_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    """The environment agents' allowlisted variables and API keys come from."""
+
+
+@dataclass(frozen=True)
+class ActiveRun:
+    """A started run: what every one of its cases shares."""
+
+    id: str
+    folder: RunFolder
+    plugins: GripProbePluginManager
+    values: Mapping[str, str]
+    """Values fixed at the run's start (``today`` ...; recorded in every case.json as ``run_values``)."""
+    scratch: Path
+    """Where the phases' workspaces, homes and temp folders live (outside the results tree)."""
+    settings: RunSettings
+
+    @property
+    def hooks(self) -> Hooks:
+        return self.plugins.hook
+
+    @property
+    def registry(self) -> Registry:
+        return self.plugins.registry
