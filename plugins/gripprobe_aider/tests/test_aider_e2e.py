@@ -1,10 +1,9 @@
-"""End to end: the REAL aider through the real `gripprobe run`, against the oracle backend speaking the
-plugin's text dialects.
-
-Skipped (with the fix in the reason) only when aider is not installed in the agent cache; CI runs
-``gripprobe agents install aider`` first. Each real case costs two aider runs (warmup + measured,
-~5 s each on an idle 2-core machine); the four runs below start at once and take about a minute
-and a half together:
+"""End to end, what is particular to aider: the REAL aider through the real `gripprobe run`, against the
+oracle backend speaking the plugin's text dialects (the kit installs aider at its pinned version). What
+every driver must do end to end (perfect passes, lazy is NO_TOOL_CALL, the driver reports the oracle's
+edits) is the contract's, in test_aider_driver.py. Each real case costs two aider runs (warmup +
+measured, ~5 s each on an idle 2-core machine); the four runs below start at once and take about a
+minute and a half together:
 
 - perfect × save_file, patch_file in each edit format → PASS on tier C; shell_pwd → TOOL_UNSUPPORTED
   without running (aider has no shell);
@@ -18,21 +17,18 @@ and a half together:
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from gripprobe_core import CliAgentSpec
-from gripprobe_core.testing import copy_specs, finish_gripprobe, installed_agent, repo_specs, start_gripprobe
+from gripprobe_core.testing import finish_gripprobe, start_gripprobe
 from gripprobe_core.testing import read_jsonl as jsonl
+from gripprobe_aider import PINNED_VERSION
 
 pytestmark = pytest.mark.e2e
 
-REPO_SPECS = repo_specs(Path(__file__))
-MODELS = ("perfect", "lazy", "malformed-args", "retry-loop", "error-then-recover")
-SPEC_FILES = ("cli_agents/aider.yaml", *(f"models/oracle-{m}.yaml" for m in MODELS),
-              "tests/shell_pwd.yaml", "tests/save_file.yaml", "tests/patch_file.yaml")
 FORMATS = ("whole", "diff", "udiff")
 JSON_CALL = '{"name": "write", "arguments": {"path": "a.txt", "content": "x"}}'
 JSON_TEST = f"""id: json_call_file
@@ -53,19 +49,12 @@ reference:
 """
 
 
-AGENT = CliAgentSpec(id="aider", plugin="aider", executable="aider", tool_kinds=["write"])
-
-
 @pytest.fixture(scope="module")
-def specs_root(tmp_path_factory, gpm) -> Path:
-    """The repo's own spec files for this agent, the oracle models and tests used here (only those:
-    other agents' specs name plugins that need not be installed next to this one)."""
-    if installed_agent(AGENT, gpm) is None:
-        pytest.skip("aider is not installed: run `gripprobe agents install aider` (CI does)")
-    if REPO_SPECS is None:
-        pytest.skip("not inside the GripProbe repository (no specs/ to run)")
-    root = copy_specs(tmp_path_factory.mktemp("specs"), SPEC_FILES, source=REPO_SPECS, suite={
-        "title": "aider x oracle", "agents": ["aider"], "models": ["oracle-perfect"], "tests": ["save_file"]})
+def specs_root(agent_install, e2e_specs, tmp_path_factory) -> Path:
+    """The kit's specs (aider, every oracle model and test) plus a test whose file looks like a tool call
+    and a keyed copy of oracle-perfect (in a copy: the kit's folder is shared by the session)."""
+    root = tmp_path_factory.mktemp("specs") / "specs"
+    shutil.copytree(e2e_specs, root)
     (root / "tests" / "json_call_file.yaml").write_text(JSON_TEST)
     model = (root / "models" / "oracle-perfect.yaml").read_text()
     (root / "models" / "oracle-keyed.yaml").write_text(
@@ -134,7 +123,7 @@ def test_perfect_passes_every_writing_test_in_every_format_and_shell_is_unsuppor
         if test == "shell_pwd":
             assert case["phases"] == [] and not (case_dir / "measured.stdout").exists()  # never ran
             continue
-        assert case["agent_version"] == "0.86.2"
+        assert case["agent_version"] == PINNED_VERSION
         assert [p["process"]["status"] for p in case["phases"]] == ["ok", "ok"]
         assert case["telemetry"]["telemetry_source_tier"] == "C"
         assert case["verdict"]["tool_event_verdict"] == "confirmed_tool_use"

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gripprobe_core.telemetry.attempts import detect_retry_loop, tool_attempts
+from gripprobe_core.plugin import PhaseCapture, ProcessResult, WrapperParseError, detect_retry_loop, tool_attempts
 from gripprobe_aider.parse import (
     error_type_for, history_time, parse_llm_history, parse_outputs, scan_stdout,
 )
@@ -192,14 +192,10 @@ def test_a_missing_stdout_is_no_events_and_an_unreadable_one_raises_oserror(tmp_
         parse_outputs(tmp_path, None, "measured")  # a directory
 
 
-def test_the_hook_turns_an_unreadable_stdout_into_a_wrapper_parse_error(gpm, agent, ctx, tmp_path):
-    from gripprobe_core import PhaseCapture, ProcessResult, WrapperParseError
-    from gripprobe_aider import plugin
-    outputs = PhaseCapture(stdout_path=tmp_path, stderr_path=tmp_path / "e", process=ProcessResult(status="ok"))
+def test_the_driver_turns_an_unreadable_stdout_into_a_wrapper_parse_error(agent_driver, phase_ctx, tmp_path):
+    capture = PhaseCapture(stdout_path=tmp_path, stderr_path=tmp_path / "e", process=ProcessResult(status="ok"))
     with pytest.raises(WrapperParseError):
-        plugin.parse_wrapper_events(agent=agent, ctx=ctx, outputs=outputs)
-    other = agent.model_copy(update={"plugin": "opencode"})
-    assert plugin.parse_wrapper_events(agent=other, ctx=ctx, outputs=outputs) is None
+        agent_driver.parse(phase_ctx, capture)
 
 
 # ------------------------------------------------------------------------------------------ garbage

@@ -9,10 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cn_helpers import CAPTURED, SAMPLES, process_info
 from gripprobe_continue.parse import (
     final_text, load_session, parse_log, redact_text, session_events, stderr_events,
 )
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SAMPLES = FIXTURES / "samples"
+CAPTURED = FIXTURES / "captured"
+
+
+def process_info(case_dir: Path) -> dict:
+    path = case_dir / "process.json"
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def events_of(case_dir: Path, *, phase: str = "measured", with_log: bool = True):
@@ -21,7 +29,7 @@ def events_of(case_dir: Path, *, phase: str = "measured", with_log: bool = True)
     assert session is not None
     log = (case_dir / "cn.log").read_bytes() if with_log and (case_dir / "cn.log").exists() else b""
     timeline = parse_log(log, anchor=process_info(case_dir).get("started_at"))
-    return session_events(session, phase=phase, file_name="session.json", text=data.decode(), timeline=timeline)
+    return session_events(session, phase=phase, file_name="session.json", file_text=data.decode(), timeline=timeline)
 
 
 def line_of(case_dir: Path, ref: str) -> str:
@@ -185,7 +193,7 @@ def test_session_garbage_never_raises(value):
     data = json.dumps(session, indent=2, default=str).encode()
     loaded = load_session(data)
     if loaded is not None:
-        for e in session_events(loaded, phase="measured", file_name="s.json", text=data.decode()):
+        for e in session_events(loaded, phase="measured", file_name="s.json", file_text=data.decode()):
             assert e.raw_artifact_ref.startswith("s.json:")
     final_text(loaded)
 
@@ -221,7 +229,7 @@ def test_mutated_real_session_never_raises(which, pick, new):
     data = json.dumps(session, indent=2, default=str).encode()
     loaded = load_session(data)
     if loaded is not None:
-        events = session_events(loaded, phase="measured", file_name="s.json", text=data.decode())
+        events = session_events(loaded, phase="measured", file_name="s.json", file_text=data.decode())
         assert [e.sequence for e in events] == list(range(1, len(events) + 1))
         final_text(loaded)
 

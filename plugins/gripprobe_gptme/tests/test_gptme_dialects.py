@@ -14,11 +14,10 @@ import aiohttp
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from gripprobe_core.models.specs import ReferenceEdit, ReferenceShell, ReferenceWrite, TestSpec
-from gripprobe_core.oracle.dialects import ToolsDialect
-from gripprobe_core.oracle.conversation import parse_chat_request
-from gripprobe_core.oracle.server import OracleServer
-from gripprobe_core.proxy.text_tools import scan_text_tool_calls
+from gripprobe_core.plugin import (
+    ReferenceEdit, ReferenceShell, ReferenceWrite, TestSpec, ToolsDialect, parse_chat_request, scan_text_tool_calls,
+)
+from gripprobe_core.testing import OracleServer, oracle_server
 from gripprobe_gptme.dialects import (
     GptmeMarkdownDialect, GptmeToolDialect, GptmeXmlDialect, conflict_patch, defuse, is_gptme_request,
 )
@@ -44,6 +43,11 @@ def sample_request(case: str, *, tools: list | None = None):
     return parse_chat_request(body)
 
 
+def load_request(name: str) -> dict:
+    """A request body gptme 0.35.1 really sent (``fixtures/requests/<name>.json``)."""
+    return json.loads((FIXTURES / "requests" / f"{name}.json").read_text(encoding="utf-8"))
+
+
 def gptme_tools() -> list:
     return json.loads((FIXTURES / "tool_schemas.json").read_text())
 
@@ -59,25 +63,25 @@ def test_gptmes_system_prompts_are_recognised_in_every_format(case):
     assert is_gptme_request(sample_request(case))
 
 
-def test_the_title_request_and_other_agents_are_not_gptme(request_body):
-    assert not is_gptme_request(req(request_body("title")))
+def test_the_title_request_and_other_agents_are_not_gptme():
+    assert not is_gptme_request(req(load_request("title")))
     other = parse_chat_request({"model": "m", "messages": [{"role": "system", "content": "You are a helpful agent."},
                                                            {"role": "user", "content": "You are gptme v1"}]})
     assert not is_gptme_request(other)
 
 
-def test_the_oracle_picks_the_dialect_of_the_case_format(gpm, request_body):
-    dialects = gpm.registry.dialects
-    assert {"gptme-tool", "gptme-markdown", "gptme-xml"} <= set(dialects)
+def test_the_oracle_picks_the_dialect_of_the_case_format(gripprobe_plugins, agent_driver):
+    dialects = gripprobe_plugins.registry.dialects  # every driver's, as the real oracle has them
+    assert {"gptme-tool", "gptme-markdown", "gptme-xml"} == set(agent_driver.oracle_dialects()) <= set(dialects)
 
     def chosen(body, fmt):
         return OracleServer([SHELL], dialects=dialects, format=fmt).dialect_for(req(body)).name
 
-    assert chosen(request_body("tool_after_result"), "tool") == "gptme-tool"
-    assert chosen(request_body("markdown_after_result"), "markdown") == "gptme-markdown"
-    assert chosen(request_body("xml_after_result"), "xml") == "gptme-xml"
-    assert chosen(request_body("title"), "markdown") == "tools"  # side request: no gptme prompt
-    assert chosen(request_body("markdown_after_result"), "tool") == "tools"  # not this case's format
+    assert chosen(load_request("tool_after_result"), "tool") == "gptme-tool"
+    assert chosen(load_request("markdown_after_result"), "markdown") == "gptme-markdown"
+    assert chosen(load_request("xml_after_result"), "xml") == "gptme-xml"
+    assert chosen(load_request("title"), "markdown") == "tools"  # side request: no gptme prompt
+    assert chosen(load_request("markdown_after_result"), "tool") == "tools"  # not this case's format
     reference_like = {"model": "perfect", "messages": [{"role": "user", "content": "hi"}],
                       "tools": [{"type": "function", "function": {"name": "shell", "parameters": {}}}]}
     assert chosen(reference_like, "tool") == "tools"
@@ -85,23 +89,23 @@ def test_the_oracle_picks_the_dialect_of_the_case_format(gpm, request_body):
 
 # ---------------------------------------------------------------------------- steps
 
-def test_steps_come_from_the_conversation_in_each_format(request_body):
-    assert TOOL.steps_taken(req(request_body("tool_after_result"))) == 1
-    assert MD.steps_taken(req(request_body("markdown_after_result"))) == 1
-    assert XML.steps_taken(req(request_body("xml_after_result"))) == 1
+def test_steps_come_from_the_conversation_in_each_format():
+    assert TOOL.steps_taken(req(load_request("tool_after_result"))) == 1
+    assert MD.steps_taken(req(load_request("markdown_after_result"))) == 1
+    assert XML.steps_taken(req(load_request("xml_after_result"))) == 1
     assert MD.steps_taken(sample_request("md_success")) == 0
 
 
-def test_gptmes_nudges_do_not_restart_the_plan(request_body):
+def test_gptmes_nudges_do_not_restart_the_plan():
     """After the final answer gptme nudges with a <system> user message: still one step taken (the
     generic dialect counts from the last user message and would start again, forever)."""
-    body = request_body("tool_after_result")
+    body = load_request("tool_after_result")
     nudge = {"role": "user", "content": [{"type": "text", "text": "<system>No tool call detected in last message. "
                                                                    "Did you mean to finish?</system>"}]}
     extended = req(body, messages=body["messages"] + [{"role": "assistant", "content": "Done."}, nudge])
     assert TOOL.steps_taken(extended) == 1
     assert ToolsDialect().steps_taken(extended) == 0
-    assert MD.steps_taken(req(request_body("markdown_nudge"))) == 0  # lazy: nudged, never acted
+    assert MD.steps_taken(req(load_request("markdown_nudge"))) == 0  # lazy: nudged, never acted
 
 
 # ---------------------------------------------------------------------------- saying actions
@@ -171,6 +175,7 @@ def test_xml_prose_is_escaped_so_the_whole_reply_stays_well_formed():
 
 def test_tool_dialect_uses_save_patch_and_the_shell_like_gptme_needs():
     request = sample_request("tool_success", tools=gptme_tools())
+    assert TOOL.write_tool(request).name == "save" and "save" in TOOL.write_names  # gptme's own, not generic
     save = TOOL.say(WRITE, 0, request).tool_call
     assert (save.name, json.loads(save.arguments)) == ("save", {"path": "greeting.txt", "content": WRITE.write.content})
     patch = TOOL.say(EDIT, 0, request).tool_call
@@ -217,71 +222,65 @@ def test_conflict_patch_only_when_gptme_reads_it_back_exactly(old, new, ok):
 
 # ---------------------------------------------------------------------------- profiles, ground truth
 
-def test_profiles_on_real_markdown_requests(request_body):
+def test_profiles_on_real_markdown_requests():
     oracle = OracleServer([WRITE], dialects={"gptme-markdown": MD}, format="markdown")
 
     def decide(profile: str, body: dict, keep: int | None = None):
         messages = body["messages"][:keep] if keep else body["messages"]
         return oracle.decide(req(body, model=profile, messages=messages))[1].turn
 
-    after_result = request_body("markdown_after_result")
+    after_result = load_request("markdown_after_result")
     perfect = decide("perfect", after_result, keep=4)  # system prompts + the user prompt: step 0
     assert perfect.action_index == 0 and [u.name for u in tool_uses(perfect.text, "markdown")] == ["save"]
     assert [u.name for u in tool_uses(decide("perfect", after_result).text, "markdown")] == ["complete"]
     recover = decide("error-then-recover", after_result, keep=4)  # the failing shell use first
     assert [(u.name, u.arguments) for u in tool_uses(recover.text, "markdown")] == [
         ("shell", {"command": "cat gripprobe-missing-file.txt"})]
-    lazy = decide("lazy", request_body("markdown_nudge"))
+    lazy = decide("lazy", load_request("markdown_nudge"))
     assert tool_uses(lazy.text, "markdown") == [] and lazy.tool_call is None
-    assert decide("perfect", request_body("title")).text == "GripProbe oracle session"
+    assert decide("perfect", load_request("title")).text == "GripProbe oracle session"
 
 
-def _post_all(oracle: OracleServer, bodies: list[dict]) -> list[str]:
+async def _post_all(base_url: str, bodies: list[dict]) -> list[str]:
     """POST each body to the running oracle (streaming); the reply texts as the client saw them."""
-    async def run() -> list[str]:
-        out = []
-        async with aiohttp.ClientSession() as session:
-            for body in bodies:
-                async with session.post(oracle.base_url + "/v1/chat/completions", json=body) as resp:
-                    text = ""
-                    async for raw in resp.content:
-                        line = raw.decode().strip()
-                        if line.startswith("data: {"):
-                            for choice in json.loads(line[6:]).get("choices", []):
-                                text += (choice.get("delta") or {}).get("content") or ""
-                    out.append(text)
-        return out
-    return asyncio.run(_with_oracle(oracle, run))
-
-
-async def _with_oracle(oracle, fn):
-    await oracle.start()
-    try:
-        return await fn()
-    finally:
-        await oracle.stop()
+    out = []
+    async with aiohttp.ClientSession() as session:
+        for body in bodies:
+            async with session.post(base_url + "/v1/chat/completions", json=body) as resp:
+                text = ""
+                async for raw in resp.content:
+                    line = raw.decode().strip()
+                    if line.startswith("data: {"):
+                        for choice in json.loads(line[6:]).get("choices", []):
+                            text += (choice.get("delta") or {}).get("content") or ""
+                out.append(text)
+    return out
 
 
 @pytest.mark.parametrize("fmt,body_name", [("tool", "tool_after_result"), ("markdown", "markdown_after_result"),
                                            ("xml", "xml_after_result")])
-def test_ground_truth_text_calls_match_what_the_proxy_scanner_counts(gpm, request_body, fmt, body_name):
+def test_ground_truth_text_calls_match_what_the_proxy_scanner_counts(gripprobe_plugins, fmt, body_name):
     """The final answer quotes the last tool output; make that output look like a JSON tool call.
     Ground truth must hold exactly the nonstructured calls the proxy's scanner finds in the reply."""
-    body = json.loads(json.dumps(request_body(body_name)))
+    body = json.loads(json.dumps(load_request(body_name)))
     fake = '{"name": "shell", "arguments": {"command": "ls"}}'
     last = body["messages"][-1]
     last["content"] = [{"type": "text", "text": f"Output:\n{fake}\n"}]
-    oracle = OracleServer(TestSpec(id="t", title="t", prompt="p", validators=[{"kind": "file_exists", "path": "x"}],
-                                   reference=[{"write": {"path": "x", "content": "y\n"}}]).reference,
-                          dialects=gpm.registry.dialects, format=fmt)
-    (text,) = _post_all(oracle, [body])
-    nonstructured = [g for g in oracle.ground_truth if not g["structured"]]
+    actions = TestSpec(id="t", title="t", prompt="p", validators=[{"kind": "file_exists", "path": "x"}],
+                       reference=[{"write": {"path": "x", "content": "y\n"}}]).reference
+
+    async def run() -> tuple[list[str], list[dict]]:
+        async with oracle_server(actions, plugins=gripprobe_plugins, format=fmt) as oracle:
+            return await _post_all(oracle.base_url, [body]), oracle.ground_truth
+
+    (text,), ground_truth = asyncio.run(run())
+    nonstructured = [g for g in ground_truth if not g["structured"]]
     assert len(nonstructured) == len(scan_text_tool_calls(text))
     if fmt == "tool":  # only the tool format's final answer quotes a tool message
         assert [g["name"] for g in nonstructured] == ["shell"]
-        assert [g["name"] for g in oracle.ground_truth if g["structured"]] == ["complete"]
+        assert [g["name"] for g in ground_truth if g["structured"]] == ["complete"]
     else:
-        assert nonstructured == [] and oracle.ground_truth == []
+        assert nonstructured == [] and ground_truth == []
 
 
 @settings(max_examples=80, deadline=None)

@@ -1,10 +1,10 @@
-"""End to end: the REAL gptme through the real `gripprobe run`, against the oracle backend.
-
-Skipped (with the fix in the reason) only when gptme is not installed in the agent cache; CI runs
-``gripprobe agents install gptme`` first. One run of twelve cases (oracle-perfect and oracle-lazy ×
-shell_pwd, save_file × the tool, markdown and xml formats), one case with the proxy off so gptme's
-own log is the only evidence, and one run of five cases of the text formats' deliberate failures
-(error-then-recover and retry-loop × markdown, xml) plus malformed-args × markdown, on save_file.
+"""End to end, what is particular to gptme: the REAL gptme through the real `gripprobe run`, against the
+oracle backend (the kit installs it at its pinned version and gives the specs). The contract
+(test_gptme_driver.py) runs perfect and lazy in the ``tool`` format; here the same in all three formats
+(twelve cases: oracle-perfect and oracle-lazy × shell_pwd, save_file × tool, markdown, xml) with what
+gptme's log shows, one case with the proxy off so gptme's own log is the only evidence, and one run of
+the text formats' deliberate failures (error-then-recover and retry-loop × markdown, xml) plus
+malformed-args × markdown, on save_file.
 """
 
 from __future__ import annotations
@@ -14,37 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from gripprobe_core import CliAgentSpec
-from gripprobe_core.testing import copy_specs, installed_agent, repo_specs, run_gripprobe
-from gripprobe_core.testing import read_cases as cases_of, read_jsonl as jsonl
+from gripprobe_core.testing import read_cases as cases_of, read_jsonl as jsonl, run_gripprobe
+from gripprobe_gptme import PINNED_VERSION
 from gripprobe_gptme.parse import parse_conversation
 
 pytestmark = pytest.mark.e2e
 
-REPO_SPECS = repo_specs(Path(__file__))
-SPEC_FILES = ("cli_agents/gptme.yaml", "models/oracle-perfect.yaml", "models/oracle-lazy.yaml",
-              "models/oracle-error-then-recover.yaml", "models/oracle-retry-loop.yaml",
-              "models/oracle-malformed-args.yaml", "tests/shell_pwd.yaml", "tests/save_file.yaml")
 TESTS = ("shell_pwd", "save_file")
 FORMATS = ("tool", "markdown", "xml")
 #: The tool each test's reference action goes through, whatever the format.
 TOOL_OF_TEST = {"shell_pwd": "shell", "save_file": "save"}
-
-
-AGENT = CliAgentSpec(id="gptme", plugin="gptme", executable="gptme", tool_kinds=["execute"], version="0.35.1")
-
-
-@pytest.fixture(scope="module")
-def specs_root(tmp_path_factory, gpm) -> Path:
-    """The repo's own spec files for this agent, models and tests (only those: other agents' specs name
-    plugins that need not be installed next to this one)."""
-    if installed_agent(AGENT, gpm) is None:
-        pytest.skip("gptme is not installed: run `gripprobe agents install gptme` (CI does)")
-    if REPO_SPECS is None:
-        pytest.skip("not inside the GripProbe repository (no specs/ to run)")
-    return copy_specs(tmp_path_factory.mktemp("specs"), SPEC_FILES, source=REPO_SPECS, suite={
-        "title": "gptme x oracle", "agents": ["gptme"], "models": ["oracle-perfect", "oracle-lazy"],
-        "tests": list(TESTS)})
 
 
 def gripprobe_run(specs: Path, results: Path, *args: str, extra_env: dict[str, str] | None = None) -> Path:
@@ -57,9 +36,9 @@ def case_dir(run_dir: Path, model: str, fmt: str, test: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def run_dir(specs_root, tmp_path_factory) -> Path:
+def run_dir(agent_install, e2e_specs, tmp_path_factory) -> Path:
     args = [a for t in TESTS for a in ("-t", t)]
-    return gripprobe_run(specs_root, tmp_path_factory.mktemp("results"), "-m", "oracle-perfect", "-m", "oracle-lazy",
+    return gripprobe_run(e2e_specs, tmp_path_factory.mktemp("results"), "-m", "oracle-perfect", "-m", "oracle-lazy",
                          "--jobs", "3", *args)
 
 
@@ -72,7 +51,7 @@ def test_perfect_passes_and_lazy_is_no_tool_call_in_every_format(run_dir):
     want |= {("oracle-lazy", f, t): ("NO_TOOL_CALL", "no_tool_call_observed") for f in FORMATS for t in TESTS}
     assert got == want, got
     for c in cases.values():
-        assert c["agent_version"] == "0.35.1"
+        assert c["agent_version"] == PINNED_VERSION
         assert all(p["process"]["status"] == "ok" and p["process"]["exit_code"] == 0 for p in c["phases"])
 
 
@@ -126,15 +105,15 @@ def test_no_parallel_agent_warning_with_concurrent_cases(run_dir):
         assert "workspace-agents-warning" not in log.read_text(), log
 
 
-def test_keyed_backend_passes_on_gptmes_log_alone_and_no_artifact_holds_the_key(specs_root, tmp_path):
+def test_keyed_backend_passes_on_gptmes_log_alone_and_no_artifact_holds_the_key(agent_install, e2e_specs, tmp_path):
     """Proxy off: gptme's own log is the only evidence, and it confirms the call (tier B). The backend
     has an API key; it goes to the agent's environment and into no stored file."""
-    model = (REPO_SPECS / "models" / "oracle-perfect.yaml").read_text()
-    (specs_root / "models" / "oracle-keyed.yaml").write_text(
+    model = (e2e_specs / "models" / "oracle-perfect.yaml").read_text()
+    (e2e_specs / "models" / "oracle-keyed.yaml").write_text(
         model.replace("id: oracle-perfect", "id: oracle-keyed").replace(
             "model_id: perfect", "model_id: perfect\n    api_key_env: GRIPPROBE_TEST_GPTME_KEY"))
     key = "sk-canary-e2e-gptme-555"
-    run = gripprobe_run(specs_root, tmp_path / "r", "-m", "oracle-keyed", "-t", "save_file", "-f", "markdown",
+    run = gripprobe_run(e2e_specs, tmp_path / "r", "-m", "oracle-keyed", "-t", "save_file", "-f", "markdown",
                         "--telemetry-proxy", "off", extra_env={"GRIPPROBE_TEST_GPTME_KEY": key})
     (case,) = cases_of(run).values()
     assert case["verdict"]["status"] == "PASS", case["verdict"]
@@ -150,9 +129,9 @@ FAILING_COMMAND = {"command": "cat gripprobe-missing-file.txt"}
 
 
 @pytest.fixture(scope="module")
-def failures_run_dir(specs_root, tmp_path_factory) -> Path:
+def failures_run_dir(agent_install, e2e_specs, tmp_path_factory) -> Path:
     """error-then-recover and retry-loop in both text formats (4 cases, one run)."""
-    return gripprobe_run(specs_root, tmp_path_factory.mktemp("failures"), "-m", "oracle-error-then-recover",
+    return gripprobe_run(e2e_specs, tmp_path_factory.mktemp("failures"), "-m", "oracle-error-then-recover",
                          "-m", "oracle-retry-loop", "-f", "markdown", "-f", "xml", "-t", "save_file", "--jobs", "4")
 
 
@@ -197,10 +176,10 @@ def test_retry_loop_in_a_text_format_is_three_identical_real_failures(failures_r
     assert all(p["process"]["exit_code"] == 0 for p in case["phases"])
 
 
-def test_malformed_args_in_markdown_is_a_cut_short_block_gptme_never_runs(specs_root, tmp_path):
+def test_malformed_args_in_markdown_is_a_cut_short_block_gptme_never_runs(agent_install, e2e_specs, tmp_path):
     """The save block without its closing fence: gptme runs nothing and nudges; no tool event, the
     reply's response carries protocol_malformed: NO_TOOL_CALL (protocol_malformed)."""
-    run = gripprobe_run(specs_root, tmp_path / "r", "-m", "oracle-malformed-args", "-f", "markdown", "-t", "save_file")
+    run = gripprobe_run(e2e_specs, tmp_path / "r", "-m", "oracle-malformed-args", "-f", "markdown", "-t", "save_file")
     d = case_dir(run, "oracle-malformed-args", "markdown", "save_file")
     case = json.loads((d / "case.json").read_text())
     assert (case["verdict"]["status"], case["verdict"]["failure_reason"]) == ("NO_TOOL_CALL", "protocol_malformed")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from gripprobe_core import PhaseCapture, ProcessResult, WrapperParseError
+from gripprobe_core.plugin import PhaseCapture, ProcessResult, WrapperParseError
 from gripprobe_gptme.parse import (
-    CONVERSATION_ARTIFACT, parse_conversation, parse_phase, result_status, strip_tool_uses, tool_uses,
+    CONVERSATION_ARTIFACT, TOOL_NAMES, parse_conversation, parse_phase, result_status, strip_tool_uses, tool_uses,
 )
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -112,6 +112,17 @@ def test_a_failing_shell_command_is_an_error_with_its_exit_code():
         ("shell", "error", 1, "tool_error"), ("shell", "success", 0, None), ("complete", "success", None, None)]
 
 
+def test_gptmes_own_tool_names_are_normalized():
+    """save/append write, patch_many edits, ipython/tmux execute (gptme's entries in TOOL_NAMES)."""
+    line = json.dumps({"role": "assistant", "content": "```append log.txt\nx\n```\n```ipython\nprint(1)\n```\n"
+                                                       "```tmux\nls\n```\n```patch_many\ny\n```"}).encode()
+    starts = [e for e in parse_conversation(line, "measured", "markdown").events if e.event_type == "tool_call_start"]
+    assert [(s.payload["raw_name"], s.payload["name"], s.payload["kind"]) for s in starts] == [
+        ("append", "write", "write"), ("ipython", "ipython", "execute"), ("tmux", "tmux", "execute"),
+        ("patch_many", "edit", "write")]
+    assert TOOL_NAMES.normalize("save") == ("write", "write")
+
+
 def test_xml_tool_use_is_unescaped():
     events = tool_events(parse("xml_shell", "xml", "captured"))
     (start, result) = [e for e in events if e.payload["raw_name"] == "shell"]
@@ -122,9 +133,9 @@ def test_xml_tool_use_is_unescaped():
 def test_json_stdout_is_the_fallback_and_says_the_same(tmp_path):
     """--output-format json prints the conversation on stdout: without the log, the same tool events."""
     stdout = FIXTURES / "samples" / "tool_jsonout" / "stdout.txt"
-    outputs = PhaseCapture(stdout_path=stdout, stderr_path=tmp_path / "e",
+    capture = PhaseCapture(stdout_path=stdout, stderr_path=tmp_path / "e",
                            process=ProcessResult(status="ok", exit_code=0))
-    from_stdout = parse_phase(outputs, "measured", "tool", tz=UTC)
+    from_stdout = parse_phase(capture, "measured", "tool", tz=UTC)
     from_log = parse("tool_jsonout", "tool")
     def strip(events):
         return [(e.event_type, e.tool_call_id, e.status, e.payload.get("arguments")) for e in events]
@@ -134,33 +145,33 @@ def test_json_stdout_is_the_fallback_and_says_the_same(tmp_path):
 
 
 def test_parse_phase_prefers_the_conversation_artifact(tmp_path):
-    outputs = PhaseCapture(stdout_path=tmp_path / "missing", stderr_path=tmp_path / "e",
+    capture = PhaseCapture(stdout_path=tmp_path / "missing", stderr_path=tmp_path / "e",
                            process=ProcessResult(status="ok", exit_code=0),
-                           extra={CONVERSATION_ARTIFACT: FIXTURES / "samples" / "md_success" / "conversation.jsonl"})
-    assert len(parse_phase(outputs, "warmup", "markdown").events) == 6
+                           files={CONVERSATION_ARTIFACT: FIXTURES / "samples" / "md_success" / "conversation.jsonl"})
+    assert len(parse_phase(capture, "warmup", "markdown").events) == 6
 
 
 def test_exit_0_without_any_log_is_a_wrapper_parse_error(tmp_path):
     empty = tmp_path / "stdout"
     empty.write_bytes(b"not json\n")
-    outputs = PhaseCapture(stdout_path=empty, stderr_path=tmp_path / "e",
+    capture = PhaseCapture(stdout_path=empty, stderr_path=tmp_path / "e",
                            process=ProcessResult(status="ok", exit_code=0))
     with pytest.raises(WrapperParseError, match="no conversation.jsonl"):
-        parse_phase(outputs, "measured", "tool")
+        parse_phase(capture, "measured", "tool")
 
 
 @pytest.mark.parametrize("process", [ProcessResult(status="nonzero_exit", exit_code=1),
                                      ProcessResult(status="timeout")])
 def test_a_crash_without_any_log_gives_no_events(tmp_path, process):
-    outputs = PhaseCapture(stdout_path=tmp_path / "none", stderr_path=tmp_path / "e", process=process)
-    assert parse_phase(outputs, "measured", "tool").events == []
+    capture = PhaseCapture(stdout_path=tmp_path / "none", stderr_path=tmp_path / "e", process=process)
+    assert parse_phase(capture, "measured", "tool").events == []
 
 
 def test_an_unreadable_log_is_a_wrapper_parse_error(tmp_path):
-    outputs = PhaseCapture(stdout_path=tmp_path / "none", stderr_path=tmp_path / "e",
-                           process=ProcessResult(status="ok", exit_code=0), extra={CONVERSATION_ARTIFACT: tmp_path})
+    capture = PhaseCapture(stdout_path=tmp_path / "none", stderr_path=tmp_path / "e",
+                           process=ProcessResult(status="ok", exit_code=0), files={CONVERSATION_ARTIFACT: tmp_path})
     with pytest.raises(WrapperParseError):
-        parse_phase(outputs, "measured", "tool")
+        parse_phase(capture, "measured", "tool")
 
 
 def test_naive_timestamps_are_read_in_the_given_zone():

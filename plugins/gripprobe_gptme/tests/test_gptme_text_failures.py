@@ -12,12 +12,11 @@ from xml.etree import ElementTree
 
 import pytest
 
-from gripprobe_core.models.specs import ReferenceEdit, ReferenceShell, ReferenceWrite
-from gripprobe_core.oracle.dialects import MISSING_FILE, ToolsDialect
-from gripprobe_core.oracle.conversation import parse_chat_request
-from gripprobe_core.oracle.profiles import RETRY_LIMIT
-from gripprobe_core.oracle.server import OracleServer
-from gripprobe_core.telemetry import detect_retry_loop, tool_attempts
+from gripprobe_core.plugin import (
+    MISSING_FILE, ReferenceEdit, ReferenceShell, ReferenceWrite, ToolsDialect, detect_retry_loop, parse_chat_request,
+    tool_attempts,
+)
+from gripprobe_core.testing import RETRY_LIMIT, OracleServer
 from gripprobe_gptme.dialects import FAILING_COMMAND, GptmeMarkdownDialect, GptmeXmlDialect
 from gripprobe_gptme.parse import parse_conversation, tool_uses
 

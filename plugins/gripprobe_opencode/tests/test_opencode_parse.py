@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gripprobe_core import Event, PhaseCapture, ProcessResult, WrapperParseError
-from gripprobe_core.telemetry.summary import summarize_phase
-from gripprobe_opencode.parse import OpencodeParser, final_text, iso_from_ms, normalize_tool, parse_stdout
+from gripprobe_core.plugin import Event, PhaseCapture, ProcessResult, WrapperParseError
+from gripprobe_core.testing import summarize_phase
+from gripprobe_opencode.parse import TOOL_NAMES, OpencodeParser, final_text, iso_from_ms, parse_stdout
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -134,7 +134,9 @@ def test_parsed_evidence_drives_the_real_telemetry_summary():
         "no_tool_event_observed", "structured_event_absent")
 
 
-def test_normalized_names_of_every_opencode_tool():
+def test_normalized_names_of_every_opencode_tool(agent_driver):
+    assert agent_driver.tool_names == TOOL_NAMES
+    normalize_tool = agent_driver.tool_names.normalize
     tools = json.loads((FIXTURES / "tools_openai_compatible.json").read_text())["tools"]
     names = {t["function"]["name"]: normalize_tool(t["function"]["name"]) for t in tools}
     assert names["bash"] == ("shell", "execute")
@@ -146,31 +148,24 @@ def test_normalized_names_of_every_opencode_tool():
     assert normalize_tool(None) == ("", "other") and normalize_tool("") == ("", "other")
 
 
-# ------------------------------------------------------------------------------- through the hooks
+# ------------------------------------------------------------------------------ through the driver
 
-def outputs_for(stdout: Path, stderr: Path) -> PhaseCapture:
+def capture_of(stdout: Path, stderr: Path) -> PhaseCapture:
     return PhaseCapture(stdout_path=stdout, stderr_path=stderr, process=ProcessResult(status="ok"))
 
 
-def test_hooks_parse_only_opencode_and_find_the_final_text(gpm, ctx, agent, tmp_path):
+def test_driver_parses_the_stdout_and_finds_the_final_text(agent_driver, phase_ctx, tmp_path):
     stdout = tmp_path / "measured.stdout"
     shutil.copyfile(FIXTURES / "success" / "stdout.txt", stdout)
-    out = outputs_for(stdout, tmp_path / "measured.stderr")
-    impls = {i.plugin_name: i.function for i in gpm.hook.parse_wrapper_events.get_hookimpls()}
-    ours = impls["opencode"]
-    events = ours(agent=agent, ctx=ctx, outputs=out)
-    assert [e.raw_artifact_ref for e in events][1] == "measured.stdout:2"
-    other = agent.model_copy(update={"id": "x", "plugin": "reference"})
-    assert ours(agent=other, ctx=ctx, outputs=out) is None
-    assert gpm.hook.final_output_text(agent=agent, ctx=ctx, outputs=out) == \
-        "I created hello.txt containing hello world."
+    transcript = agent_driver.parse(phase_ctx, capture_of(stdout, tmp_path / "measured.stderr"))
+    assert [e.raw_artifact_ref for e in transcript.events][1] == "measured.stdout:2"
+    assert transcript.final_text == "I created hello.txt containing hello world."
 
 
-def test_missing_stdout_is_a_wrapper_parse_error(gpm, ctx, agent, tmp_path):
-    impls = {i.plugin_name: i.function for i in gpm.hook.parse_wrapper_events.get_hookimpls()}
-    out = outputs_for(tmp_path / "nope.stdout", tmp_path / "nope.stderr")
+def test_missing_stdout_is_a_wrapper_parse_error(agent_driver, phase_ctx, tmp_path):
+    capture = capture_of(tmp_path / "nope.stdout", tmp_path / "nope.stderr")
     with pytest.raises(WrapperParseError, match="cannot read opencode stdout"):
-        impls["opencode"](agent=agent, ctx=ctx, outputs=out)
+        agent_driver.parse(phase_ctx, capture)
 
 
 def test_empty_stdout_is_no_evidence_not_an_error(tmp_path):

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from gripprobe_core.plugin import message_text
+
 #: aider's system prompt opening for its editing coders (the architect's differs).
 CODER_MARK = "Act as an expert software developer."
 #: Per edit format, a phrase only that format's system prompt contains.
@@ -41,18 +43,6 @@ NO_FILES_PREFIXES = ("I am not sharing any files that you can edit yet.",
 
 _WHOLE_FENCE = re.compile(r"^path/to/filename\.js\n(\S+)\n", re.M)
 _DIFF_FENCE = re.compile(r"^2\. The opening fence and code language, eg: (\S+?)python\s*$", re.M)
-
-
-def message_text(msg: Any) -> str:
-    """The text of a Chat Completions message (string content or a list of text parts)."""
-    if not isinstance(msg, dict):
-        return ""
-    content = msg.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
 
 
 def system_text(messages: Sequence[Any]) -> str:

@@ -19,9 +19,10 @@ listing without a file name) and ``malformed_turn`` (the first edit block broken
 ``error-then-recover``, ``retry-loop`` and ``malformed-args`` profiles.
 
 Ground truth: edit blocks are aider's own protocol, not tool calls, and the proxy's nonstructured
-detector (:mod:`gripprobe_core.proxy.text_tools`) does not count them. A reply is recorded as
-nonstructured calls only when that detector would count something in it (say, a file whose content
-is a JSON tool-call object), so tier A's structured + nonstructured counts always equal the oracle's.
+detector (:func:`gripprobe_core.plugin.scan_text_tool_calls`) does not count them. A reply is
+recorded as nonstructured calls only when that detector would count something in it (say, a file
+whose content is a JSON tool-call object), so tier A's structured + nonstructured counts always
+equal the oracle's.
 """
 
 from __future__ import annotations
@@ -29,21 +30,15 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from gripprobe_core.models.specs import (
-    ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell, ReferenceWrite,
+from gripprobe_core.plugin import (
+    MISSING_FILE, ChatRequest, ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell, ReferenceWrite, TextCall,
+    ToolCall, Turn, describe_action, scan_text_tool_calls,
 )
-from gripprobe_core.oracle.dialects import MISSING_FILE
-from gripprobe_core.oracle.conversation import ChatRequest, TextCall, ToolCall, Turn, describe_action
 
 from .conversation import AiderChat, read_chat
 from .edits import FileEdit, ensure_newline, line_block, render, search_replace_block, udiff_hunk, whole_listing
 
-try:
-    from gripprobe_core.proxy.text_tools import scan_text_tool_calls
-except ImportError:  # pragma: no cover - a core without the proxy's detector records nothing
-    scan_text_tool_calls = None  # type: ignore[assignment]
-
-#: The dialect name for each aider edit format (``register_oracle_dialects``).
+#: The dialect name for each aider edit format (the driver's ``oracle_dialects``).
 DIALECT_NAMES: dict[str, str] = {"whole": "aider-whole", "diff": "aider-diff", "udiff": "aider-udiff"}
 
 #: A line aider's SEARCH/hunk can never find: the deliberately failing edit's "old" text.
@@ -74,9 +69,7 @@ def steps_header(first: int, last: int, actions: Sequence[ReferenceAction]) -> s
 def text_turn(text: str, action_index: int | None = None) -> Turn:
     """A reply turn; any tool calls the proxy's nonstructured detector would see in ``text`` are
     attached as ``text_calls`` so the ground truth records them (``structured: false``)."""
-    calls: tuple[TextCall, ...] = ()
-    if scan_text_tool_calls is not None:
-        calls = tuple(TextCall(ToolCall(c.name, c.arguments), action_index) for c in scan_text_tool_calls(text))
+    calls = tuple(TextCall(ToolCall(c.name, c.arguments), action_index) for c in scan_text_tool_calls(text))
     return Turn(text=text, action_index=action_index, text_calls=calls)
 
 

@@ -20,16 +20,17 @@ empty) with aider's own timestamps (local time, seconds; the plugin runs aider w
 replies found there are masked out of stdout before markers are matched, and their times date the
 events. Without the history file every stdout line is read as aider's (best effort).
 
-Events (tier C, source ``wrapper``, ids ``<phase>-C-aider-<n>``):
+Events (tier C, source ``wrapper``, ids ``<phase>-C-<n>`` from the shared ``EventBuilder``):
 
 - ``model_response`` per reply (status success, ``payload.text``) and per failed request (status
   error, ``error_type`` ``backend_tool_unsupported`` / ``http_<status>`` / ``backend_unreachable`` /
   ``backend_timeout`` / ``agent_error``);
-- a ``tool_call_start`` + ``tool_call_result`` pair per applied file (``raw_name`` ``edit`` → edit/write,
-  ``arguments`` ``{"path": …}``) and per rejected reply (status error; ``error_type``
-  ``edit_no_match`` when the block was well formed but matched nothing, ``protocol_malformed`` when
-  aider could not parse it, ``edit_failed`` when applying crashed or a file was refused). aider has
-  no tool call ids: ``tool_call_id`` is None and results pair with their start by order.
+- a ``tool_call_start`` + ``tool_call_result`` pair per applied file (``raw_name`` ``edit`` →
+  edit/write by :data:`TOOL_NAMES`, ``arguments`` ``{"path": …}``) and per rejected reply (status
+  error; ``error_type`` ``edit_no_match`` when the block was well formed but matched nothing,
+  ``protocol_malformed`` when aider could not parse it, ``edit_failed`` when applying crashed or a
+  file was refused). aider has no tool call ids: ``tool_call_id`` is None and results pair with
+  their start by order.
 
 Nothing here raises on bad bytes; only an unreadable stdout raises ``OSError`` for the caller.
 """
@@ -40,19 +41,13 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
-from pydantic import ValidationError
-
-from gripprobe_core import Event
-
-try:  # the shared table; a local fallback keeps an older core working
-    from gripprobe_core.telemetry.toolnames import normalize as _normalize
-except ImportError:  # pragma: no cover - only against an older core
-    _normalize = None
+from gripprobe_core.plugin import Event, EventBuilder, ToolNames
 
 #: aider's own name for what it does with a reply's edit blocks.
 EDIT_TOOL = "edit"
+#: aider's tool names: only :data:`EDIT_TOOL`, which the generic vocabulary already knows (edit/write).
+TOOL_NAMES = ToolNames({EDIT_TOOL: ("edit", "write")})
 #: Characters of reply text / error detail kept in a payload.
 TEXT_LIMIT = 2000
 #: Characters of a file read (stdout or history); more is ignored.
@@ -83,16 +78,6 @@ LITELLM_STATUS: dict[str, int] = {
 TOOLS_UNSUPPORTED = "does not support tools"
 
 _HISTORY_HEAD = re.compile(r"^(?P<kind>TO LLM|LLM RESPONSE) (?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\s*$")
-
-
-def normalize_tool(raw_name: str) -> tuple[str, str]:
-    """``(normalized name, kind)``; ``edit`` → ``("edit", "write")``."""
-    if _normalize is not None:
-        try:
-            return _normalize(raw_name)
-        except Exception:  # pragma: no cover - the shared table never raises
-            pass
-    return ("edit", "write") if raw_name == EDIT_TOOL else (raw_name, "other")
 
 
 def history_time(stamp: str) -> str | None:
@@ -287,22 +272,6 @@ def _failed_path(detail: list[str]) -> str | None:
 
 # ------------------------------------------------------------------------------------------ events
 
-class _Builder:
-    def __init__(self, phase: str, stdout_ref: str, history_ref: str) -> None:
-        self.phase, self.stdout_ref, self.history_ref = phase, stdout_ref, history_ref
-        self.events: list[Event] = []
-
-    def add(self, **kw: Any) -> Event | None:
-        n = len(self.events) + 1
-        try:
-            event = Event(event_id=f"{self.phase}-C-aider-{n}", phase=self.phase, source_tier="C",  # type: ignore[arg-type]
-                          source="wrapper", sequence=n, **kw)
-        except (ValidationError, ValueError, TypeError):
-            return None
-        self.events.append(event)
-        return event
-
-
 def parse_outputs(stdout_path: Path, llm_history_path: Path | None, phase: str, *,
                   stdout_name: str | None = None, history_name: str | None = None) -> AiderOutput:
     """Tier C events from one phase (see the module docstring). ``*_name`` name the files in
@@ -314,9 +283,8 @@ def parse_outputs(stdout_path: Path, llm_history_path: Path | None, phase: str, 
         history = None
     exchanges = parse_llm_history(history)
     findings, edit_format = scan_stdout(stdout, exchanges)
-    b = _Builder(phase, stdout_name or Path(stdout_path).name,
-                 history_name or (Path(llm_history_path).name if llm_history_path else "llm_history"))
-    name, kind = normalize_tool(EDIT_TOOL)
+    b = EventBuilder(phase, stdout_name or Path(stdout_path).name, tier="C", source="wrapper")
+    history_ref = history_name or (Path(llm_history_path).name if llm_history_path else "llm_history")
     by_exchange: dict[int | None, list[Finding]] = {}
     for f in findings:
         key = f.exchange if f.exchange is not None and f.exchange < len(exchanges) else None
@@ -328,42 +296,40 @@ def parse_outputs(stdout_path: Path, llm_history_path: Path | None, phase: str, 
             _request_error(b, f, ex, edit_format)
         parent = None
         if not errors and ex.received_line is not None:
-            parent = b.add(event_type="model_response", status="success", timestamp=ex.received,
-                           raw_artifact_ref=f"{b.history_ref}:{ex.received_line}",
+            parent = b.add(None, event_type="model_response", status="success", timestamp=ex.received,
+                           raw_artifact_ref=f"{history_ref}:{ex.received_line}",
                            payload={"text": ex.reply[:TEXT_LIMIT], "edit_format": edit_format})
         for f in here:
             if f.kind != "request_error":
-                _edit(b, f, ex, parent, (name, kind), edit_format)
+                _edit(b, f, ex, parent, edit_format)
     for f in by_exchange.get(None, []):
         if f.kind == "request_error":
             _request_error(b, f, None, edit_format)
         else:
-            _edit(b, f, None, None, (name, kind), edit_format)
+            _edit(b, f, None, None, edit_format)
     final = next((ex.reply for ex in reversed(exchanges) if ex.reply.strip()), None)
     return AiderOutput(events=b.events, final_text=final, edit_format=edit_format, exchanges=exchanges)
 
 
-def _request_error(b: _Builder, f: Finding, ex: Exchange | None, edit_format: str | None) -> None:
+def _request_error(b: EventBuilder, f: Finding, ex: Exchange | None, edit_format: str | None) -> None:
     message = f.detail[0] if f.detail else ""
-    b.add(event_type="model_response", status="error", error_type=f.error_type,
-          timestamp=ex.sent if ex else None, raw_artifact_ref=f"{b.stdout_ref}:{f.line}",
-          payload={"error": message[:TEXT_LIMIT], "edit_format": edit_format})
+    b.add(f.line, event_type="model_response", status="error", error_type=f.error_type,
+          timestamp=ex.sent if ex else None, payload={"error": message[:TEXT_LIMIT], "edit_format": edit_format})
 
 
-def _edit(b: _Builder, f: Finding, ex: Exchange | None, parent: Event | None, normalized: tuple[str, str],
-          edit_format: str | None) -> None:
-    """A start + result pair for one applied file or one rejected reply."""
+def _edit(b: EventBuilder, f: Finding, ex: Exchange | None, parent: Event | None, edit_format: str | None) -> None:
+    """A start + result pair (at the finding's stdout line) for one applied file or one rejected reply."""
     ts = ex.received if ex else None
-    ref = f"{b.stdout_ref}:{f.line}"
     parent_id = parent.event_id if parent is not None else None
-    common = {"raw_name": EDIT_TOOL, "name": normalized[0], "kind": normalized[1],
+    name, kind = TOOL_NAMES.normalize(EDIT_TOOL)
+    common = {"raw_name": EDIT_TOOL, "name": name, "kind": kind,
               "arguments": {"path": f.path} if f.path else {}, "edit_format": edit_format}
-    b.add(event_type="tool_call_start", status="started", timestamp=ts, raw_artifact_ref=ref,
-          parent_id=parent_id, payload=dict(common))
+    b.add(f.line, event_type="tool_call_start", status="started", timestamp=ts, parent_id=parent_id,
+          payload=dict(common))
     if f.kind == "applied":
-        b.add(event_type="tool_call_result", status="success", timestamp=ts, raw_artifact_ref=ref,
-              parent_id=parent_id, payload=dict(common))
+        b.add(f.line, event_type="tool_call_result", status="success", timestamp=ts, parent_id=parent_id,
+              payload=dict(common))
         return
     detail = "\n".join(x for x in f.detail if x.strip())
-    b.add(event_type="tool_call_result", status="error", error_type=f.error_type, timestamp=ts,
-          raw_artifact_ref=ref, parent_id=parent_id, payload={**common, "output": detail[:TEXT_LIMIT]})
+    b.add(f.line, event_type="tool_call_result", status="error", error_type=f.error_type, timestamp=ts,
+          parent_id=parent_id, payload={**common, "output": detail[:TEXT_LIMIT]})

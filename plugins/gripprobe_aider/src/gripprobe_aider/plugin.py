@@ -1,119 +1,71 @@
-"""Hook implementations for aider (``plugin: aider`` in a cli_agents spec).
+"""aider's driver (``plugin: aider`` in a cli_agents spec).
 
-Every agent hook answers only for ``agent.plugin == "aider"`` and returns ``None`` otherwise.
 aider runs as ``aider --message=<prompt> --edit-format=<case format> --file=<each seeded file> …``
 in the workspace with stdin at /dev/null, against the phase's base URL (see :mod:`.config`). It sends
 no tools: edits are parsed from the reply text, so the oracle speaks to it through the text dialects
-registered here (:mod:`.dialect`), and tool use is seen in its stdout (tier C, :mod:`.parse`).
+its driver brings (:mod:`.dialect`), and tool use is seen in its stdout (tier C, :mod:`.parse`).
+
+Its ``markers`` stay empty on purpose: aider echoes the model's reply on the same stdout as its own
+markers, so a line-by-line pattern cannot tell ``Applied edit to x`` printed by aider from the same
+words in a reply. :meth:`AiderDriver.parse` reads the markers with the replies masked out instead.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-from gripprobe_core import (
-    AgentCommand, AgentInfo, BackendSpec, CliAgentSpec, Event, InstallRecipe, MarkerPattern, PhaseContext,
-    PhaseCapture, RouteDecision, WrapperParseError, hookimpl,
+from gripprobe_core.plugin import (
+    AgentCommand, AgentDriver, BaseAgentDriver, CliAgentSpec, InstallRecipe, PhaseCapture, PhaseContext, Transcript,
+    WrapperParseError, hookimpl,
 )
 
 from . import EXECUTABLE, NAME, PINNED_VERSION, PYPI_PACKAGE
 from .config import agent_env, build_argv, chat_files, edit_format_for, files_for, write_files
 from .dialect import DIALECT_NAMES, AiderDialect
-from .parse import parse_outputs
+from .parse import TOOL_NAMES, parse_outputs
 
 #: Names under which the phase's aider files are kept as artifacts (``<phase>.<name>``).
 CHAT_HISTORY_ARTIFACT = "aider.chat.history.md"
 LLM_HISTORY_ARTIFACT = "aider.llm.history.txt"
 
 
-def _ours(agent: CliAgentSpec) -> bool:
-    return agent.plugin == NAME
+class AiderDriver(BaseAgentDriver):
+    name = NAME
+    description = ("aider (PyPI aider-chat): text edit formats whole/diff/udiff, no tools; "
+                   "tier C from its stdout markers dated by its LLM history")
+    observability = "markers"
+    install_hint = f"gripprobe agents install aider  (PyPI {PYPI_PACKAGE}=={PINNED_VERSION})"
+    install = InstallRecipe(kind="pypi", package=PYPI_PACKAGE, version=PINNED_VERSION, executable=EXECUTABLE)
+    tool_names = TOOL_NAMES
+
+    def environment(self, ctx: PhaseContext) -> dict[str, str]:
+        write_files(ctx.home, ctx.model_name, edit_format_for(ctx.format))
+        return agent_env(ctx.openai_base_url, ctx.api_key)
+
+    def command(self, ctx: PhaseContext) -> AgentCommand:
+        return AgentCommand(build_argv(
+            ctx.executable(ctx.agent.executable), files_for(ctx.home), base_url=ctx.openai_base_url,
+            model_name=ctx.model_name, edit_format=edit_format_for(ctx.format), prompt=ctx.prompt,
+            chat_paths=chat_files(ctx.workspace), extra_args=list(ctx.agent.default_args)))
+
+    def artifacts(self, ctx: PhaseContext) -> dict[str, Path]:
+        files = files_for(ctx.home)
+        return {CHAT_HISTORY_ARTIFACT: files.chat_history, LLM_HISTORY_ARTIFACT: files.llm_history}
+
+    def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        history = capture.files.get(LLM_HISTORY_ARTIFACT)
+        try:
+            out = parse_outputs(capture.stdout_path, history, ctx.phase, stdout_name=capture.stdout_path.name,
+                                history_name=history.name if history else None)
+        except OSError as exc:
+            raise WrapperParseError(f"cannot read aider stdout {capture.stdout_path}: {exc}") from exc
+        return Transcript(out.events, out.final_text)
+
+    def oracle_dialects(self) -> dict[str, AiderDialect]:
+        return {name: AiderDialect(edit_format) for edit_format, name in DIALECT_NAMES.items()}
 
 
 @hookimpl
-def register_agents(register: Callable[[AgentInfo], None]) -> None:
-    register(AgentInfo(
-        name=NAME, observability="markers",
-        description="aider (PyPI aider-chat): text edit formats whole/diff/udiff, no tools; "
-                    "tier C from its stdout markers dated by its LLM history",
-        install_hint=f"gripprobe agents install aider  (PyPI {PYPI_PACKAGE}=={PINNED_VERSION})"))
-
-
-@hookimpl
-def register_oracle_dialects(register: Callable[[str, Any], None]) -> None:
-    for edit_format, name in DIALECT_NAMES.items():
-        register(name, AiderDialect(edit_format))
-
-
-@hookimpl
-def agent_install_recipe(agent: CliAgentSpec) -> InstallRecipe | None:
-    if not _ours(agent):
-        return None
-    return InstallRecipe(kind="pypi", package=PYPI_PACKAGE, version=agent.version or PINNED_VERSION,
-                         executable=EXECUTABLE)
-
-
-@hookimpl
-def build_env(agent: CliAgentSpec, ctx: PhaseContext) -> dict[str, str] | None:
-    if not _ours(agent):
-        return None
-    write_files(ctx.home, ctx.model_name, edit_format_for(ctx.format))
-    return agent_env(ctx.openai_base_url, ctx.api_key)
-
-
-@hookimpl
-def build_command(agent: CliAgentSpec, ctx: PhaseContext) -> AgentCommand | None:
-    if not _ours(agent):
-        return None
-    executable = str(ctx.agent_executable) if ctx.agent_executable is not None else agent.executable
-    argv = build_argv(executable, files_for(ctx.home), base_url=ctx.openai_base_url, model_name=ctx.model_name,
-                      edit_format=edit_format_for(ctx.format), prompt=ctx.prompt,
-                      chat_paths=chat_files(ctx.workspace), extra_args=list(agent.default_args))
-    return AgentCommand(argv)
-
-
-@hookimpl
-def route_base_url(agent: CliAgentSpec, backend: BackendSpec) -> RouteDecision | None:
-    if not _ours(agent):
-        return None
-    return RouteDecision(True)
-
-
-@hookimpl
-def phase_artifacts(agent: CliAgentSpec, ctx: PhaseContext) -> dict[str, Path] | None:
-    if not _ours(agent):
-        return None
-    files = files_for(ctx.home)
-    return {CHAT_HISTORY_ARTIFACT: files.chat_history, LLM_HISTORY_ARTIFACT: files.llm_history}
-
-
-@hookimpl
-def tier_c_patterns(agent: CliAgentSpec) -> list[MarkerPattern] | None:
-    """None on purpose: aider echoes the model's reply on the same stdout as its own markers, so a
-    line-by-line pattern cannot tell ``Applied edit to x`` printed by aider from the same words in a
-    reply. :func:`parse_wrapper_events` reads the markers with the replies masked out instead."""
-    return None
-
-
-@hookimpl
-def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> list[Event] | None:
-    if not _ours(agent):
-        return None
-    history = outputs.extra.get(LLM_HISTORY_ARTIFACT)
-    try:
-        return parse_outputs(outputs.stdout_path, history, ctx.phase, stdout_name=outputs.stdout_path.name,
-                             history_name=history.name if history else None).events
-    except OSError as exc:
-        raise WrapperParseError(f"cannot read aider stdout {outputs.stdout_path}: {exc}") from exc
-
-
-@hookimpl
-def final_output_text(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> str | None:
-    if not _ours(agent):
-        return None
-    history = outputs.extra.get(LLM_HISTORY_ARTIFACT)
-    try:
-        return parse_outputs(outputs.stdout_path, history, ctx.phase).final_text
-    except OSError:
-        return None
+def register_agents(register: Callable[[AgentDriver], None]) -> None:
+    register(AiderDriver())

@@ -27,7 +27,7 @@ Two sources, one answer (never both: their events would count twice):
    tool names: ``command_execution`` is reported as raw name ``exec_command`` (shell/execute),
    ``file_change`` as ``apply_patch`` (edit/write), the tools that produce them.
 
-Names go through :func:`gripprobe_core.telemetry.toolnames.normalize`. Nothing here raises on bad
+Names go through :data:`TOOL_NAMES` (the common vocabulary plus codex's own). Nothing here raises on bad
 bytes: a line that does not parse, or has an unexpected shape, is skipped.
 """
 
@@ -41,8 +41,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gripprobe_core import Event, json_lines
-from gripprobe_core.telemetry.toolnames import normalize
+from gripprobe_core.plugin import Event, ToolNames, json_lines, mapping
+
+#: codex's own tool names beside the common vocabulary (what its requests offer: ``exec_command``,
+#: ``write_stdin``, the freeform ``apply_patch``, ``view_image``, OpenAI's hosted ``web_search_preview`` ...).
+TOOL_NAMES = ToolNames({
+    "exec_command": ("shell", "execute"), "local_shell": ("shell", "execute"), "container_exec": ("shell", "execute"),
+    "write_stdin": ("write_stdin", "execute"), "apply_patch": ("edit", "write"), "view_image": ("view_image", "read"),
+    "web_search_preview": ("web_search", "search"),
+})
 
 #: Longest tool output kept in an event payload.
 OUTPUT_LIMIT = 4000
@@ -128,8 +135,6 @@ def _num(value: Any) -> float | None:
     return f if f == f and abs(f) != float("inf") else None
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _clip(text: str | None) -> str | None:
@@ -139,7 +144,7 @@ def _clip(text: str | None) -> str | None:
 
 
 def _tool(raw_name: str | None) -> dict[str, Any]:
-    name, kind = normalize(raw_name)
+    name, kind = TOOL_NAMES.normalize(raw_name)
     return {"raw_name": raw_name, "name": name or None, "kind": kind}
 
 
@@ -198,7 +203,7 @@ def result_status(item: dict[str, Any], output: str | None) -> tuple[str, int | 
 
 
 def _latency_ms(item: dict[str, Any]) -> float | None:
-    duration = _dict(item.get("duration"))
+    duration = mapping(item.get("duration"))
     secs, nanos = _num(duration.get("secs")), _num(duration.get("nanos"))
     if secs is not None and nanos is not None:
         return secs * 1000 + nanos / 1e6
@@ -257,7 +262,7 @@ class _RolloutParser:
         self.responses = 0
 
     def feed(self, lineno: int, obj: dict[str, Any]) -> None:
-        kind, ts, payload = obj.get("type"), _str(obj.get("timestamp")), _dict(obj.get("payload"))
+        kind, ts, payload = obj.get("type"), _str(obj.get("timestamp")), mapping(obj.get("payload"))
         if kind in ("session_meta", "response_item", "event_msg", "turn_context", "token_usage_record"):
             self.recognized = True
         if kind == "response_item":
@@ -338,7 +343,7 @@ class _RolloutParser:
         last = _str(payload.get("last_agent_message"))
         if last is not None:
             self.final_text = last
-        error = _dict(payload.get("error"))
+        error = mapping(payload.get("error"))
         if error:
             message = _str(error.get("message"))
             self.out.add(lineno, event_type="model_response", timestamp=ts, status="error",
@@ -350,9 +355,9 @@ def _completed_items(lines: list[tuple[int, dict[str, Any]]]) -> dict[str, dict[
     """``event_msg`` ``item_completed`` items by id (codex uses the call id for tool items)."""
     items: dict[str, dict[str, Any]] = {}
     for _, obj in lines:
-        payload = _dict(obj.get("payload"))
+        payload = mapping(obj.get("payload"))
         if obj.get("type") == "event_msg" and payload.get("type") == "item_completed":
-            item = _dict(payload.get("item"))
+            item = mapping(payload.get("item"))
             item_id = _str(item.get("id"))
             if item_id:
                 items[item_id] = {**item, "started_at_ms": payload.get("started_at_ms"),
@@ -401,10 +406,10 @@ class _StdoutParser:
         if kind == "thread.started":
             self.thread_id = _str(obj.get("thread_id"))
         elif kind in ("item.started", "item.completed"):
-            self.item(lineno, kind, _dict(obj.get("item")))
+            self.item(lineno, kind, mapping(obj.get("item")))
         elif kind == "turn.failed" and not self.failed:
             self.failed = True
-            message = _str(_dict(obj.get("error")).get("message"))
+            message = _str(mapping(obj.get("error")).get("message"))
             self.out.add(lineno, event_type="model_response", status="error",
                          error_type=error_type_for(None, message), payload={"error": message})
 

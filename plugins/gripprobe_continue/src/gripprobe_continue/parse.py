@@ -15,8 +15,9 @@ Three artifacts, all optional to these functions (none of them ever raises on ba
 
 Events: one ``model_response`` per assistant message, one ``tool_call_start`` per requested call
 (parent: that response), one ``tool_call_result`` per call that reached done/errored/canceled, and
-one error ``model_response`` per stderr error line. ``raw_artifact_ref`` is ``<file>:<line>`` of the
-session (or stderr) line the event was read from.
+one error ``model_response`` per stderr error line, numbered by the core's
+:class:`~gripprobe_core.plugin.EventBuilder`. ``raw_artifact_ref`` is ``<file>:<line>`` of the
+session (or stderr) line the event was read from. Tool names go through :data:`TOOL_NAMES`.
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from pydantic import ValidationError
+from gripprobe_core.plugin import (
+    GENERIC_TOOL_NAMES, Event, EventBuilder, ToolNames, mapping, number, text,
+)
 
-from gripprobe_core import Event
-from gripprobe_core.telemetry.toolnames import normalize
+#: cn's tool names. Read, Write, Edit, List, Bash and Fetch are all common vocabulary (read, write, edit,
+#: list, shell, fetch); Checklist, CheckBackgroundJob, AskQuestion, Exit and Skills keep their own
+#: names with kind ``other``. So the generic table serves as it is.
+TOOL_NAMES: ToolNames = GENERIC_TOOL_NAMES
 
 OUTPUT_LIMIT = 4000
 TEXT_LIMIT = 4000
@@ -90,7 +95,7 @@ class StreamMarks:
 
     @property
     def duration_ms(self) -> float | None:
-        return _num(self.done.data.get("duration")) if self.done else None
+        return number(self.done.data.get("duration"), minimum=0) if self.done else None
 
 
 @dataclass
@@ -117,11 +122,11 @@ def parse_log(data: bytes, *, anchor: str | None = None) -> LogTimeline:
     """
     timeline = LogTimeline()
     try:
-        text = data.decode("utf-8", "replace")
+        decoded = data.decode("utf-8", "replace")
     except Exception:  # noqa: BLE001 - bytes always decode with "replace"; belt and braces
         return timeline
     offset: timedelta | None = None
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(decoded.splitlines(), start=1):
         m = LOG_LINE.match(line)
         if not m:
             continue
@@ -139,7 +144,7 @@ def parse_log(data: bytes, *, anchor: str | None = None) -> LogTimeline:
             stream.last_chunk = LogMark(_utc_iso(naive, offset), lineno, {})
             if stream.response_id is None:
                 chunk = _json_object(message[len(STREAM_CHUNK):]).get("chunk")
-                stream.response_id = _str(chunk.get("id")) if isinstance(chunk, dict) else None
+                stream.response_id = text(chunk.get("id")) if isinstance(chunk, dict) else None
         elif message.startswith(STREAM_RETRY) and timeline.streams and timeline.streams[-1].done is None:
             timeline.streams.pop()
         elif message.startswith(STREAM_DONE):
@@ -216,9 +221,9 @@ def final_text(session: dict[str, Any] | None) -> str | None:
     for item in reversed(session["history"]):
         message = item.get("message") if isinstance(item, dict) else None
         if isinstance(message, dict) and message.get("role") == "assistant":
-            text = _content_text(message.get("content"))
-            if text.strip():
-                return text
+            content = _content_text(message.get("content"))
+            if content.strip():
+                return content
     return None
 
 
@@ -238,12 +243,12 @@ class _Locator:
         return self.text.count("\n", 0, at) + 1
 
 
-def session_events(session: dict[str, Any], *, phase: str, file_name: str, text: str = "",
+def session_events(session: dict[str, Any], *, phase: str, file_name: str, file_text: str = "",
                    timeline: LogTimeline | None = None) -> list[Event]:
-    """Tier-B events of one session object. ``text`` (the file's text) gives the line numbers."""
-    builder = _Builder(phase, file_name)
+    """Tier-B events of one session object. ``file_text`` (the session file's text) gives the line numbers."""
+    builder = EventBuilder(phase, file_name)
     timeline = timeline or LogTimeline()
-    locate = _Locator(text)
+    locate = _Locator(file_text)
     history = session.get("history") if isinstance(session, dict) else None
     turn = 0
     for item in history if isinstance(history, list) else []:
@@ -265,11 +270,11 @@ def session_events(session: dict[str, Any], *, phase: str, file_name: str, text:
         parent = response.event_id if response else None
         names: dict[str, str | None] = {}
         for call in calls:
-            call_id = _str(call.get("id"))
-            fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-            raw_name = _str(fn.get("name"))
+            call_id = text(call.get("id"))
+            fn = mapping(call.get("function"))
+            raw_name = text(fn.get("name"))
             names[call_id or ""] = raw_name
-            name, kind = normalize(raw_name)
+            name, kind = TOOL_NAMES.normalize(raw_name)
             started = timeline.state(call_id, ("calling",))
             call_line = (locate.find(f'"id": {_jq(call_id)}', advance=False, start=msg_pos) if call_id else None)
             builder.add(call_line or line, event_type="tool_call_start", tool_call_id=call_id, parent_id=parent,
@@ -283,16 +288,18 @@ def session_events(session: dict[str, Any], *, phase: str, file_name: str, text:
     return builder.events
 
 
-def _add_result(builder: "_Builder", locate: _Locator, timeline: LogTimeline, state: dict[str, Any],
+
+
+def _add_result(builder: EventBuilder, locate: _Locator, timeline: LogTimeline, state: dict[str, Any],
                 names: dict[str, str | None], parent: str | None, line: int, msg_pos: int) -> None:
-    status = RESULT_STATUS.get(_str(state.get("status")) or "")
+    status = RESULT_STATUS.get(text(state.get("status")) or "")
     if status is None:
         return  # generated / calling: the call never finished (the run was cut short)
-    call_id = _str(state.get("toolCallId"))
-    call = state.get("toolCall") if isinstance(state.get("toolCall"), dict) else {}
-    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-    raw_name = names.get(call_id or "") or _str(fn.get("name"))
-    name, kind = normalize(raw_name)
+    call_id = text(state.get("toolCallId"))
+    call = mapping(state.get("toolCall"))
+    fn = mapping(call.get("function"))
+    raw_name = names.get(call_id or "") or text(fn.get("name"))
+    name, kind = TOOL_NAMES.normalize(raw_name)
     output = _output_text(state.get("output"))
     exit_code, error_type = None, None
     if kind == "execute" and status == "success":
@@ -304,7 +311,7 @@ def _add_result(builder: "_Builder", locate: _Locator, timeline: LogTimeline, st
             error_type = "invalid_arguments"
         elif state.get("status") == "canceled":
             error_type = "tool_canceled"
-    finished = timeline.state(call_id, (_str(state.get("status")) or "",))
+    finished = timeline.state(call_id, (text(state.get("status")) or "",))
     started = timeline.state(call_id, ("calling",))
     result_line = locate.find(f'"toolCallId": {_jq(call_id)}', advance=False, start=msg_pos) if call_id else None
     builder.add(result_line or line, event_type="tool_call_result", tool_call_id=call_id, parent_id=parent,
@@ -321,7 +328,7 @@ def _add_result(builder: "_Builder", locate: _Locator, timeline: LogTimeline, st
 
 def stderr_events(data: bytes, *, phase: str, file_name: str, first_sequence: int = 1) -> list[Event]:
     """Error ``model_response`` events from ``cn -p``'s ``{"status":"error","message":...}`` lines."""
-    builder = _Builder(phase, file_name, first=first_sequence)
+    builder = EventBuilder(phase, file_name, first=first_sequence)
     for lineno, raw in enumerate(data.splitlines(), start=1):
         obj = _json_object(raw.decode("utf-8", "replace").strip())
         message = obj.get("message")
@@ -337,27 +344,9 @@ def stderr_events(data: bytes, *, phase: str, file_name: str, first_sequence: in
 # ----------------------------------------------------------------------------------------- helpers
 
 
-class _Builder:
-    """Numbers events ``<phase>-B-<n>`` and drops any that the Event model rejects."""
-
-    def __init__(self, phase: str, file_name: str, first: int = 1) -> None:
-        self.phase, self.file_name, self.first = phase, file_name, first
-        self.events: list[Event] = []
-
-    def add(self, line: int, **fields: Any) -> Event | None:
-        n = self.first + len(self.events)
-        try:
-            event = Event(event_id=f"{self.phase}-B-{n}", sequence=n, phase=self.phase, source_tier="B",
-                          source="agent_output", raw_artifact_ref=f"{self.file_name}:{line}", **fields)
-        except (ValidationError, ValueError, TypeError):
-            return None
-        self.events.append(event)
-        return event
-
-
-def _json_object(text: str) -> dict[str, Any]:
+def _json_object(raw: str) -> dict[str, Any]:
     try:
-        obj = json.loads(text)
+        obj = json.loads(raw)
     except (ValueError, RecursionError):
         return {}
     return obj if isinstance(obj, dict) else {}
@@ -378,21 +367,23 @@ def _arguments(value: Any) -> Any:
     return value
 
 
+def _parts_text(value: Any, key: str, sep: str) -> str:
+    """``value`` as text: a string as is, or the ``key`` strings of a list of parts joined by ``sep``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return sep.join(p[key] for p in value if isinstance(p, dict) and isinstance(p.get(key), str))
+    return ""
+
+
 def _content_text(content: Any) -> str:
     """Message content as text: a string, or the text parts of a list of parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
+    return _parts_text(content, "text", "")
 
 
 def _output_text(output: Any) -> str:
-    if isinstance(output, str):
-        return output
-    if isinstance(output, list):
-        return "\n".join(o["content"] for o in output if isinstance(o, dict) and isinstance(o.get("content"), str))
-    return ""
+    """A tool call state's output as text: a string, or its ``content`` parts, one per line."""
+    return _parts_text(output, "content", "\n")
 
 
 def _usage(usage: Any) -> dict[str, int] | None:
@@ -405,17 +396,6 @@ def _usage(usage: Any) -> dict[str, int] | None:
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    f = float(value)
-    return f if f == f and f not in (float("inf"), float("-inf")) and f >= 0 else None
 
 
 # ---------------------------------------------------------------------------------------- redaction

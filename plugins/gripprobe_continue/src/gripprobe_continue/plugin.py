@@ -1,4 +1,4 @@
-"""GripProbe hooks for Continue's CLI (``plugin: continue``; npm ``@continuedev/cli``, command ``cn``).
+"""Continue CLI's driver (``plugin: continue``; npm ``@continuedev/cli``, command ``cn``).
 
 One phase runs ``cn -p --auto --verbose --config <home>/.continue/config.yaml -- "<prompt>"`` in the
 workspace with stdin closed. ``--auto`` is what makes ``cn`` offer Write/Edit in headless mode;
@@ -13,13 +13,13 @@ import stat
 from pathlib import Path
 from typing import Callable
 
-from gripprobe_core import (
-    AgentCommand, AgentInfo, BackendSpec, CliAgentSpec, Event, InstallRecipe, PhaseContext, PhaseCapture,
-    RouteDecision, WrapperParseError, hookimpl,
+from gripprobe_core.plugin import (
+    AgentCommand, AgentDriver, BaseAgentDriver, Event, InstallRecipe, PhaseCapture, PhaseContext,
+    Transcript, WrapperParseError, hookimpl,
 )
 
 from . import config
-from .parse import final_text, load_session, parse_log, redact_text, session_events, stderr_events
+from .parse import TOOL_NAMES, final_text, load_session, parse_log, redact_text, session_events, stderr_events
 
 NAME = "continue"
 PACKAGE = "@continuedev/cli"
@@ -33,99 +33,69 @@ REDACTED_LOG_NAME = "cn.redacted.log"
 LOG_COPY_LIMIT = 8 * 1024 * 1024
 
 
-def _ours(agent: CliAgentSpec) -> bool:
-    return agent.plugin == NAME
+class ContinueDriver(BaseAgentDriver):
+    """``cn`` headless: config and environment under the phase's HOME, its session file and redacted log
+    kept, tier B read from them (routable to the proxy, no markers, the generic oracle dialect)."""
 
+    name = NAME
+    description = "Continue CLI (cn) headless with --auto: tool calls from its session file, timed by its log"
+    install_hint = f"gripprobe agents install continue  (npm {PACKAGE}@{VERSION})"
+    install = InstallRecipe(kind="npm", package=PACKAGE, version=VERSION, executable=EXECUTABLE)
+    tool_names = TOOL_NAMES
 
-@hookimpl
-def register_agents(register: Callable[[AgentInfo], None]) -> None:
-    register(AgentInfo(
-        name=NAME, observability="structured",
-        description="Continue CLI (cn) headless with --auto: tool calls from its session file, timed by its log",
-        install_hint=f"gripprobe agents install <id> (npm {PACKAGE}@{VERSION})"))
+    def environment(self, ctx: PhaseContext) -> dict[str, str]:
+        config.write_config(ctx.home, model_name=ctx.model_name, api_base=ctx.openai_base_url, api_key=ctx.api_key)
+        return config.agent_env(ctx.home, api_base=ctx.openai_base_url)
 
+    def command(self, ctx: PhaseContext) -> AgentCommand:
+        return AgentCommand([ctx.executable(ctx.agent.executable), *ctx.agent.default_args, "-p", "--auto",
+                             "--verbose", "--config", str(config.config_path(ctx.home)), "--", ctx.prompt])
 
-@hookimpl
-def agent_install_recipe(agent: CliAgentSpec) -> InstallRecipe | None:
-    if not _ours(agent):
-        return None
-    return InstallRecipe(kind="npm", package=PACKAGE, version=VERSION, executable=EXECUTABLE)
-
-
-@hookimpl
-def build_env(agent: CliAgentSpec, ctx: PhaseContext) -> dict[str, str] | None:
-    if not _ours(agent):
-        return None
-    config.write_config(ctx.home, model_name=ctx.model_name, api_base=ctx.openai_base_url, api_key=ctx.api_key)
-    return config.agent_env(ctx.home, api_base=ctx.openai_base_url)
-
-
-@hookimpl
-def build_command(agent: CliAgentSpec, ctx: PhaseContext) -> AgentCommand | None:
-    if not _ours(agent):
-        return None
-    exe = str(ctx.agent_executable) if ctx.agent_executable else agent.executable
-    return AgentCommand([exe, *agent.default_args, "-p", "--auto", "--verbose",
-                         "--config", str(config.config_path(ctx.home)), "--", ctx.prompt])
-
-
-@hookimpl
-def route_base_url(agent: CliAgentSpec, backend: BackendSpec) -> RouteDecision | None:
-    if not _ours(agent):
-        return None
-    return RouteDecision(True)
-
-
-@hookimpl
-def phase_artifacts(agent: CliAgentSpec, ctx: PhaseContext) -> dict[str, Path] | None:
-    if not _ours(agent):
-        return None
-    found: dict[str, Path] = {}
-    session = newest_session(config.sessions_dir(ctx.home))
-    if session is not None:
-        found[SESSION_ARTIFACT] = session
-    redacted = write_redacted_log(config.log_path(ctx.home), ctx.api_key)
-    if redacted is not None:
-        found[LOG_ARTIFACT] = redacted
-    return found
-
-
-@hookimpl
-def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> list[Event] | None:
-    if not _ours(agent):
-        return None
-    session_path = outputs.extra.get(SESSION_ARTIFACT)
-    clean_exit = outputs.process.status == "ok" and outputs.process.exit_code == 0
-    events: list[Event] = []
-    if session_path is not None:
-        try:
-            data = session_path.read_bytes()
-        except OSError as exc:
-            raise WrapperParseError(f"cannot read the continue session file {session_path}: {exc}") from exc
-        session = load_session(data)
-        if session is None and clean_exit:
-            raise WrapperParseError(f"{session_path.name} is not a continue session (no history list)")
+    def artifacts(self, ctx: PhaseContext) -> dict[str, Path]:
+        found: dict[str, Path] = {}
+        session = newest_session(config.sessions_dir(ctx.home))
         if session is not None:
-            log_path = outputs.extra.get(LOG_ARTIFACT)
-            timeline = parse_log(_read(log_path), anchor=outputs.process.started_at)
-            events = session_events(session, phase=ctx.phase, file_name=session_path.name,
-                                    text=data.decode("utf-8", "replace"), timeline=timeline)
-    elif clean_exit:
-        raise WrapperParseError("cn exited 0 but left no session file under $CONTINUE_GLOBAL_DIR/sessions")
-    events += stderr_events(_read(outputs.stderr_path), phase=ctx.phase, file_name=outputs.stderr_path.name,
-                            first_sequence=len(events) + 1)
-    return events
+            found[SESSION_ARTIFACT] = session
+        redacted = write_redacted_log(config.log_path(ctx.home), ctx.api_key)
+        if redacted is not None:
+            found[LOG_ARTIFACT] = redacted
+        return found
+
+    def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        """Events from the session file (timed by the log) and from stderr's error lines; the final text is
+        the session's last assistant message, else stdout.
+
+        A missing or broken session is a :class:`WrapperParseError` only after a clean exit: after a
+        failure or a timeout it is normal (cn leaves no session on a backend error)."""
+        session_path = capture.files.get(SESSION_ARTIFACT)
+        clean_exit = capture.process.status == "ok" and capture.process.exit_code == 0
+        events: list[Event] = []
+        session = None
+        if session_path is not None:
+            try:
+                data = session_path.read_bytes()
+            except OSError as exc:
+                raise WrapperParseError(f"cannot read the continue session file {session_path}: {exc}") from exc
+            session = load_session(data)
+            if session is None and clean_exit:
+                raise WrapperParseError(f"{session_path.name} is not a continue session (no history list)")
+            if session is not None:
+                timeline = parse_log(_read(capture.files.get(LOG_ARTIFACT)), anchor=capture.process.started_at)
+                events = session_events(session, phase=ctx.phase, file_name=session_path.name,
+                                        file_text=data.decode("utf-8", "replace"), timeline=timeline)
+        elif clean_exit:
+            raise WrapperParseError("cn exited 0 but left no session file under $CONTINUE_GLOBAL_DIR/sessions")
+        events += stderr_events(_read(capture.stderr_path), phase=ctx.phase, file_name=capture.stderr_path.name,
+                                first_sequence=len(events) + 1)
+        answer = final_text(session)
+        if answer is None:
+            answer = _read(capture.stdout_path).decode("utf-8", "replace").strip() or None
+        return Transcript(events, answer)
 
 
 @hookimpl
-def final_output_text(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> str | None:
-    if not _ours(agent):
-        return None
-    session_path = outputs.extra.get(SESSION_ARTIFACT)
-    text = final_text(load_session(_read(session_path))) if session_path else None
-    if text is None:
-        text = _read(outputs.stdout_path).decode("utf-8", "replace").strip() or None
-    return text
+def register_agents(register: Callable[[AgentDriver], None]) -> None:
+    register(ContinueDriver())
 
 
 # ---------------------------------------------------------------------------------------- helpers

@@ -2,13 +2,13 @@
 
 gptme has three tool formats (``--tool-format``), and each needs the oracle to talk differently:
 
-- ``tool`` (:class:`GptmeToolDialect`, registered as ``gptme-tool``): OpenAI function tools (save,
-  append, patch, shell, complete ...). The generic ``tools`` dialect already picks ``save`` and
-  ``shell``; this one adds what gptme needs on top: the final turn calls ``complete`` (without it
-  gptme nudges "No tool call detected" and, since the nudge is a new user message, the generic
-  dialect would start the plan again, forever), edits go through gptme's ``patch`` tool (conflict
-  markers), writes whose content ``save`` cannot reproduce (no final newline: gptme adds one) go
-  through the shell, and gptme's nudges never reset the step count.
+- ``tool`` (:class:`GptmeToolDialect`, named ``gptme-tool``): OpenAI function tools (save,
+  append, patch, shell, complete ...). It is the generic ``tools`` dialect with ``save`` among its
+  write tools, plus what gptme needs on top: the final turn calls ``complete`` (without it gptme
+  nudges "No tool call detected" and, since the nudge is a new user message, the generic dialect
+  would start the plan again, forever), edits go through gptme's ``patch`` tool (conflict markers),
+  writes whose content ``save`` cannot reproduce (no final newline: gptme adds one) go through the
+  shell, and gptme's nudges never reset the step count.
 - ``markdown`` (:class:`GptmeMarkdownDialect`, ``gptme-markdown``): no tools are offered; a tool use
   is a fenced block in the reply text (```` ```save <path> ````, ```` ```shell ````,
   ```` ```patch <path> ````, ```` ```complete ````).
@@ -19,12 +19,12 @@ gptme v…", wrapped in ``<role>`` in the xml format). The background title requ
 concise conversation titles.") is not a task request: it gets the oracle's side answer and never
 advances the plan.
 
-Ground truth: the recording proxy counts tool calls written as text only in the syntaxes of
-``gripprobe_core.proxy.text_tools`` (Hermes ``<tool_call>``, JSON call objects, ...), which
-deliberately excludes gptme's fenced blocks and ``<tool-use>``. So a text-format turn records
-exactly the calls that scanner finds in the reply text (normally none): ground truth and the proxy's
-``tool_call_nonstructured_count`` agree by construction. gptme's own log shows the text tool uses
-(tier B, :mod:`gripprobe_gptme.parse`).
+Ground truth: the recording proxy counts tool calls written as text only in the syntaxes its
+scanner knows (:func:`~gripprobe_core.plugin.scan_text_tool_calls`: Hermes ``<tool_call>``, JSON
+call objects, ...), which deliberately excludes gptme's fenced blocks and ``<tool-use>``. So a
+text-format turn records exactly the calls that scanner finds in the reply text (normally none):
+ground truth and the proxy's ``tool_call_nonstructured_count`` agree by construction. gptme's own
+log shows the text tool uses (tier B, :mod:`gripprobe_gptme.parse`).
 
 The prose around a tool use is made inert first: a tool output quoted in the final answer must never
 become a tool use gptme would run. In the tool and markdown formats :func:`defuse` indents fence
@@ -74,18 +74,17 @@ import shlex
 from typing import Any, Sequence
 from xml.sax.saxutils import escape, quoteattr
 
-from gripprobe_core.models.specs import ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell, ReferenceWrite
-from gripprobe_core.oracle.dialects import (
-    COMMAND_PARAMS, MISSING_FILE, ToolsDialect, accepts_type, fill_required, find_param, shell_command_for,
+from gripprobe_core.plugin import (
+    COMMAND_PARAMS, MISSING_FILE, ChatRequest, Dialect, ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell,
+    ReferenceWrite, TextCall, ToolCall, ToolInfo, ToolsDialect, Turn, accepts_type, describe_action, fill_required,
+    find_param, message_text, scan_text_tool_calls, shell_command_for,
 )
-from gripprobe_core.oracle.conversation import ChatRequest, TextCall, ToolCall, ToolInfo, Turn, describe_action, message_text
-from gripprobe_core.proxy.text_tools import scan_text_tool_calls
 
 from .parse import BLOCK_TOOLS
 
 __all__ = [
     "FAILING_COMMAND", "GptmeMarkdownDialect", "GptmeToolDialect", "GptmeXmlDialect", "TOOL_NAMES", "b64_write_command",
-    "conflict_patch", "defuse", "is_gptme_request", "is_nudge", "real_user_index", "register_all",
+    "conflict_patch", "defuse", "gptme_dialects", "is_gptme_request", "is_nudge", "real_user_index",
 ]
 
 #: gptme 0.35.1's tool block languages (fenced blocks with other languages are not tool uses).
@@ -196,6 +195,8 @@ class GptmeToolDialect(ToolsDialect):
 
     name = "gptme-tool"
     format = "tool"
+    #: gptme's ``save`` is a write tool (the core's generic names leave it out: it names no agent).
+    write_names = ToolsDialect.write_names | {"save"}
 
     def accepts(self, request: ChatRequest, format: str) -> bool:
         return format == self.format and request.has_tools and is_gptme_request(request)
@@ -409,7 +410,6 @@ class GptmeXmlDialect(_GptmeTextDialect):
         return block[:m.start()] + "\n</tool-use>" if m else block.replace("</tool-use>", "")
 
 
-def register_all(register: Any) -> None:
-    """``register(name, dialect)`` for the three gptme dialects (the ``register_oracle_dialects`` hook)."""
-    for dialect in (GptmeToolDialect(), GptmeMarkdownDialect(), GptmeXmlDialect()):
-        register(dialect.name, dialect)
+def gptme_dialects() -> dict[str, Dialect]:
+    """The three gptme dialects by name (what the driver's ``oracle_dialects`` gives the oracle)."""
+    return {d.name: d for d in (GptmeToolDialect(), GptmeMarkdownDialect(), GptmeXmlDialect())}

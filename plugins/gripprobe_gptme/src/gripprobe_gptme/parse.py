@@ -37,10 +37,14 @@ and lists it under ``payload.unreadable_tool_uses`` (name, raw text after the op
 from its text: ``Return code: N`` (shell; none means 0), ``Command timed out``, ``Error …``,
 ``Cannot …``, ``… aborted``; anything else is success.
 
+Tool names go through :data:`TOOL_NAMES` (the common vocabulary plus gptme's own: ``save``/``append``
+write, ``patch_many`` edits, ``ipython``/``tmux`` execute), events through the shared
+:class:`~gripprobe_core.plugin.EventBuilder` (``<phase>-B-<n>``, ``raw_artifact_ref`` ``<file>:<line>``).
+
 Timestamps: gptme writes naive local times (``datetime.now()``); they are read in the local time
 zone of the parsing process (the runner passes its ``TZ`` to the agent), or ``tz`` when given, and
 written as UTC. Nothing here raises on bad bytes; :func:`parse_phase` raises
-:class:`~gripprobe_core.errors.WrapperParseError` only when gptme exited 0 yet left no conversation.
+:class:`~gripprobe_core.plugin.WrapperParseError` only when gptme exited 0 yet left no conversation.
 """
 
 from __future__ import annotations
@@ -48,23 +52,26 @@ from __future__ import annotations
 import json
 import re
 from xml.etree import ElementTree
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from pydantic import ValidationError
-
-from gripprobe_core import Event, PhaseCapture, WrapperParseError
-from gripprobe_core.telemetry.toolnames import normalize
-from gripprobe_core.timeutil import iso
+from gripprobe_core.plugin import (
+    EventBuilder, PhaseCapture, ToolNames, Transcript, WrapperParseError, iso, mapping, number,
+)
 
 __all__ = [
-    "CONVERSATION_ARTIFACT", "ParsedPhase", "ToolUse", "final_text", "parse_conversation", "parse_messages",
-    "parse_phase", "read_messages", "tool_uses",
+    "CONVERSATION_ARTIFACT", "TOOL_NAMES", "ToolUse", "parse_conversation", "parse_messages", "parse_phase",
+    "read_messages", "tool_uses",
 ]
 
 CONVERSATION_ARTIFACT = "conversation.jsonl"
+#: gptme's own tool names beside the common vocabulary (``shell``, ``patch``, ``read`` ... are generic).
+TOOL_NAMES = ToolNames({
+    "save": ("write", "write"), "append": ("write", "write"), "patch_many": ("edit", "write"),
+    "ipython": ("ipython", "execute"), "tmux": ("tmux", "execute"),
+})
 OUTPUT_LIMIT = 2000
 TEXT_LIMIT = 2000
 
@@ -309,15 +316,6 @@ def strip_tool_uses(content: str, tool_format: str) -> str:
 
 # ------------------------------------------------------------------------------ messages → events
 
-@dataclass
-class ParsedPhase:
-    """What one phase's gptme log says: the events, the last answer text, which file was read."""
-
-    events: list[Event] = field(default_factory=list)
-    final_text: str | None = None
-    source_file: str | None = None
-
-
 def read_messages(data: bytes, *, stdout: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, message)`` for each JSON object line (stdout: only ``type == "message"``)."""
     for lineno, raw in enumerate(data.splitlines(), start=1):
@@ -333,30 +331,34 @@ def read_messages(data: bytes, *, stdout: bool = False) -> Iterator[tuple[int, d
 
 
 def parse_conversation(data: bytes, phase: str, tool_format: str, *, file_name: str = CONVERSATION_ARTIFACT,
-                       stdout: bool = False, tz: tzinfo | None = None) -> ParsedPhase:
-    """Events from the bytes of a ``conversation.jsonl`` (or of ``--output-format json`` stdout)."""
+                       stdout: bool = False, tz: tzinfo | None = None) -> Transcript:
+    """Events and final answer from the bytes of a ``conversation.jsonl`` (or of ``--output-format json``
+    stdout)."""
     return parse_messages(read_messages(data, stdout=stdout), phase, tool_format, file_name=file_name, tz=tz)
 
 
 def parse_messages(messages: Iterable[tuple[int, dict[str, Any]]], phase: str, tool_format: str, *,
-                   file_name: str = CONVERSATION_ARTIFACT, tz: tzinfo | None = None) -> ParsedPhase:
-    builder = _Builder(phase, tool_format, file_name, tz)
+                   file_name: str = CONVERSATION_ARTIFACT, tz: tzinfo | None = None) -> Transcript:
+    """The events of gptme's messages, and its final answer: the text of its last assistant message that
+    has any once its tool-use syntax is taken out (None when none has)."""
+    reader = _Reader(phase, tool_format, file_name, tz)
     for lineno, message in messages:
         try:
-            builder.feed(lineno, message)
+            reader.feed(lineno, message)
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
             continue  # one odd message never hides the others
-    return ParsedPhase(builder.events, builder.final, file_name)
+    return Transcript(reader.out.events, reader.final)
 
 
-def parse_phase(outputs: PhaseCapture, phase: str, tool_format: str, *, tz: tzinfo | None = None) -> ParsedPhase:
-    """The phase's events: from the ``conversation.jsonl`` artifact, else from gptme's JSON stdout.
+def parse_phase(capture: PhaseCapture, phase: str, tool_format: str, *, tz: tzinfo | None = None) -> Transcript:
+    """The phase's events and final answer: from the ``conversation.jsonl`` kept file, else from gptme's
+    JSON stdout.
 
     Raises :class:`WrapperParseError` when the log is unreadable, or when gptme exited 0 but left
     neither (it always writes the log on a normal run: the harness lost it). A crash or timeout
     without any log gives no events.
     """
-    conversation = outputs.extra.get(CONVERSATION_ARTIFACT)
+    conversation = capture.files.get(CONVERSATION_ARTIFACT)
     if conversation is not None:
         try:
             data = Path(conversation).read_bytes()
@@ -364,45 +366,32 @@ def parse_phase(outputs: PhaseCapture, phase: str, tool_format: str, *, tz: tzin
             raise WrapperParseError(f"cannot read gptme conversation log {conversation}: {exc}") from exc
         return parse_conversation(data, phase, tool_format, file_name=Path(conversation).name, tz=tz)
     try:
-        data = outputs.stdout_path.read_bytes()
+        data = capture.stdout_path.read_bytes()
     except OSError:
         data = b""
-    parsed = parse_conversation(data, phase, tool_format, file_name=outputs.stdout_path.name, stdout=True, tz=tz)
-    if not parsed.events and outputs.process.status == "ok" and outputs.process.exit_code == 0:
+    parsed = parse_conversation(data, phase, tool_format, file_name=capture.stdout_path.name, stdout=True, tz=tz)
+    if not parsed.events and capture.process.status == "ok" and capture.process.exit_code == 0:
         raise WrapperParseError("gptme exited 0 but left no conversation.jsonl under $GPTME_LOGS_HOME "
                                 "and no JSON messages on stdout")
     return parsed
 
 
-def final_text(parsed: ParsedPhase) -> str | None:
-    """The agent's last answer (its last assistant message without tool-use syntax), if any."""
-    return parsed.final_text
+class _Reader:
+    """Reads one phase's messages in order into :attr:`out` (the shared tier-B event builder)."""
 
-
-class _Builder:
     def __init__(self, phase: str, tool_format: str, file_name: str, tz: tzinfo | None) -> None:
-        self.phase, self.format, self.file_name, self.tz = phase, tool_format, file_name, tz
-        self.events: list[Event] = []
+        self.format, self.tz = tool_format, tz
+        self.out = EventBuilder(phase, file_name)
         self.final: str | None = None
         self.seen_assistant = False
         self.by_id: dict[str, tuple[ToolUse, str | None]] = {}
         self.waiting: list[tuple[ToolUse, str | None]] = []
         self.latency: dict[str, float] = {}
 
-    def _add(self, lineno: int, **fields: Any) -> Event | None:
-        n = len(self.events) + 1
-        try:
-            event = Event(event_id=f"{self.phase}-B-{n}", sequence=n, phase=self.phase, source_tier="B",
-                          source="agent_output", raw_artifact_ref=f"{self.file_name}:{lineno}", **fields)
-        except (ValidationError, ValueError, TypeError):
-            return None
-        self.events.append(event)
-        return event
-
     def feed(self, lineno: int, msg: dict[str, Any]) -> None:
         role = msg.get("role")
-        content = msg.get("content") if isinstance(msg.get("content"), str) else ""
-        meta = msg.get("metadata") if isinstance(msg.get("metadata"), dict) else {}
+        content = raw if isinstance(raw := msg.get("content"), str) else ""
+        meta = mapping(msg.get("metadata"))
         ts = _timestamp(msg.get("timestamp"), self.tz)
         if role == "assistant":
             self._assistant(lineno, content, meta, ts)
@@ -419,31 +408,35 @@ class _Builder:
         # response itself carries the evidence
         unreadable = [u for u in found if u.malformed and u.call_id is None]
         uses = [u for u in found if not (u.malformed and u.call_id is None)]
-        timings = meta.get("timings") if isinstance(meta.get("timings"), dict) else {}
+        timings = mapping(meta.get("timings"))
         payload: dict[str, Any] = {"text": content[:TEXT_LIMIT], "tool_call_count": len(uses)}
         if unreadable:
             payload["unreadable_tool_uses"] = [
-                {"raw_name": u.name, "name": normalize(u.name)[0] or None, "kind": normalize(u.name)[1],
+                {"raw_name": u.name, "name": TOOL_NAMES.normalize(u.name)[0] or None,
+                 "kind": TOOL_NAMES.normalize(u.name)[1],
                  "arguments": u.arguments[:OUTPUT_LIMIT] if isinstance(u.arguments, str) else u.arguments}
                 for u in unreadable]
         for key in ("model", "usage"):
             if key in meta:
                 payload[key] = meta[key]
-        latency = sum(v for k in ("ttft_ms", "gen_ms") if _is_num(v := timings.get(k)))
-        event = self._add(lineno, event_type="model_response", timestamp=ts, status="success",
-                          error_type="protocol_malformed" if unreadable else None,
-                          latency_ms=round(latency, 3) or None, payload=payload)
+        latency = sum(v for k in ("ttft_ms", "gen_ms") if (v := number(timings.get(k))) is not None)
+        event = self.out.add(lineno, event_type="model_response", timestamp=ts, status="success",
+                             error_type="protocol_malformed" if unreadable else None,
+                             latency_ms=round(latency, 3) or None, payload=payload)
         parent = event.event_id if event is not None else None
         self.seen_assistant = True
-        by_name = timings.get("tool_ms_by_name") if isinstance(timings.get("tool_ms_by_name"), dict) else {}
+        by_name = mapping(timings.get("tool_ms_by_name"))
         names = [u.name for u in uses]
-        self.latency = {k: float(v) for k, v in by_name.items() if _is_num(v) and names.count(k) == 1}
+        self.latency = {k: v for k, raw in by_name.items()
+                        if (v := number(raw)) is not None and names.count(k) == 1}
         self.waiting = []
         for use in uses:
-            name, kind = normalize(use.name)
-            self._add(lineno, event_type="tool_call_start", tool_call_id=use.call_id, timestamp=ts, status="started",
-                      parent_id=parent, error_type="malformed_arguments" if use.malformed else None,
-                      payload={"raw_name": use.name, "name": name or None, "kind": kind, "arguments": use.arguments})
+            name, kind = TOOL_NAMES.normalize(use.name)
+            self.out.add(lineno, event_type="tool_call_start", tool_call_id=use.call_id, timestamp=ts,
+                         status="started", parent_id=parent,
+                         error_type="malformed_arguments" if use.malformed else None,
+                         payload={"raw_name": use.name, "name": name or None, "kind": kind,
+                                  "arguments": use.arguments})
             if use.malformed:
                 continue  # gptme does not run a call it cannot decode: no result will come
             if use.call_id:
@@ -461,13 +454,13 @@ class _Builder:
             use, parent = self.waiting.pop(0)
         else:
             return
-        name, kind = normalize(use.name)
+        name, kind = TOOL_NAMES.normalize(use.name)
         status, exit_code = result_status(use.name, content)
-        self._add(lineno, event_type="tool_call_result", tool_call_id=use.call_id, timestamp=ts, status=status,
-                  parent_id=parent, exit_code=exit_code, latency_ms=self.latency.get(use.name),
-                  error_type="tool_error" if status == "error" else None,
-                  payload={"raw_name": use.name, "name": name or None, "kind": kind, "arguments": use.arguments,
-                           "output": content[:OUTPUT_LIMIT]})
+        self.out.add(lineno, event_type="tool_call_result", tool_call_id=use.call_id, timestamp=ts, status=status,
+                     parent_id=parent, exit_code=exit_code, latency_ms=self.latency.get(use.name),
+                     error_type="tool_error" if status == "error" else None,
+                     payload={"raw_name": use.name, "name": name or None, "kind": kind, "arguments": use.arguments,
+                              "output": content[:OUTPUT_LIMIT]})
 
     def _request_error(self, lineno: int, content: str, meta: dict[str, Any], ts: str | None) -> None:
         code = _HTTP_CODE.search(content)
@@ -477,8 +470,8 @@ class _Builder:
         for key in ("error_class", "exit_code"):
             if key in meta:
                 payload[key] = meta[key]
-        self._add(lineno, event_type="model_response", timestamp=ts, status="error", error_type=error_type,
-                  payload=payload)
+        self.out.add(lineno, event_type="model_response", timestamp=ts, status="error", error_type=error_type,
+                     payload=payload)
 
 
 def result_status(tool: str, content: str) -> tuple[str, int | None]:
@@ -497,6 +490,8 @@ def result_status(tool: str, content: str) -> tuple[str, int | None]:
     return "success", None
 
 
+
+
 def _timestamp(value: Any, tz: tzinfo | None) -> str | None:
     """gptme's ISO timestamp as UTC (naive → ``tz``, or the local zone), None when unreadable."""
     if not isinstance(value, str) or not value.strip():
@@ -508,8 +503,3 @@ def _timestamp(value: Any, tz: tzinfo | None) -> str | None:
         return iso(moment.astimezone(timezone.utc))
     except (ValueError, OverflowError, OSError):
         return None
-
-
-def _is_num(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
-        and value not in (float("inf"), float("-inf"))

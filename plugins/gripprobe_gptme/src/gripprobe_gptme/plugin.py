@@ -1,32 +1,31 @@
-"""Hook implementations for gptme (``plugin: gptme`` in a cli_agents spec).
+"""gptme's driver (``plugin: gptme`` in a cli_agents spec).
 
-Every agent hook answers only for ``agent.plugin == "gptme"`` and returns ``None`` otherwise. The
-agent runs, in the workspace, as::
+The agent runs, in the workspace, as::
 
     gptme --non-interactive --name gripprobe-<phase>-<random> --model local/<model>
           --tool-format <format> --output-format json --workspace <ws> <default_args> -- "<prompt>"
 
 against the phase's base URL (see :mod:`gripprobe_gptme.config`), stdin /dev/null. Tier B comes
-from its ``conversation.jsonl`` (kept as the ``conversation.jsonl`` phase artifact; its JSON stdout
-is the fallback). ``register_oracle_dialects`` teaches the oracle gptme's three tool formats
-(:mod:`gripprobe_gptme.dialects`).
+from its ``conversation.jsonl`` (kept as the ``conversation.jsonl`` phase file, with gptme's
+``events.jsonl``; its JSON stdout is the fallback), read by :mod:`gripprobe_gptme.parse`. The oracle
+speaks gptme's three tool formats through the driver's dialects (:mod:`gripprobe_gptme.dialects`).
 """
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-from gripprobe_core import (
-    AgentCommand, AgentInfo, BackendSpec, CliAgentSpec, Event, InstallRecipe, PhaseContext,
-    PhaseCapture, RouteDecision, WrapperParseError, hookimpl,
+from gripprobe_core.plugin import (
+    AgentCommand, AgentDriver, BaseAgentDriver, Dialect, InstallRecipe, PhaseCapture, PhaseContext,
+    Transcript, hookimpl,
 )
 
 from . import NAME, PINNED_VERSION
 from .config import agent_env, logs_home
-from .dialects import register_all
-from .parse import CONVERSATION_ARTIFACT, final_text, parse_phase
+from .dialects import gptme_dialects
+from .parse import CONVERSATION_ARTIFACT, TOOL_NAMES, parse_phase
 
 PYPI_PACKAGE = "gptme"
 EXECUTABLE = "gptme"
@@ -37,62 +36,53 @@ NAME_PREFIX = "gripprobe"
 #: ``OPENAI_API_BASE``.
 PROVIDER = "local"
 FORMATS = ("tool", "markdown", "xml")
+#: gptme's append log next to its conversation: kept with it, not parsed.
+EVENTS_ARTIFACT = "events.jsonl"
 
 
-def _ours(agent: CliAgentSpec) -> bool:
-    return agent.plugin == NAME
+class GptmeDriver(BaseAgentDriver):
+    name = NAME
+    description = "gptme (PyPI gptme): tool uses from its conversation.jsonl, in the tool, markdown or xml format"
+    install_hint = f"gripprobe agents install gptme  (PyPI {PYPI_PACKAGE}=={PINNED_VERSION})"
+    install = InstallRecipe(kind="pypi", package=PYPI_PACKAGE, version=PINNED_VERSION, executable=EXECUTABLE)
+    tool_names = TOOL_NAMES
+    # wire_formats stays empty: in the tool format gptme also runs tool blocks written in the reply text
+
+    def environment(self, ctx: PhaseContext) -> dict[str, str]:
+        return agent_env(ctx.openai_base_url, ctx.api_key, ctx.home)
+
+    def command(self, ctx: PhaseContext) -> AgentCommand:
+        tool_format = ctx.format if ctx.format in FORMATS else "tool"
+        return AgentCommand([
+            ctx.executable(ctx.agent.executable), "--non-interactive", "--name", conversation_name(ctx.phase),
+            "--model", f"{PROVIDER}/{ctx.model_name}", "--tool-format", tool_format, "--output-format", "json",
+            "--workspace", str(ctx.workspace), *ctx.agent.default_args, "--", ctx.prompt])
+
+    def artifacts(self, ctx: PhaseContext) -> dict[str, Path]:
+        conversation = find_conversation(ctx.home, ctx.phase)
+        if conversation is None:
+            return {}
+        out = {CONVERSATION_ARTIFACT: conversation}
+        events = conversation.parent / EVENTS_ARTIFACT
+        if events.is_file():
+            out[EVENTS_ARTIFACT] = events
+        return out
+
+    def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        return parse_phase(capture, ctx.phase, ctx.format)
+
+    def oracle_dialects(self) -> dict[str, Dialect]:
+        return gptme_dialects()
 
 
 @hookimpl
-def register_agents(register: Callable[[AgentInfo], None]) -> None:
-    register(AgentInfo(
-        name=NAME, observability="structured",
-        description="gptme (PyPI gptme): tool uses from its conversation.jsonl, in the tool, markdown or xml format",
-        install_hint=f"gripprobe agents install gptme  (PyPI {PYPI_PACKAGE}=={PINNED_VERSION})"))
-
-
-@hookimpl
-def register_oracle_dialects(register: Callable[[str, Any], None]) -> None:
-    register_all(register)
-
-
-@hookimpl
-def agent_install_recipe(agent: CliAgentSpec) -> InstallRecipe | None:
-    if not _ours(agent):
-        return None
-    return InstallRecipe(kind="pypi", package=PYPI_PACKAGE, version=agent.version or PINNED_VERSION,
-                         executable=EXECUTABLE)
-
-
-@hookimpl
-def build_env(agent: CliAgentSpec, ctx: PhaseContext) -> dict[str, str] | None:
-    if not _ours(agent):
-        return None
-    return agent_env(ctx.openai_base_url, ctx.api_key, ctx.home)
+def register_agents(register: Callable[[AgentDriver], None]) -> None:
+    register(GptmeDriver())
 
 
 def conversation_name(phase: str) -> str:
     """A fresh ``--name``: ``gripprobe-<phase>-<12 hex>`` (never reused, so never a resume)."""
     return f"{NAME_PREFIX}-{phase}-{uuid.uuid4().hex[:12]}"
-
-
-@hookimpl
-def build_command(agent: CliAgentSpec, ctx: PhaseContext) -> AgentCommand | None:
-    if not _ours(agent):
-        return None
-    executable = str(ctx.agent_executable) if ctx.agent_executable is not None else agent.executable
-    tool_format = ctx.format if ctx.format in FORMATS else "tool"
-    return AgentCommand([
-        executable, "--non-interactive", "--name", conversation_name(ctx.phase),
-        "--model", f"{PROVIDER}/{ctx.model_name}", "--tool-format", tool_format, "--output-format", "json",
-        "--workspace", str(ctx.workspace), *agent.default_args, "--", ctx.prompt])
-
-
-@hookimpl
-def route_base_url(agent: CliAgentSpec, backend: BackendSpec) -> RouteDecision | None:
-    if not _ours(agent):
-        return None
-    return RouteDecision(True)
 
 
 def find_conversation(home: Path, phase: str) -> Path | None:
@@ -104,34 +94,3 @@ def find_conversation(home: Path, phase: str) -> Path | None:
     except OSError:
         return None
     return max(found, key=lambda p: p.stat().st_mtime, default=None)
-
-
-@hookimpl
-def phase_artifacts(agent: CliAgentSpec, ctx: PhaseContext) -> dict[str, Path] | None:
-    if not _ours(agent):
-        return None
-    conversation = find_conversation(ctx.home, ctx.phase)
-    if conversation is None:
-        return {}
-    out = {CONVERSATION_ARTIFACT: conversation}
-    events = conversation.parent / "events.jsonl"
-    if events.is_file():
-        out["events.jsonl"] = events
-    return out
-
-
-@hookimpl
-def parse_wrapper_events(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> list[Event] | None:
-    if not _ours(agent):
-        return None
-    return parse_phase(outputs, ctx.phase, ctx.format).events
-
-
-@hookimpl
-def final_output_text(agent: CliAgentSpec, ctx: PhaseContext, outputs: PhaseCapture) -> str | None:
-    if not _ours(agent):
-        return None
-    try:
-        return final_text(parse_phase(outputs, ctx.phase, ctx.format))
-    except WrapperParseError:
-        return None

@@ -1,10 +1,11 @@
 """GripProbe agent plugin for opencode (npm ``opencode-ai``).
 
-``plugin`` holds the hook implementations, ``config`` writes the isolated opencode configuration,
-``parse`` turns ``opencode run --format json`` output into normalized events.
+``plugin`` holds the driver (:class:`~gripprobe_opencode.plugin.OpencodeDriver`), ``config`` writes the
+isolated opencode configuration, ``parse`` turns ``opencode run --format json`` output into normalized
+events (with opencode's own tool names, :data:`~gripprobe_opencode.parse.TOOL_NAMES`).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: Agent plugin name (``plugin:`` in ``specs/cli_agents/opencode.yaml``).
 NAME = "opencode"

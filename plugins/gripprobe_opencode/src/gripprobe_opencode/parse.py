@@ -14,8 +14,8 @@ Each line is ``{type, timestamp, sessionID, part | error}`` (opencode-ai 1.18.33
 Each step becomes one ``model_response`` event, followed by a ``tool_call_start`` and a
 ``tool_call_result`` per tool it ran (parented to that response). Timestamps are opencode's own
 (epoch milliseconds): the tool's ``time.start``/``time.end``, the step's earliest moment.
-Nothing here raises on bad input: lines that are not JSON objects, or parts of an unknown shape, are
-skipped.
+Names go through :data:`TOOL_NAMES` (the common vocabulary plus opencode's own). Nothing here raises
+on bad input: lines that are not JSON objects, or parts of an unknown shape, are skipped.
 """
 
 from __future__ import annotations
@@ -26,22 +26,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from pydantic import ValidationError
+from gripprobe_core.plugin import Event, EventBuilder, ToolNames, json_lines, mapping, number, text
 
-from gripprobe_core import Event, json_lines
-
-try:  # the shared table (gripprobe-core ≥ the telemetry release); a local copy keeps older cores working
-    from gripprobe_core.telemetry.toolnames import normalize as _normalize
-except ImportError:  # pragma: no cover - exercised only against an older core
-    _normalize = None
-
-#: opencode tool → (normalized name, kind), used only when the core has no shared table.
-FALLBACK_TOOL_KINDS: dict[str, tuple[str, str]] = {
-    "bash": ("shell", "execute"), "write": ("write", "write"), "edit": ("edit", "write"),
-    "multiedit": ("edit", "write"), "apply_patch": ("edit", "write"), "patch": ("edit", "write"),
-    "read": ("read", "read"), "list": ("list", "read"), "glob": ("search", "search"),
-    "grep": ("search", "search"), "webfetch": ("fetch", "fetch"), "websearch": ("web_search", "search"),
-}
+#: opencode's own tool names beside the common vocabulary (which already knows its ``bash``, ``edit``,
+#: ``write``, ``read``, ``list``, ``glob``, ``grep``, ``webfetch``, ``websearch``, ``patch``): the
+#: ``apply_patch`` it offers instead of edit/write for gpt-5 model names, and the ``multiedit`` of earlier
+#: releases. ``task``, ``todowrite``, ``skill`` ... keep their own name with kind ``other``.
+TOOL_NAMES = ToolNames({"apply_patch": ("edit", "write"), "multiedit": ("edit", "write")})
 
 #: The pseudo tool opencode reports for a call it could not decode.
 INVALID_TOOL = "invalid"
@@ -49,18 +40,6 @@ INVALID_TOOL = "invalid"
 OUTPUT_LIMIT = 2000
 #: Error text (an Ollama-style backend) that means the model cannot take tools at all.
 TOOLS_UNSUPPORTED_MARKERS = ("does not support tools",)
-
-
-def normalize_tool(raw_name: str | None) -> tuple[str, str]:
-    """``(normalized name, kind)`` of an opencode tool name. Never raises."""
-    if not isinstance(raw_name, str) or not raw_name:
-        return "", "other"
-    if _normalize is not None:
-        try:
-            return _normalize(raw_name)
-        except Exception:  # noqa: BLE001 - a broken shared table must not break parsing
-            pass
-    return FALLBACK_TOOL_KINDS.get(raw_name.lower(), (raw_name.lower(), "other"))
 
 
 def iso_from_ms(value: Any) -> str | None:
@@ -104,20 +83,25 @@ class OpencodeParser:
     def __init__(self, phase: str, file_name: str) -> None:
         self.phase = phase
         self.file_name = file_name
-        self.events: list[Event] = []
+        self.out = EventBuilder(phase, file_name)
         self.texts: list[list[str]] = []
         """Text of every step that had any, in order (for :func:`final_text`)."""
         self._step: _Step | None = None
+
+    @property
+    def events(self) -> list[Event]:
+        """The events so far, numbered ``<phase>-B-<n>`` (invalid ones dropped)."""
+        return self.out.events
 
     # ----------------------------------------------------------------------------------- input
 
     def feed(self, lineno: int, obj: dict[str, Any]) -> None:
         kind = obj.get("type")
-        part = obj.get("part") if isinstance(obj.get("part"), dict) else {}
-        ts = _num(obj.get("timestamp"))
+        part: dict[str, Any] = mapping(obj.get("part"))
+        ts = number(obj.get("timestamp"))
         if kind == "step_start":
             self._flush(None, None)
-            self._step = _Step(lineno, ts, message_id=_str(part.get("messageID")))
+            self._step = _Step(lineno, ts, message_id=text(part.get("messageID")))
             return
         if kind == "step_finish":
             step = self._current(lineno, ts)
@@ -128,16 +112,16 @@ class OpencodeParser:
         if kind == "tool_use":
             step = self._current(lineno, ts)
             step.tools.append(_Tool(lineno, part))
-            times = _dict(_dict(part.get("state")).get("time"))
-            step.moments.extend(t for t in (_num(times.get("start")), ts) if t is not None)
+            times = mapping(mapping(part.get("state")).get("time"))
+            step.moments.extend(t for t in (number(times.get("start")), ts) if t is not None)
             return
         if kind in ("text", "reasoning"):
-            text = part.get("text")
-            if isinstance(text, str) and text.strip():
+            said = part.get("text")
+            if isinstance(said, str) and said.strip():
                 step = self._current(lineno, ts)
                 if kind == "text":
-                    step.texts.append(text)
-                start = _num(_dict(part.get("time")).get("start"))
+                    step.texts.append(said)
+                start = number(mapping(part.get("time")).get("start"))
                 step.moments.extend(t for t in (start, ts) if t is not None)
             return
         if kind == "error":
@@ -156,16 +140,6 @@ class OpencodeParser:
             self._step = _Step(lineno, ts)
         return self._step
 
-    def _add(self, lineno: int, **fields: Any) -> Event | None:
-        n = len(self.events) + 1
-        try:
-            event = Event(event_id=f"{self.phase}-B-{n}", sequence=n, phase=self.phase, source_tier="B",
-                          source="agent_output", raw_artifact_ref=f"{self.file_name}:{lineno}", **fields)
-        except (ValidationError, ValueError, TypeError):
-            return None
-        self.events.append(event)
-        return event
-
     def _flush(self, finish_line: int | None, finish: dict[str, Any] | None) -> None:
         step, self._step = self._step, None
         if step is None:
@@ -183,7 +157,7 @@ class OpencodeParser:
         if step.message_id:
             payload["message_id"] = step.message_id
         moments = [m for m in (step.timestamp, *step.moments) if m is not None]
-        response = self._add(
+        response = self.out.add(
             finish_line or step.lineno, event_type="model_response",
             timestamp=iso_from_ms(min(moments)) if moments else None,
             status="success" if finish_line is not None else "unknown", payload=payload)
@@ -193,26 +167,27 @@ class OpencodeParser:
 
     def _tool_events(self, tool: _Tool, parent: str | None) -> None:
         part = tool.part
-        state = _dict(part.get("state"))
-        times = _dict(state.get("time"))
-        metadata = _dict(state.get("metadata"))
-        raw_name = _str(part.get("tool"))
-        call_id = _str(part.get("callID"))
+        state = mapping(part.get("state"))
+        times = mapping(state.get("time"))
+        metadata = mapping(state.get("metadata"))
+        raw_name = text(part.get("tool"))
+        call_id = text(part.get("callID"))
         arguments: Any = state.get("input")
         error_type: str | None = None
         extra: dict[str, Any] = {}
         if raw_name == INVALID_TOOL:
             # The model asked for a real tool (input.tool) with arguments opencode could not decode.
-            inp = _dict(state.get("input"))
-            raw_name = _str(inp.get("tool")) or INVALID_TOOL
+            inp = mapping(state.get("input"))
+            raw_name = text(inp.get("tool")) or INVALID_TOOL
             arguments = None
             error_type = "malformed_arguments"
-            extra = {"agent_tool": INVALID_TOOL, "error": _clip(_str(inp.get("error")) or "")}
-        name, kind = normalize_tool(raw_name)
+            extra = {"agent_tool": INVALID_TOOL, "error": _clip(text(inp.get("error")) or "")}
+        name, kind = TOOL_NAMES.normalize(raw_name)
         common = {"raw_name": raw_name, "name": name, "kind": kind, **extra}
-        start_ms, end_ms = _num(times.get("start")), _num(times.get("end"))
-        self._add(tool.lineno, event_type="tool_call_start", tool_call_id=call_id, timestamp=iso_from_ms(start_ms),
-                  status="started", parent_id=parent, payload={**common, "arguments": arguments})
+        start_ms, end_ms = number(times.get("start")), number(times.get("end"))
+        self.out.add(tool.lineno, event_type="tool_call_start", tool_call_id=call_id,
+                     timestamp=iso_from_ms(start_ms), status="started", parent_id=parent,
+                     payload={**common, "arguments": arguments})
         agent_status = state.get("status")
         exit_code = metadata.get("exit")
         exit_code = exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None
@@ -222,18 +197,18 @@ class OpencodeParser:
             status = "error"
         else:
             status = "success"
-        output = _str(state.get("output")) or _str(state.get("error"))
+        output = text(state.get("output")) or text(state.get("error"))
         latency = end_ms - start_ms if start_ms is not None and end_ms is not None and end_ms >= start_ms else None
-        self._add(tool.lineno, event_type="tool_call_result", tool_call_id=call_id,
-                  timestamp=iso_from_ms(end_ms if end_ms is not None else start_ms), status=status,
-                  parent_id=parent, exit_code=exit_code, latency_ms=latency, error_type=error_type,
-                  payload={**common, "output": _clip(output) if output is not None else None})
+        self.out.add(tool.lineno, event_type="tool_call_result", tool_call_id=call_id,
+                     timestamp=iso_from_ms(end_ms if end_ms is not None else start_ms), status=status,
+                     parent_id=parent, exit_code=exit_code, latency_ms=latency, error_type=error_type,
+                     payload={**common, "output": _clip(output) if output is not None else None})
 
     def _error(self, lineno: int, ts: float | None, error: Any) -> None:
-        err = _dict(error)
-        data = _dict(err.get("data"))
-        name = _str(err.get("name")) or "error"
-        message = _str(data.get("message")) or _str(err.get("message")) or ""
+        err = mapping(error)
+        data = mapping(err.get("data"))
+        name = text(err.get("name")) or "error"
+        message = text(data.get("message")) or text(err.get("message")) or ""
         code = data.get("statusCode")
         code = code if isinstance(code, int) and not isinstance(code, bool) else None
         if any(marker in message.lower() for marker in TOOLS_UNSUPPORTED_MARKERS):
@@ -245,8 +220,8 @@ class OpencodeParser:
         payload: dict[str, Any] = {"error_name": name, "message": _clip(message)}
         if code is not None:
             payload["status_code"] = code
-        self._add(lineno, event_type="model_response", timestamp=iso_from_ms(ts), status="error",
-                  error_type=error_type, payload=payload)
+        self.out.add(lineno, event_type="model_response", timestamp=iso_from_ms(ts), status="error",
+                     error_type=error_type, payload=payload)
 
 
 def parse_stdout(path: Path, phase: str) -> OpencodeParser:
@@ -268,20 +243,7 @@ def final_text(parser: OpencodeParser) -> str | None:
 
 # ------------------------------------------------------------------------------------- helpers
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    f = float(value)
-    return f if math.isfinite(f) else None
-
-
-def _clip(text: str, limit: int = OUTPUT_LIMIT) -> str:
-    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more characters]"
+def _clip(value: str, limit: int = OUTPUT_LIMIT) -> str:
+    return value if len(value) <= limit else value[:limit] + f"… [{len(value) - limit} more characters]"

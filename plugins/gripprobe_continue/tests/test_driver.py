@@ -1,7 +1,9 @@
-"""The plugin's hooks, through the real plugin manager (entry point discovery) and directly."""
+"""continue's driver: config file, environment, command, kept files, parsing (the kit's fixtures: the real
+plugin manager and a phase context laid out like the runner's), and the driver contract."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import time
@@ -10,46 +12,52 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from cn_helpers import SAMPLES, agent_spec, make_ctx
-from gripprobe_continue import config, plugin
-from gripprobe_core import BackendSpec, PhaseCapture, ProcessResult, WrapperParseError
-from gripprobe_core.pluginmanager import make_plugin_manager
+from gripprobe_continue import config
+from gripprobe_continue.plugin import LOG_ARTIFACT, SESSION_ARTIFACT, write_redacted_log
+from gripprobe_core.plugin import GENERIC_TOOL_NAMES, BackendSpec, PhaseCapture, ProcessResult, WrapperParseError
+from gripprobe_core.testing import DriverContract
 
+SAMPLES = Path(__file__).resolve().parent / "fixtures" / "samples"
 SECRET = "sk-gripprobe-test-0123456789abcdef"
 
 
-@pytest.fixture(scope="module")
-def gpm():
-    return make_plugin_manager()
+class TestContinueContract(DriverContract):
+    """What every driver must do (gripprobe_core.testing.DriverContract), for continue: its session file and
+    redacted log are kept files; end to end, a shell test and a write (cn's Write) against the oracle.
+    What is particular to cn end to end is in test_e2e.py."""
+
+    kept_files = (SESSION_ARTIFACT, LOG_ARTIFACT)
+    e2e_tests = ("shell_pwd", "save_file")
 
 
 def remote_backend() -> BackendSpec:
     return BackendSpec(id="b", kind="openai-compatible", model_id="m", base_url="http://127.0.0.1:1/v1")
 
 
-def test_registered_through_the_entry_point(gpm):
-    info = gpm.registry.agents["continue"]
-    assert info.observability == "structured"
-    recipe = gpm.hook.agent_install_recipe(agent=agent_spec())
+def test_registered_structured_pinned_and_routable(agent_driver, agent_spec):
+    assert agent_driver.observability == "structured"
+    recipe = agent_driver.install_recipe(agent_spec)
     assert (recipe.kind, recipe.package, recipe.version, recipe.executable) == ("npm", "@continuedev/cli", "1.5.47", "cn")
-    assert gpm.hook.route_base_url(agent=agent_spec(), backend=remote_backend()).routable is True
+    assert agent_driver.route(agent_spec, remote_backend()).routable is True
 
 
-def test_other_agents_are_not_answered(tmp_path, gpm):
-    other = agent_spec(id="x", plugin="someone-else")
-    ctx = make_ctx(tmp_path)
-    assert plugin.build_env(other, ctx) is None and plugin.build_command(other, ctx) is None
-    assert plugin.agent_install_recipe(other) is None and plugin.route_base_url(other, remote_backend()) is None
-    assert plugin.phase_artifacts(other, ctx) is None
-    outputs = PhaseCapture(tmp_path / "o", tmp_path / "e", ProcessResult(status="ok", exit_code=0))
-    assert plugin.parse_wrapper_events(other, ctx, outputs) is None
-    assert plugin.final_output_text(other, ctx, outputs) is None
-    assert not any((ctx.home).iterdir())  # nothing written for someone else's agent
+def test_cn_tool_names_are_the_common_vocabulary(agent_driver):
+    assert agent_driver.tool_names == GENERIC_TOOL_NAMES
+    got = {raw: agent_driver.tool_names.normalize(raw) for raw in ("Read", "Write", "Edit", "List", "Bash", "Fetch")}
+    assert got == {"Read": ("read", "read"), "Write": ("write", "write"), "Edit": ("edit", "write"),
+                   "List": ("list", "read"), "Bash": ("shell", "execute"), "Fetch": ("fetch", "fetch")}
+    assert agent_driver.tool_names.normalize("Checklist") == ("checklist", "other")
+    assert agent_driver.oracle_dialects() == {}  # the generic tools dialect drives Bash/Write/Edit/Read as is
 
 
-def test_build_env_writes_config_in_home_only(tmp_path, gpm):
-    ctx = make_ctx(tmp_path, api_key=SECRET, base_url="http://127.0.0.1:5555/")
-    env = gpm.hook.build_env(agent=agent_spec(), ctx=ctx)
+def test_repo_spec_matches_the_plugin(agent_spec):
+    assert (agent_spec.id, agent_spec.plugin, agent_spec.executable, agent_spec.version) == (
+        "continue", "continue", "cn", "1.5.47")
+
+
+def test_environment_writes_config_in_home_only(agent_driver, make_phase_ctx, tmp_path):
+    ctx = make_phase_ctx(api_key=SECRET, base_url="http://127.0.0.1:5555/")
+    env = agent_driver.environment(ctx)
     cfg_path = ctx.home / ".continue" / "config.yaml"
     assert cfg_path.is_file() and (cfg_path.stat().st_mode & 0o777) == 0o600
     cfg = YAML(typ="safe").load(cfg_path.read_text())
@@ -77,16 +85,16 @@ def test_config_quotes_awkward_names(tmp_path):
     assert model["model"] == name and model["apiKey"] == config.DUMMY_API_KEY
 
 
-def test_build_command(tmp_path, gpm):
+def test_command(agent_driver, make_phase_ctx, tmp_path):
     exe = tmp_path / "node_modules" / ".bin" / "cn"
-    ctx = make_ctx(tmp_path, executable=exe, prompt="-p looks like a flag")
-    cmd = gpm.hook.build_command(agent=agent_spec(), ctx=ctx)
+    ctx = make_phase_ctx(executable=exe, prompt="-p looks like a flag")
+    cmd = agent_driver.command(ctx)
     assert cmd.argv[0] == str(exe)
     assert cmd.argv[1:] == ["-p", "--auto", "--verbose", "--config", str(ctx.home / ".continue" / "config.yaml"),
                             "--", "-p looks like a flag"]
     assert cmd.stdin is None and cmd.cwd is None  # stdin /dev/null, cwd = workspace
-    bare = make_ctx(tmp_path / "b")
-    assert gpm.hook.build_command(agent=agent_spec(), ctx=bare).argv[0] == "cn"
+    bare = dataclasses.replace(ctx, agent_executable=None)  # not installed: the spec's executable
+    assert agent_driver.command(bare).argv[0] == "cn"
 
 
 def _home_with_run(ctx, *, key_in_log: str) -> None:
@@ -104,10 +112,10 @@ def _home_with_run(ctx, *, key_in_log: str) -> None:
         f"2026-11-22 11:00:00.100 [a] [debug]: Authorization: Bearer {key_in_log}\n")
 
 
-def test_phase_artifacts_newest_session_and_redacted_log(tmp_path):
-    ctx = make_ctx(tmp_path, api_key=SECRET)
+def test_artifacts_newest_session_and_redacted_log(agent_driver, make_phase_ctx):
+    ctx = make_phase_ctx(api_key=SECRET)
     _home_with_run(ctx, key_in_log=SECRET)
-    found = plugin.phase_artifacts(agent_spec(), ctx)
+    found = agent_driver.artifacts(ctx)
     assert found["session.json"].name == "22222222-new.json"
     log = found["cn.log"]
     assert log.parent == ctx.home / ".continue" / "logs" and log.name != "cn.log"
@@ -115,61 +123,55 @@ def test_phase_artifacts_newest_session_and_redacted_log(tmp_path):
     assert SECRET not in text and text.count("[REDACTED]") == 2 and len(text.splitlines()) == 2
 
 
-def test_phase_artifacts_when_cn_left_nothing(tmp_path):
-    assert plugin.phase_artifacts(agent_spec(), make_ctx(tmp_path)) == {}
+def test_artifacts_when_cn_left_nothing(agent_driver, phase_ctx):
+    assert agent_driver.artifacts(phase_ctx) == {}
 
 
-def _outputs(tmp_path: Path, *, status="ok", exit_code=0, session: Path | None = None, stderr: bytes = b""):
+def _capture(tmp_path: Path, *, status="ok", exit_code=0, session: Path | None = None, stderr: bytes = b""):
     out, err = tmp_path / "measured.stdout", tmp_path / "measured.stderr"
     out.write_bytes(b"stdout answer\n")
     err.write_bytes(stderr)
-    extra = {"session.json": session} if session else {}
-    return PhaseCapture(out, err, ProcessResult(status=status, exit_code=exit_code), extra=extra)
+    files = {"session.json": session} if session else {}
+    return PhaseCapture(out, err, ProcessResult(status=status, exit_code=exit_code), files=files)
 
 
-def test_parse_hook_reads_the_session(tmp_path):
-    ctx = make_ctx(tmp_path)
+def test_parse_reads_the_session(agent_driver, phase_ctx, tmp_path):
     session = tmp_path / "measured.session.json"
     shutil.copy(SAMPLES / "success" / "session.json", session)
-    outputs = _outputs(tmp_path, session=session)
-    events = plugin.parse_wrapper_events(agent_spec(), ctx, outputs)
+    transcript = agent_driver.parse(phase_ctx, _capture(tmp_path, session=session))
+    events = transcript.events
     assert [e.event_type for e in events] == ["model_response", "tool_call_start", "tool_call_result", "model_response"]
     assert events[1].raw_artifact_ref.startswith("measured.session.json:")
-    assert plugin.final_output_text(agent_spec(), ctx, outputs) == "I created hello.txt containing hello world."
+    assert transcript.final_text == "I created hello.txt containing hello world."
 
 
-def test_missing_session_after_clean_exit_is_a_parse_error(tmp_path):
+def test_missing_session_after_clean_exit_is_a_parse_error(agent_driver, phase_ctx, tmp_path):
     with pytest.raises(WrapperParseError, match="no session file"):
-        plugin.parse_wrapper_events(agent_spec(), make_ctx(tmp_path), _outputs(tmp_path))
+        agent_driver.parse(phase_ctx, _capture(tmp_path))
 
 
-def test_garbage_session_after_clean_exit_is_a_parse_error(tmp_path):
+def test_garbage_session_after_clean_exit_is_a_parse_error(agent_driver, phase_ctx, tmp_path):
     bad = tmp_path / "measured.session.json"
     bad.write_bytes(b'{"history": [trunc')
     with pytest.raises(WrapperParseError, match="not a continue session"):
-        plugin.parse_wrapper_events(agent_spec(), make_ctx(tmp_path), _outputs(tmp_path, session=bad))
+        agent_driver.parse(phase_ctx, _capture(tmp_path, session=bad))
 
 
-def test_failed_run_without_session_gives_the_stderr_error(tmp_path):
+def test_failed_run_without_session_gives_the_stderr_error(agent_driver, phase_ctx, tmp_path):
     """HTTP errors leave no session: not a harness problem, the error is an event."""
     stderr = (SAMPLES / "http500_plain" / "stderr.txt").read_bytes()
-    ctx = make_ctx(tmp_path)
-    outputs = _outputs(tmp_path, status="nonzero_exit", exit_code=1, stderr=stderr)
-    (event,) = plugin.parse_wrapper_events(agent_spec(), ctx, outputs)
+    transcript = agent_driver.parse(phase_ctx, _capture(tmp_path, status="nonzero_exit", exit_code=1, stderr=stderr))
+    (event,) = transcript.events
     assert event.status == "error" and event.payload["http_status"] == 500
-    assert plugin.final_output_text(agent_spec(), ctx, outputs) == "stdout answer"
+    assert transcript.final_text == "stdout answer"
     bad = tmp_path / "measured.session.json"
     bad.write_bytes(b"\x00\xff")
-    assert len(plugin.parse_wrapper_events(agent_spec(), ctx, _outputs(
-        tmp_path, status="timeout", exit_code=None, session=bad, stderr=stderr))) == 1
+    assert len(agent_driver.parse(phase_ctx, _capture(
+        tmp_path, status="timeout", exit_code=None, session=bad, stderr=stderr)).events) == 1
 
 
 def test_redacted_log_never_opens_a_fifo_or_follows_a_symlink(tmp_path):
     """cn.log is agent-written: a FIFO there must not block the harness, a symlink must not leak a file."""
-    import os
-
-    from gripprobe_continue.plugin import write_redacted_log
-
     fifo, link, real = tmp_path / "fifo.log", tmp_path / "link.log", tmp_path / "cn.log"
     os.mkfifo(fifo)
     os.symlink("/etc/hostname", link)
