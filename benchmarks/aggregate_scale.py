@@ -77,7 +77,7 @@ def template() -> dict:
                       tool_event_verdict="confirmed_tool_use", tool_event_verdict_reason="none")
     case = CaseResult(run_id="R", case_id="C", key=CaseKey(agent="a", model="m", backend="b", format="tool", test="t"),
                       tags=["sanity"], started_at="2026-01-01T00:00:00.000Z", finished_at="2026-01-01T00:00:03.000Z",
-                      duration_s=3.0, run_context={"today": "2026-01-01"}, phases=phases, verdict=verdict,
+                      duration_s=3.0, run_values={"today": "2026-01-01"}, phases=phases, verdict=verdict,
                       telemetry=summary,
                       validators=[ValidatorResult(kind="file_equals", passed=True, expected="Hello\n" * 5,
                                                   observed="Hello\n" * 5, message="ok")])
