@@ -20,7 +20,7 @@ from hypothesis import given, strategies as st
 from conftest import ROOT, SPECS, gripprobe, read_json
 from gripprobe_core.cli.run_cmd import _parse_size
 from gripprobe_core.proxy import DEFAULT_MAX_REQUEST_BODY, RecordingProxy, read_records
-from gripprobe_core.proxy.relay import LINGER_S
+from gripprobe_core.proxy.client import LINGER_S
 from proxy_helpers import app_with, proxied, run, serving
 
 TIMEOUT = 5.0

@@ -22,7 +22,7 @@ from .recorder import BEGIN, CHUNK, minimal_record, record_timestamp
 from .recorder_client import BATCH_BYTES, RecorderChild, credential_headers
 
 if TYPE_CHECKING:
-    from .relay import Request
+    from .http1 import Request
     from .server import RecordingProxy
 
 __all__ = ["Exchange", "Observer", "ObserverFactory"]

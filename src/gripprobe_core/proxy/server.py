@@ -5,8 +5,10 @@ upstream root URL. Any method, path and query is forwarded to ``upstream_url + p
 headers are dropped and ``Host`` is rewritten. Response bodies are never decoded nor re-encoded
 (``Content-Encoding`` passes through as is). Streams (SSE, NDJSON, chunked, unknown or large length)
 are forwarded chunk by chunk as they arrive; small bodies of known length are read whole, then sent.
-The HTTP/1.1 on both sides (asyncio protocols, httptools parsers, pooled upstream connections) is
-:mod:`.relay`; this module is the proxy's lifecycle and where its records go.
+The HTTP/1.1 on both sides (asyncio protocols, httptools parsers) is :mod:`.client` (the agent's
+connections), :mod:`.upstream` (pooled upstream connections), :mod:`.relay` (one exchange linking
+them) and :mod:`.http1` (request parsing, hop-by-hop headers, error bodies); this module is the
+proxy's lifecycle and where its records go.
 
 Each exchange is *observed*: its request and response bytes go to an
 :class:`~gripprobe_core.proxy.observe.ExchangeObserver`, whose ``finish(...)`` dict is the exchange's
@@ -48,10 +50,11 @@ from yarl import URL
 
 from ..jsonl import json_lines
 from . import DEFAULT_MAX_REQUEST_BODY
+from .client import ClientConnection
 from .exchange import Exchange, Observer, ObserverFactory
 from .recorder import RecordFile, encode_record
 from .recorder_client import RecorderChild, RecorderClient, get_recorder
-from .relay import ClientConnection, UpstreamPool
+from .upstream import UpstreamPool
 
 log = logging.getLogger(__name__)
 
