@@ -44,14 +44,14 @@ import contextlib
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from yarl import URL
 
 from ..jsonl import json_lines
 from . import DEFAULT_MAX_REQUEST_BODY
 from .client import ClientConnection
-from .exchange import Exchange, Observer, ObserverFactory
+from .exchange import Observer, ObserverFactory
 from .recorder import RecordFile, encode_record
 from .recorder_client import RecorderChild, RecorderClient, get_recorder
 from .upstream import UpstreamPool
@@ -79,6 +79,9 @@ class RecordingProxy:
     :attr:`base_url`, then ``await stop()``, which closes in-flight exchanges (recorded as
     ``proxy_stopped``), waits for their records and never hangs. The record file is created with the
     first record.
+
+    It is its exchanges' :class:`~.exchange.RecordSink` (the methods under "recording"): that is all
+    an :class:`~.exchange.Exchange` sees of it.
     """
 
     def __init__(self, upstream_url: str, record_path: Path, *, observer_factory: ObserverFactory | None = None,
@@ -212,15 +215,29 @@ class RecordingProxy:
         """Every record written so far (see :func:`read_records`)."""
         return read_records(self.record_path)
 
-    # -------------------------------------------------------------------------------- recording
+    # --------------------------------------------------------- recording (the exchanges' RecordSink)
 
-    def _recorder_child(self) -> RecorderChild | None:
+    def recorder_exchange_id(self) -> int | None:
+        """A new exchange id for the recorder process; ``None``: observe the exchange in-process (an
+        ``observer_factory`` was given, or the recorder gave up)."""
+        recorder = self._recorder
+        if self._observer_factory is not None or recorder is None or recorder.unavailable is not None:
+            return None
+        return recorder.next_id()
+
+    def recorder_child(self) -> RecorderChild | None:
         """The recorder process for a new exchange; ``None``: observe in-process."""
         if self._observer_factory is not None or self._recorder is None:
             return None
         return self._recorder.child()
 
-    def _new_observer(self, ex: Exchange) -> Observer:
+    def register_child(self, child: RecorderChild) -> None:
+        """``child`` took one of this proxy's exchanges: :meth:`flush` waits for it."""
+        self._children.add(child)
+
+    def new_observer(self, *, method: str, path: str, query: str, request_headers: Mapping[str, str],
+                     request_body: bytes) -> Observer:
+        """An in-process observer for one exchange (``observer_factory``, else the real one)."""
         factory = self._observer_factory
         if factory is None:  # the recorder is unavailable
             if self._fallback_factory is None:
@@ -228,20 +245,28 @@ class RecordingProxy:
                 self._fallback_factory = ExchangeObserver
             factory = self._fallback_factory
         return factory(
-            method=ex.method, path=ex.path, query=ex.query, upstream_url=self.upstream_url,
-            request_headers=ex.request_headers, request_body=ex.request_body, body_budget=self.body_budget)
+            method=method, path=path, query=query, upstream_url=self.upstream_url,
+            request_headers=request_headers, request_body=request_body, body_budget=self.body_budget)
 
-    def _count(self, proxy_error: str | None) -> None:
+    def count_exchange(self, proxy_error: str | None) -> None:
+        """One exchange ended: :attr:`exchange_count`, and :attr:`proxy_errors` when it failed."""
         self.exchange_count += 1
         if proxy_error:
             self.proxy_errors.append(str(proxy_error))
 
-    def _write_record(self, record: dict) -> None:
+    def write_record(self, record: dict) -> None:
         """Append one record as a JSON line (in-process observing). Never raises (a full disk costs
         the record only)."""
         line = encode_record(record)
         if line is not None:
             self._record_file.append(line)
+
+    def write_metadata_only(self, record: dict, reason: str | None) -> None:
+        """Append the metadata-only record of an exchange the recorder process died with; it counts
+        towards :attr:`recorder_error` (``reason``: why the recorder died)."""
+        self._metadata_only += 1
+        self._recorder_reason = reason
+        self.write_record(record)
 
     def status(self) -> dict[str, Any]:
         """``{"error": str | None, "reason": str | None, "exchanges": int, "recorder_error": str | None}``;
