@@ -104,7 +104,7 @@ def test_declared_length_over_the_cap_is_answered_413_before_any_body_byte(tmp_p
             assert str(CAP) in json.loads(body)["error"]["message"]
             assert await read_eof(reader) == b""
             writer.close()
-            assert not proxy._pool.open  # no connection to the upstream was even opened
+            assert not proxy.pool.open  # no connection to the upstream was even opened
             await proxy.flush()
         assert up.hits == []
         rec = too_large_record(read_records(record))

@@ -24,7 +24,7 @@ from .http1 import CONTINUE, REASONS, TOO_LARGE, Request
 from .relay import Relay
 
 if TYPE_CHECKING:
-    from .server import RecordingProxy
+    from .relay import ProxyHost
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class _BodyTooLarge(Exception):
 class ClientConnection(asyncio.Protocol):
     """One client (agent) connection to the proxy. Requests are relayed one at a time, in order."""
 
-    def __init__(self, proxy: RecordingProxy) -> None:
+    def __init__(self, proxy: ProxyHost) -> None:
         self.proxy = proxy
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
@@ -62,7 +62,7 @@ class ClientConnection(asyncio.Protocol):
     # transport callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self.proxy._connections.add(self)
+        self.proxy.connection_opened(self)
 
     def data_received(self, data: bytes) -> None:
         if self.lingering:
@@ -99,10 +99,10 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.proxy._connections.discard(self)
+        self.proxy.connection_closed(self)
         if self._linger is not None:
             self._linger.cancel()
-        reason = "proxy_stopped" if self.proxy._stopping else "client_disconnect"
+        reason = "proxy_stopped" if self.proxy.stopping else "client_disconnect"
         relay, self.relay = self.relay, None
         if relay is not None:
             relay.client_gone(reason)

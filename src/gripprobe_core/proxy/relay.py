@@ -5,7 +5,8 @@ agent's connections), :mod:`.upstream` (pooled connections to the upstream), :mo
 request as parsed, hop-by-hop headers, error bodies). A :class:`Relay` links one request on a
 client connection to an upstream connection and to the proxy's :class:`~.exchange.Exchange`
 (timing, recording): it sends the request upstream, writes the response back to the client, and
-ends every fault in exactly one ``Exchange.finish(reason)``. Streams are written to the client as
+ends every fault in exactly one ``Exchange.finish(reason)``. What the client connections and the
+relay need from the proxy is :class:`ProxyHost`. Streams are written to the client as
 each chunk arrives; small bodies of known length are collected, then written in one go (a fault
 mid-body is then a clean 502).
 
@@ -24,16 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .exchange import RecordSink
 from .http1 import ERROR_STATUS, REASONS, TOO_LARGE, error_body, hop_by_hop
 
 if TYPE_CHECKING:
     from .client import ClientConnection
     from .exchange import Exchange
     from .http1 import Request
-    from .server import RecordingProxy
-    from .upstream import UpstreamConnection
+    from .upstream import UpstreamConnection, UpstreamPool
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,35 @@ WHOLE_BODY_LIMIT = 1024 * 1024
 """Bodies of known length up to this size are read whole, then sent; anything else is streamed."""
 
 
+class ProxyHost(RecordSink, Protocol):
+    """What the client connections and the relay need from the proxy (:class:`~.server.RecordingProxy`):
+    its settings and upstream, whether it is stopping, where its client connections are tracked, and,
+    for each request's :class:`~.exchange.Exchange`, its :class:`~.exchange.RecordSink`."""
+
+    max_request_body: int
+    upstream_timeout_s: float
+    target_prefix: bytes
+    """The upstream URL's path, put before every request's target."""
+    host_header: bytes
+    """The ``Host`` header sent upstream."""
+    pool: UpstreamPool
+
+    @property
+    def stopping(self) -> bool:
+        """The proxy is stopping: exchanges still in flight end as ``proxy_stopped``."""
+
+    def connection_opened(self, conn: ClientConnection) -> None:
+        """A client connected."""
+
+    def connection_closed(self, conn: ClientConnection) -> None:
+        """A client's connection is gone."""
+
+
 class Relay:
     """One request relayed to the upstream and its response back, recorded through its
     :class:`Exchange`. Every fault ends in exactly one ``Exchange.finish(reason)``."""
 
-    def __init__(self, proxy: RecordingProxy, client: ClientConnection, req: Request) -> None:
+    def __init__(self, proxy: ProxyHost, client: ClientConnection, req: Request) -> None:
         self.proxy = proxy
         self.client = client
         self.req = req
@@ -80,18 +105,18 @@ class Relay:
                                  f"bytes; it was not forwarded (raise the limit with gripprobe --proxy-max-body)")
             return
         self.ex.request_body = self.req.whole_body()
-        self._request, self._request_body = self.req.upstream_bytes(proxy._prefix, proxy._host_header)
-        if proxy._stopping:
+        self._request, self._request_body = self.req.upstream_bytes(proxy.target_prefix, proxy.host_header)
+        if proxy.stopping:
             self.fail("proxy_stopped", "the recording proxy is stopping")
             return
-        conn = proxy._pool.take()
+        conn = proxy.pool.take()
         if conn is not None:
             self.send(conn)
         else:
             self.connecting = self.loop.create_task(self.connect())
 
     async def connect(self) -> None:
-        pool = self.proxy._pool
+        pool = self.proxy.pool
         try:
             conn = await pool.connect()
         except asyncio.TimeoutError:
@@ -288,7 +313,7 @@ class Relay:
         """A fault before the client got anything: an error JSON, recorded."""
         if self.finished:
             return
-        if self.proxy._stopping:
+        if self.proxy.stopping:
             reason = "proxy_stopped"
         self.detach(reuse=False)
         ex = self.ex
@@ -296,7 +321,7 @@ class Relay:
         ex.status = status or ERROR_STATUS.get(reason, 502)
         ex.response_headers = [(b"Content-Type", b"application/json; charset=utf-8")]
         self.chunked = False
-        self.closing = not self.req.keep_alive or self.proxy._stopping
+        self.closing = not self.req.keep_alive or self.proxy.stopping
         if self.client.closed:
             ex.finish(reason)
             self.done(keep_alive=False)
@@ -311,7 +336,7 @@ class Relay:
         """A stream that cannot go on: record why, then cut the client's connection short."""
         if self.finished:
             return
-        if self.proxy._stopping and reason != "client_disconnect":
+        if self.proxy.stopping and reason != "client_disconnect":
             reason = "proxy_stopped"
         self.detach(reuse=False)
         self.ex.finish(reason)
@@ -354,7 +379,7 @@ class Relay:
             conn.transport.resume_reading()
             self.paused = False
         if reuse:
-            self.proxy._pool.release(conn)
+            self.proxy.pool.release(conn)
         else:
             conn.close()
 

@@ -81,7 +81,8 @@ class RecordingProxy:
     first record.
 
     It is its exchanges' :class:`~.exchange.RecordSink` (the methods under "recording"): that is all
-    an :class:`~.exchange.Exchange` sees of it.
+    an :class:`~.exchange.Exchange` sees of it; to the HTTP relay (client connections, one
+    :class:`~.relay.Relay` per exchange) it is a :class:`~.relay.ProxyHost`.
     """
 
     def __init__(self, upstream_url: str, record_path: Path, *, observer_factory: ObserverFactory | None = None,
@@ -107,13 +108,16 @@ class RecordingProxy:
         url = URL(self.upstream_url)
         if url.scheme not in ("http", "https") or not url.raw_host:
             raise ValueError(f"the recording proxy needs an http(s) upstream URL, not {upstream_url!r}")
-        self._prefix = url.raw_path.rstrip("/").encode("latin-1")
+        self.target_prefix = url.raw_path.rstrip("/").encode("latin-1")
+        """The upstream URL's path, put before every request's target (``b""`` for a server root)."""
         authority = url.raw_host if ":" not in url.raw_host else f"[{url.raw_host}]"
         if url.explicit_port is not None:
             authority += f":{url.explicit_port}"
-        self._host_header = authority.encode("latin-1")
-        self._pool = UpstreamPool(url.scheme, url.raw_host, url.port or 80,
-                                  connect_timeout=min(30.0, upstream_timeout_s))
+        self.host_header = authority.encode("latin-1")
+        """The ``Host`` header sent upstream."""
+        self.pool = UpstreamPool(url.scheme, url.raw_host, url.port or 80,
+                                 connect_timeout=min(30.0, upstream_timeout_s))
+        """The keep-alive connections to the upstream."""
         self._stopping = False
         self._metadata_only = 0
         self._recorder_reason: str | None = None
@@ -158,7 +162,7 @@ class RecordingProxy:
             server.close()
         for conn in list(self._connections):  # in-flight exchanges are recorded as proxy_stopped
             conn.abort()
-        self._pool.close()
+        self.pool.close()
         deadline = time.monotonic() + 5.0
         while self._connections and time.monotonic() < deadline:  # connection_lost runs soon after abort
             await asyncio.sleep(0.001)
@@ -203,6 +207,18 @@ class RecordingProxy:
             if done.done() and not done.cancelled():
                 done.exception()  # retrieved: RecorderDied is expected here, not an unhandled error
             done.cancel()
+
+    @property
+    def stopping(self) -> bool:
+        """:meth:`stop` has begun: exchanges still in flight end as ``proxy_stopped``."""
+        return self._stopping
+
+    def connection_opened(self, conn: ClientConnection) -> None:
+        """A client connected (:meth:`stop` closes the connections still open)."""
+        self._connections.add(conn)
+
+    def connection_closed(self, conn: ClientConnection) -> None:
+        self._connections.discard(conn)
 
     async def __aenter__(self) -> "RecordingProxy":
         await self.start()
