@@ -20,7 +20,7 @@ from hypothesis import given, strategies as st
 from conftest import ROOT, SPECS, gripprobe, read_json
 from gripprobe_core.cli.run_cmd import _parse_size
 from gripprobe_core.proxy import DEFAULT_MAX_REQUEST_BODY, RecordingProxy, read_records
-from gripprobe_core.proxy.relay import LINGER_S
+from gripprobe_core.proxy.client import LINGER_S
 from proxy_helpers import app_with, proxied, run, serving
 
 TIMEOUT = 5.0
@@ -104,7 +104,7 @@ def test_declared_length_over_the_cap_is_answered_413_before_any_body_byte(tmp_p
             assert str(CAP) in json.loads(body)["error"]["message"]
             assert await read_eof(reader) == b""
             writer.close()
-            assert not proxy._pool.open  # no connection to the upstream was even opened
+            assert not proxy.pool.open  # no connection to the upstream was even opened
             await proxy.flush()
         assert up.hits == []
         rec = too_large_record(read_records(record))

@@ -8,7 +8,9 @@ Public API::
     DEFAULT_MAX_REQUEST_BODY                             # request body cap in bytes (64 MiB)
     close_recorder()                                     # stop this process's recorder (end of a run)
 
-Modules: ``server`` (the relay), ``exchange`` (one exchange: timing, hand-over to the recorder),
+Modules: ``server`` (the proxy: lifecycle, where records go), ``client`` / ``upstream`` / ``relay`` /
+``http1`` (the HTTP/1.1 relay: the agent's connections, the upstream pool, one exchange linking
+them, request parsing), ``exchange`` (one exchange: timing, hand-over to the recorder),
 ``recorder`` (the recorder process: observes exchanges and writes their records) and
 ``recorder_client`` (the relay's side of it), ``observe`` (per-exchange parsing
 into the record), ``sse`` / ``ndjson`` / ``protocols`` / ``text_tools`` / ``redact`` (wire parsing),

@@ -1,12 +1,16 @@
 """One exchange through the recording proxy: its timing, and where it is observed.
 
-:class:`Exchange` is the relay's (``server.py``) per-request state. Observing starts on first use,
+:class:`Exchange` is the relay's per-request state (made by :class:`~.client.ClientConnection` when
+a request's head is parsed, fed by :class:`~.relay.Relay`). Observing starts on first use,
 after the client has its first bytes: by default the exchange's frames (see :mod:`.recorder`) are
 held and handed to the recorder process in one queue put when the exchange ends (a stream's every
 :data:`~.recorder_client.BATCH_BYTES`); with an ``observer_factory``, or when no recorder can run,
 an in-process :class:`Observer` gets the bytes and the proxy writes its record itself. If the
 recorder dies before it took an exchange's first frames, they go whole to a restarted recorder or
 to an in-process observer; if it dies after, the exchange gets a metadata-only record.
+
+An exchange sees its proxy only as a :class:`RecordSink`: the few facts and calls it needs to be
+observed and recorded (:class:`~.server.RecordingProxy` implements it).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from multidict import CIMultiDict
@@ -22,10 +27,9 @@ from .recorder import BEGIN, CHUNK, minimal_record, record_timestamp
 from .recorder_client import BATCH_BYTES, RecorderChild, credential_headers
 
 if TYPE_CHECKING:
-    from .relay import Request
-    from .server import RecordingProxy
+    from .http1 import Request
 
-__all__ = ["Exchange", "Observer", "ObserverFactory"]
+__all__ = ["Exchange", "Observer", "ObserverFactory", "RecordSink"]
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +46,45 @@ class Observer(Protocol):
 ObserverFactory = Callable[..., Observer]
 
 
+class RecordSink(Protocol):
+    """What an :class:`Exchange` needs from its proxy (:class:`~.server.RecordingProxy`): the facts
+    its record starts from, where it is observed (the recorder process or an in-process
+    :class:`Observer`), and where its record and count go. Nothing else of the proxy is its business."""
+
+    upstream_url: str
+    record_path: Path
+    body_budget: int
+
+    def recorder_exchange_id(self) -> int | None:
+        """A new exchange id for the recorder process; ``None``: observe this exchange in-process."""
+
+    def recorder_child(self) -> RecorderChild | None:
+        """The live recorder process to hand frames to (restarted if it died); ``None``: none can run."""
+
+    def register_child(self, child: RecorderChild) -> None:
+        """``child`` took an exchange of this proxy: the proxy flushes it (and counts what it lost)."""
+
+    def new_observer(self, *, method: str, path: str, query: str, request_headers: Mapping[str, str],
+                     request_body: bytes) -> Observer:
+        """An in-process observer for one exchange (may raise: the exchange is then not observed)."""
+
+    def count_exchange(self, proxy_error: str | None) -> None:
+        """One exchange ended (``proxy_error``: its fault, if any). Called once per exchange."""
+
+    def write_record(self, record: dict) -> None:
+        """Append an in-process observed exchange's record. Never raises."""
+
+    def write_metadata_only(self, record: dict, reason: str | None) -> None:
+        """Append the metadata-only record of an exchange the recorder process died with (``reason``:
+        why it died), and count it as degraded. Never raises."""
+
+
 class Exchange:
     """One request/response through the proxy: timing, where it is observed (the recorder process or
     an in-process observer), and the single record it yields."""
 
-    def __init__(self, proxy: RecordingProxy, request: Request) -> None:
-        self.proxy = proxy
+    def __init__(self, sink: RecordSink, request: Request) -> None:
+        self.sink = sink
         self.t0 = time.perf_counter()
         self.wall0 = time.time()
         self.request = request
@@ -92,10 +129,10 @@ class Exchange:
 
     def _meta(self) -> dict[str, Any]:
         """The BEGIN frame's meta (see :mod:`.recorder`)."""
-        proxy = self.proxy
-        return {"method": self.method, "path": self.path, "query": self.query, "upstream_url": proxy.upstream_url,
-                "headers": credential_headers(self.request.headers), "record_path": os.fspath(proxy.record_path),
-                "body_budget": proxy.body_budget, "started": self.wall0}
+        sink = self.sink
+        return {"method": self.method, "path": self.path, "query": self.query, "upstream_url": sink.upstream_url,
+                "headers": credential_headers(self.request.headers), "record_path": os.fspath(sink.record_path),
+                "body_budget": sink.body_budget, "started": self.wall0}
 
     def _open(self) -> None:
         """Start observing, on first use (after the client has its first bytes, so it never delays
@@ -103,9 +140,9 @@ class Exchange:
         if self.opened:
             return
         self.opened = True
-        proxy = self.proxy
-        if proxy._observer_factory is None and proxy._recorder is not None and proxy._recorder.unavailable is None:
-            self.xid, self.meta = proxy._recorder.next_id(), self._meta()
+        xid = self.sink.recorder_exchange_id()
+        if xid is not None:
+            self.xid, self.meta = xid, self._meta()
             self.frames = [(BEGIN, self.xid, self.meta, self.request_body)]
             self.batch = len(self.request_body)
             return
@@ -115,7 +152,9 @@ class Exchange:
         """Observe in-process from here on, first replaying the response bytes held in ``frames``."""
         self.frames = None
         try:
-            self.observer = self.proxy._new_observer(self)
+            self.observer = self.sink.new_observer(method=self.method, path=self.path, query=self.query,
+                                                   request_headers=self.request_headers,
+                                                   request_body=self.request_body)
         except Exception:
             log.exception("recording proxy: observer construction failed")
             self.observer_failed = True
@@ -129,7 +168,7 @@ class Exchange:
         a dead one once. ``False``: no recorder took them (observe in-process)."""
         assert self.meta is not None
         for _ in range(2):
-            child = self.proxy._recorder_child()
+            child = self.sink.recorder_child()
             if child is None:
                 return False
             if end is None:
@@ -138,7 +177,7 @@ class Exchange:
                 taken = child.end(self.xid, self.meta, end, frames, nbytes)
             if taken:
                 self.child = child
-                self.proxy._children.add(child)
+                self.sink.register_child(child)
                 return True
         return False
 
@@ -175,7 +214,7 @@ class Exchange:
         self.done = True
         duration_ms = (time.perf_counter() - self.t0) * 1000
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self.response_headers or ()]
-        self.proxy._count(proxy_error)
+        self.sink.count_exchange(proxy_error)
         self._open()
         if self.frames is not None:
             assert self.meta is not None
@@ -191,9 +230,8 @@ class Exchange:
             elif child.end(self.xid, self.meta, end, frames, nbytes):
                 return
             else:  # the recorder died with this exchange in flight: its bytes are gone, keep the metadata
-                self.proxy._metadata_only += 1
-                self.proxy._recorder_reason = child.reason
-                self.proxy._write_record(minimal_record(self.meta, end, error=f"recorder_died: {child.reason}"))
+                self.sink.write_metadata_only(minimal_record(self.meta, end, error=f"recorder_died: {child.reason}"),
+                                              child.reason)
                 return
         record: dict | None = None
         obs = self.observer
@@ -205,8 +243,8 @@ class Exchange:
                 log.exception("recording proxy: observer.finish failed; writing a minimal record")
         if record is None:
             meta = {"method": self.method, "path": self.path, "query": self.query,
-                    "upstream_url": self.proxy.upstream_url, "headers": credential_headers(self.request.headers)}
+                    "upstream_url": self.sink.upstream_url, "headers": credential_headers(self.request.headers)}
             record = minimal_record(meta, {"status": self.status, "duration_ms": duration_ms,
                                            "ttfb_ms": self.ttfb_ms, "proxy_error": proxy_error})
         record["x_gripprobe_timestamp"] = record_timestamp(self.wall0)  # the request's start
-        self.proxy._write_record(record)
+        self.sink.write_record(record)

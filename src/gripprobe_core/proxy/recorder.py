@@ -2,7 +2,7 @@
 
 ``python -m gripprobe_core.proxy.recorder`` reads length-prefixed binary frames on stdin, runs one
 :class:`~.observe.ExchangeObserver` per exchange and appends each exchange's record (one JSON line,
-flushed) to that exchange's record file. The relay (``server.py``) only queues frames through
+flushed) to that exchange's record file. The relay (``exchange.py``) only queues frames through
 :mod:`.recorder_client`, so the parsing, redaction, tool-call assembly and record writing never
 run on its event loop. One recorder serves every proxy of a process (every phase, every case).
 

@@ -1,22 +1,20 @@
-"""The recording proxy's HTTP/1.1 relay: asyncio protocols on both sides, parsed by httptools (llhttp).
+"""One exchange through the recording proxy's HTTP/1.1 relay: :class:`Relay`.
+
+The relay is asyncio protocols on both sides, parsed by httptools (llhttp): :mod:`.client` (the
+agent's connections), :mod:`.upstream` (pooled connections to the upstream), :mod:`.http1` (the
+request as parsed, hop-by-hop headers, error bodies). A :class:`Relay` links one request on a
+client connection to an upstream connection and to the proxy's :class:`~.exchange.Exchange`
+(timing, recording): it sends the request upstream, writes the response back to the client, and
+ends every fault in exactly one ``Exchange.finish(reason)``. What the client connections and the
+relay need from the proxy is :class:`ProxyHost`. Streams are written to the client as
+each chunk arrives; small bodies of known length are collected, then written in one go (a fault
+mid-body is then a clean 502).
 
 Why not aiohttp's server and client here: per request they cost about 0.2 ms of CPU each (request
 and response objects, header multidicts, tasks, stream readers), which was most of what the proxy
 added to a model call. This relay is callback-driven: the client's request is parsed as its bytes
 arrive, written to a pooled upstream connection, and the upstream's response is written back to
 the client from the upstream's ``data_received``, with no task, queue or copy in between.
-
-* :class:`ClientConnection` serves one client connection (keep-alive, pipelined requests answered
-  in order, ``Expect: 100-continue``, chunked request bodies, HTTP/1.0 clients). A request body over
-  the proxy's ``max_request_body`` is never kept nor forwarded: the request is answered ``413``
-  (``request_body_too_large``), and the rest of what the client sends is read and dropped for at
-  most :data:`LINGER_S` before the connection closes.
-* :class:`UpstreamPool` / :class:`UpstreamConnection`: keep-alive connections to the upstream
-  (``http`` or ``https``), reused; a request whose reused connection turns out to be closed by the
-  upstream is retried once on a fresh one (only when not a byte of a response came).
-* :class:`Relay`: one exchange, linking the two and the proxy's :class:`~.exchange.Exchange`
-  (timing, recording). Streams are written to the client as each chunk arrives; small bodies of
-  known length are collected, then written in one go (a fault mid-body is then a clean 502).
 
 Flow control: when the client's socket buffer is full (``pause_writing``) or the recorder lags
 (:attr:`~.recorder_client.RecorderChild.congested`), the upstream connection stops being read until
@@ -26,500 +24,54 @@ it drains; nothing piles up in memory.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import ssl
-from collections import deque
-from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httptools
-from multidict import CIMultiDict
-
-from .exchange import Exchange
+from .exchange import RecordSink
+from .http1 import ERROR_STATUS, REASONS, TOO_LARGE, error_body, hop_by_hop
 
 if TYPE_CHECKING:
-    from .server import RecordingProxy
+    from .client import ClientConnection
+    from .exchange import Exchange
+    from .http1 import Request
+    from .upstream import UpstreamConnection, UpstreamPool
 
 log = logging.getLogger(__name__)
 
-HOP_BY_HOP = frozenset({
-    b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"proxy-connection", b"te",
-    b"trailer", b"trailers", b"transfer-encoding", b"upgrade",
-})
 STREAM_TYPES = (b"text/event-stream", b"application/x-ndjson", b"application/jsonl", b"application/stream+json")
 WHOLE_BODY_LIMIT = 1024 * 1024
 """Bodies of known length up to this size are read whole, then sent; anything else is streamed."""
-ERROR_STATUS = {"proxy_connect_error": 502, "upstream_reset": 502, "upstream_malformed": 502,
-                "upstream_timeout": 504, "proxy_internal_error": 500, "request_body_too_large": 413}
-TOO_LARGE = "request_body_too_large"
-LINGER_S = 5.0
-"""After a ``413``, how long the client's further bytes are read and dropped (so that a client still
-sending sees the answer instead of a reset) before the connection is closed."""
-MAX_IDLE = 32
-"""Idle upstream connections kept per proxy."""
-MAX_PIPELINED = 16
-"""Complete requests queued on one client connection before it stops being read."""
-REASONS = {int(s): s.phrase.encode() for s in HTTPStatus}
-_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_JOIN_BODY_LIMIT = 64 * 1024
-"""Request bodies up to this size go upstream in one write with their head; larger ones in a second."""
 
 
-def hop_by_hop(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
-    """Lower-cased names not to forward: the hop-by-hop ones, and those ``Connection`` lists
-    (RFC 9110 §7.6.1)."""
-    extra = [t.strip().lower() for k, v in headers if k.lower() == b"connection" for t in v.split(b",")]
-    return HOP_BY_HOP.union(t for t in extra if t) if extra else HOP_BY_HOP
+class ProxyHost(RecordSink, Protocol):
+    """What the client connections and the relay need from the proxy (:class:`~.server.RecordingProxy`):
+    its settings and upstream, whether it is stopping, where its client connections are tracked, and,
+    for each request's :class:`~.exchange.Exchange`, its :class:`~.exchange.RecordSink`."""
 
-
-def error_body(reason: str, message: str) -> bytes:
-    return json.dumps({"error": {"message": message, "type": "proxy_error", "code": reason}}).encode()
-
-
-class _BodyTooLarge(Exception):
-    """Raised from a parser callback to stop parsing a request whose body is over the cap."""
-
-
-# ----------------------------------------------------------------------------------- the request
-
-class Request:
-    """One client request as parsed. The decoded views (``path``, ``query_string``, ``headers``) are
-    computed on first use, which is after the client has its first response bytes."""
-
-    __slots__ = ("method", "target", "raw_headers", "body", "size", "too_large", "keep_alive", "http10",
-                 "expect_continue", "exchange", "_url", "_headers")
-
-    def __init__(self) -> None:
-        self.method = "GET"
-        self.target = b""
-        self.raw_headers: list[tuple[bytes, bytes]] = []
-        self.body: list[bytes] = []
-        self.size = 0
-        """Body bytes received so far."""
-        self.too_large = False
-        """Its body is over the proxy's cap: it is answered 413, never relayed (its body is not kept)."""
-        self.keep_alive = True
-        self.http10 = False
-        self.expect_continue = False
-        self.exchange: Exchange | None = None
-        self._url: Any = None
-        self._headers: CIMultiDict[str] | None = None
-
-    def _parsed_url(self) -> Any:
-        if self._url is None:
-            from yarl import URL
-            try:
-                self._url = URL(self.target.decode("latin-1"), encoded=True)
-            except ValueError:
-                self._url = URL("/")
-        return self._url
+    max_request_body: int
+    upstream_timeout_s: float
+    target_prefix: bytes
+    """The upstream URL's path, put before every request's target."""
+    host_header: bytes
+    """The ``Host`` header sent upstream."""
+    pool: UpstreamPool
 
     @property
-    def path(self) -> str:
-        """The path, percent-decoded (as aiohttp's ``request.path``)."""
-        return self._parsed_url().path
+    def stopping(self) -> bool:
+        """The proxy is stopping: exchanges still in flight end as ``proxy_stopped``."""
 
-    @property
-    def query_string(self) -> str:
-        return self._parsed_url().query_string
+    def connection_opened(self, conn: ClientConnection) -> None:
+        """A client connected."""
 
-    @property
-    def headers(self) -> CIMultiDict[str]:
-        if self._headers is None:
-            self._headers = CIMultiDict((k.decode("latin-1"), v.decode("latin-1")) for k, v in self.raw_headers)
-        return self._headers
+    def connection_closed(self, conn: ClientConnection) -> None:
+        """A client's connection is gone."""
 
-    def whole_body(self) -> bytes:
-        """The body as one bytes object (its parts are joined once)."""
-        if len(self.body) != 1:
-            self.body = [b"".join(self.body)]
-        return self.body[0]
-
-    def upstream_bytes(self, prefix: bytes, host: bytes) -> tuple[bytes, bytes]:
-        """The request as sent upstream: the target under the upstream's path prefix, ``Host`` the
-        upstream's, hop-by-hop headers, ``Host``, ``Content-Length`` and ``Expect`` dropped, the body
-        whole with its ``Content-Length``. Returned as ``(head, b"")`` with a small body included in
-        the head, else as ``(head, body)`` (a large body is not copied once more)."""
-        drop = hop_by_hop(self.raw_headers)
-        target = self.target
-        if not target.startswith(b"/"):  # absolute form (as sent to a forward proxy): keep path and query
-            scheme, sep, rest = target.partition(b"://")
-            if sep and scheme.lower() in (b"http", b"https"):
-                slash = rest.find(b"/")
-                target = rest[slash:] if slash >= 0 else b"/"
-        lines = [self.method.encode(), b" ", prefix, target, b" HTTP/1.1\r\nHost: ", host, b"\r\n"]
-        for k, v in self.raw_headers:
-            lk = k.lower()
-            if lk in drop or lk in (b"host", b"content-length", b"expect") or lk.startswith(b"proxy-"):
-                continue
-            lines += (k, b": ", v, b"\r\n")
-        body = self.whole_body()
-        if body or self.method in ("POST", "PUT", "PATCH"):
-            lines.append(b"Content-Length: %d\r\n" % len(body))
-        lines.append(b"\r\n")
-        if len(body) > _JOIN_BODY_LIMIT:
-            return b"".join(lines), body
-        lines.append(body)
-        return b"".join(lines), b""
-
-
-# ------------------------------------------------------------------------------- client side
-
-class ClientConnection(asyncio.Protocol):
-    """One client (agent) connection to the proxy. Requests are relayed one at a time, in order."""
-
-    def __init__(self, proxy: RecordingProxy) -> None:
-        self.proxy = proxy
-        self.parser = httptools.HttpRequestParser(self)
-        self.transport: asyncio.Transport | None = None
-        self.incoming: Request | None = None
-        self.queue: deque[Request] = deque()
-        self.relay: Relay | None = None
-        self.closed = False
-        self.eof = False
-        self.write_paused = False
-        self.reading_paused = False
-        self.max_body = proxy.max_request_body
-        self.lingering = False
-        """A request was over the body cap: nothing more is parsed; what the client sends is dropped."""
-        self._linger: asyncio.TimerHandle | None = None
-        self._url: list[bytes] = []
-
-    # transport callbacks
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self.proxy._connections.add(self)
-
-    def data_received(self, data: bytes) -> None:
-        if self.lingering:
-            return
-        try:
-            try:
-                self.parser.feed_data(data)
-            except httptools.HttpParserUpgrade as upgrade:
-                # Upgrade (e.g. curl's h2c offer) is hop-by-hop: the request is relayed as a plain
-                # HTTP/1.1 one, which is how a server that does not take the offer answers it
-                rest = data[upgrade.args[0]:] if upgrade.args and isinstance(upgrade.args[0], int) else b""
-                if rest:
-                    self.parser.feed_data(rest)
-        except httptools.HttpParserUpgrade:
-            self.reject(400, b"more than one protocol upgrade on one connection")
-            return
-        except httptools.HttpParserCallbackError as exc:
-            if isinstance(exc.__context__, _BodyTooLarge):
-                self.body_too_large()
-            else:  # one of our callbacks failed: a bug
-                log.exception("recording proxy: unexpected error reading a request")
-                self.reject(400, b"the recording proxy could not read this request")
-                return
-        except httptools.HttpParserError:
-            self.reject(400, b"malformed HTTP request")
-            return
-        if self.relay is None and self.queue:
-            self.next()
-
-    def eof_received(self) -> bool | None:
-        """The client half-closed: answer the requests it completed (and a 413), then close."""
-        self.eof = True
-        return True if self.relay is not None or self.queue else None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.proxy._connections.discard(self)
-        if self._linger is not None:
-            self._linger.cancel()
-        reason = "proxy_stopped" if self.proxy._stopping else "client_disconnect"
-        relay, self.relay = self.relay, None
-        if relay is not None:
-            relay.client_gone(reason)
-        pending = list(self.queue)
-        self.queue.clear()
-        if self.incoming is not None:  # a request still arriving
-            pending.append(self.incoming)
-        for req in pending:
-            if req.exchange is not None:
-                req.exchange.finish(TOO_LARGE if req.too_large else reason)
-
-    def pause_writing(self) -> None:
-        self.write_paused = True
-        if self.relay is not None:
-            self.relay.set_paused()
-
-    def resume_writing(self) -> None:
-        self.write_paused = False
-        if self.relay is not None:
-            self.relay.set_paused()
-
-    # parser callbacks
-    def on_message_begin(self) -> None:
-        self.incoming = Request()
-        self._url = []
-
-    def on_url(self, url: bytes) -> None:
-        self._url.append(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        assert self.incoming is not None
-        self.incoming.raw_headers.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        req = self.incoming
-        assert req is not None
-        req.target = b"".join(self._url)
-        req.method = self.parser.get_method().decode("latin-1")
-        req.http10 = self.parser.get_http_version() == "1.0"
-        req.keep_alive = self.parser.should_keep_alive() and not req.http10  # 1.0: one request per connection
-        req.exchange = Exchange(self.proxy, req)
-        expect = False
-        for k, v in req.raw_headers:
-            lk = k.lower()
-            if lk == b"content-length":  # llhttp checked it is digits, and not given twice differently
-                if v.strip().isdigit() and int(v) > self.max_body:
-                    raise _BodyTooLarge  # answered at once: the client gets no 100 Continue
-            elif lk == b"expect" and v.strip().lower() == b"100-continue":
-                expect = True
-        if expect:
-            req.expect_continue = True
-            if self.relay is None and not self.queue and self.transport is not None:
-                self.transport.write(_CONTINUE)
-                req.expect_continue = False
-
-    def on_body(self, body: bytes) -> None:
-        req = self.incoming
-        req.size += len(body)  # type: ignore[union-attr]
-        if req.size > self.max_body:  # type: ignore[union-attr]
-            raise _BodyTooLarge
-        req.body.append(body)  # type: ignore[union-attr]
-
-    def body_too_large(self) -> None:
-        """The request being read has a body over the cap (declared, or past it while arriving). It
-        is queued without its body, to be answered 413 in its turn (after the requests before it);
-        nothing more of this connection is parsed, and the connection closes after the 413."""
-        req = self.incoming
-        assert req is not None
-        self.incoming = None
-        req.body = []
-        req.too_large = True
-        req.keep_alive = False
-        req.expect_continue = False
-        self.queue.append(req)
-        self.lingering = True
-        if self.relay is not None and self.transport is not None and not self.reading_paused:
-            self.reading_paused = True  # until its turn: the client's sends block instead of being read
-            self.transport.pause_reading()
-
-    def on_message_complete(self) -> None:
-        req = self.incoming
-        assert req is not None
-        self.incoming = None
-        self.queue.append(req)
-        if len(self.queue) >= MAX_PIPELINED and self.transport is not None and not self.reading_paused:
-            self.reading_paused = True
-            self.transport.pause_reading()
-
-    # relaying
-    def next(self) -> None:
-        """Relay the next queued request, if nothing is being relayed."""
-        while self.relay is None and self.queue and not self.closed:
-            req = self.queue.popleft()
-            if self.reading_paused and len(self.queue) < MAX_PIPELINED // 2 and self.transport is not None:
-                self.reading_paused = False
-                self.transport.resume_reading()
-            relay = Relay(self.proxy, self, req)
-            self.relay = relay
-            try:
-                relay.start()
-            except Exception as exc:  # a bug: it costs this exchange, never the connection's others
-                relay.internal_error(exc)
-        incoming = self.incoming
-        if self.relay is None and incoming is not None and incoming.expect_continue and self.transport is not None:
-            incoming.expect_continue = False  # the client waits for this before sending its body
-            self.transport.write(_CONTINUE)
-
-    def relay_done(self, relay: Relay, keep_alive: bool) -> None:
-        if self.relay is not relay:
-            return
-        self.relay = None
-        if not keep_alive or (self.eof and not self.queue):
-            self.close()
-            return
-        if self.queue or (self.incoming is not None and self.incoming.expect_continue):
-            asyncio.get_running_loop().call_soon(self.next)
-
-    def write(self, data: bytes) -> None:
-        if not self.closed and self.transport is not None:
-            self.transport.write(data)
-
-    def close(self) -> None:
-        """Close after what was written (a clean end). After a 413: end our side (the client reads
-        the answer, then EOF), drop what the client still sends, and close when it closes or after
-        :data:`LINGER_S`, so that a client still sending sees the 413 rather than a reset."""
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            return
-        if self.lingering and self._linger is None and not self.eof and transport.can_write_eof():
-            transport.write_eof()
-            if self.reading_paused:
-                self.reading_paused = False
-                transport.resume_reading()
-            self._linger = asyncio.get_running_loop().call_later(LINGER_S, transport.close)
-            return
-        transport.close()
-
-    def abort(self) -> None:
-        """Cut the connection now (the client sees a truncated response, not a clean end)."""
-        if self.transport is not None:
-            self.transport.abort()
-
-    def reject(self, status: int, message: bytes) -> None:
-        """Answer a request that cannot be parsed, then close. It makes no record: nothing of it
-        reached the upstream."""
-        self.incoming = None
-        if self.relay is None and not self.queue:
-            body = message + b"\n"
-            self.write(b"HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
-                       b"Connection: close\r\n\r\n%s" % (status, REASONS.get(status, b""), len(body), body))
-            self.close()
-        else:
-            self.abort()
-
-
-# ----------------------------------------------------------------------------- upstream side
-
-class UpstreamConnection(asyncio.Protocol):
-    """One keep-alive connection to the upstream, carrying one :class:`Relay` at a time."""
-
-    def __init__(self, pool: UpstreamPool) -> None:
-        self.pool = pool
-        self.parser = httptools.HttpResponseParser(self)
-        self.transport: asyncio.Transport | None = None
-        self.relay: Relay | None = None
-        self.closed = False
-        self.reused = False
-        self.reason: list[bytes] = []
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.informational = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        relay = self.relay
-        if relay is None:  # bytes nobody asked for: this connection is not reusable
-            self.close()
-            return
-        relay.got_bytes = True
-        relay.last_read = relay.loop.time()
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserCallbackError as exc:  # one of our callbacks failed: a bug
-            if self.relay is not None:
-                self.relay.internal_error(exc.__context__ or exc)
-            self.close()
-        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
-            if self.relay is not None:
-                self.relay.upstream_unparsable(exc)
-            self.close()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.pool.forget(self)
-        relay, self.relay = self.relay, None
-        if relay is not None:
-            relay.upstream_lost(self)
-
-    def close(self) -> None:
-        self.relay = None
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.abort()
-
-    # parser callbacks
-    def on_message_begin(self) -> None:
-        if self.relay is None:  # a reply nobody asked for (after the last one ended): not reusable
-            self.close()
-        self.reason = []
-        self.headers = []
-        self.informational = False
-
-    def on_status(self, reason: bytes) -> None:
-        self.reason.append(reason)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        status = self.parser.get_status_code()
-        if 100 <= status < 200:  # an interim reply (100 Continue, 103): not relayed; 101 was never
-            self.informational = True  # asked for (Upgrade is not forwarded): the parser then fails
-            return
-        if self.relay is not None:
-            self.relay.response_head(self, status)
-
-    def on_body(self, body: bytes) -> None:
-        if self.relay is not None:
-            self.relay.response_body(body)
-
-    def on_message_complete(self) -> None:
-        if self.informational:
-            self.informational = False
-            return
-        if self.relay is not None:
-            self.relay.response_complete(self)
-
-
-class UpstreamPool:
-    """Connections to one upstream ``scheme://host:port``; idle ones are reused (LIFO)."""
-
-    def __init__(self, scheme: str, host: str, port: int, connect_timeout: float) -> None:
-        self.host = host
-        self.port = port
-        self.connect_timeout = connect_timeout
-        self.ssl: ssl.SSLContext | None = ssl.create_default_context() if scheme == "https" else None
-        self.idle: list[UpstreamConnection] = []
-        self.open: set[UpstreamConnection] = set()
-
-    def take(self) -> UpstreamConnection | None:
-        while self.idle:
-            conn = self.idle.pop()
-            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
-                return conn
-        return None
-
-    async def connect(self) -> UpstreamConnection:
-        loop = asyncio.get_running_loop()
-        _, conn = await asyncio.wait_for(loop.create_connection(
-            lambda: UpstreamConnection(self), self.host, self.port, ssl=self.ssl,
-            server_hostname=self.host if self.ssl is not None else None), self.connect_timeout)
-        self.open.add(conn)
-        return conn
-
-    def release(self, conn: UpstreamConnection) -> None:
-        conn.relay = None
-        conn.reused = True
-        if conn.closed or len(self.idle) >= MAX_IDLE:
-            conn.close()
-        else:
-            self.idle.append(conn)
-
-    def forget(self, conn: UpstreamConnection) -> None:
-        self.open.discard(conn)
-        if conn in self.idle:
-            self.idle.remove(conn)
-
-    def close(self) -> None:
-        for conn in list(self.open):
-            conn.close()
-        self.idle.clear()
-
-
-# ------------------------------------------------------------------------------- one exchange
 
 class Relay:
     """One request relayed to the upstream and its response back, recorded through its
     :class:`Exchange`. Every fault ends in exactly one ``Exchange.finish(reason)``."""
 
-    def __init__(self, proxy: RecordingProxy, client: ClientConnection, req: Request) -> None:
+    def __init__(self, proxy: ProxyHost, client: ClientConnection, req: Request) -> None:
         self.proxy = proxy
         self.client = client
         self.req = req
@@ -553,18 +105,18 @@ class Relay:
                                  f"bytes; it was not forwarded (raise the limit with gripprobe --proxy-max-body)")
             return
         self.ex.request_body = self.req.whole_body()
-        self._request, self._request_body = self.req.upstream_bytes(proxy._prefix, proxy._host_header)
-        if proxy._stopping:
+        self._request, self._request_body = self.req.upstream_bytes(proxy.target_prefix, proxy.host_header)
+        if proxy.stopping:
             self.fail("proxy_stopped", "the recording proxy is stopping")
             return
-        conn = proxy._pool.take()
+        conn = proxy.pool.take()
         if conn is not None:
             self.send(conn)
         else:
             self.connecting = self.loop.create_task(self.connect())
 
     async def connect(self) -> None:
-        pool = self.proxy._pool
+        pool = self.proxy.pool
         try:
             conn = await pool.connect()
         except asyncio.TimeoutError:
@@ -761,7 +313,7 @@ class Relay:
         """A fault before the client got anything: an error JSON, recorded."""
         if self.finished:
             return
-        if self.proxy._stopping:
+        if self.proxy.stopping:
             reason = "proxy_stopped"
         self.detach(reuse=False)
         ex = self.ex
@@ -769,7 +321,7 @@ class Relay:
         ex.status = status or ERROR_STATUS.get(reason, 502)
         ex.response_headers = [(b"Content-Type", b"application/json; charset=utf-8")]
         self.chunked = False
-        self.closing = not self.req.keep_alive or self.proxy._stopping
+        self.closing = not self.req.keep_alive or self.proxy.stopping
         if self.client.closed:
             ex.finish(reason)
             self.done(keep_alive=False)
@@ -784,7 +336,7 @@ class Relay:
         """A stream that cannot go on: record why, then cut the client's connection short."""
         if self.finished:
             return
-        if self.proxy._stopping and reason != "client_disconnect":
+        if self.proxy.stopping and reason != "client_disconnect":
             reason = "proxy_stopped"
         self.detach(reuse=False)
         self.ex.finish(reason)
@@ -827,7 +379,7 @@ class Relay:
             conn.transport.resume_reading()
             self.paused = False
         if reuse:
-            self.proxy._pool.release(conn)
+            self.proxy.pool.release(conn)
         else:
             conn.close()
 
@@ -837,4 +389,3 @@ class Relay:
             self.client.abort()
             return
         self.client.relay_done(self, keep_alive)
-

@@ -5,8 +5,10 @@ upstream root URL. Any method, path and query is forwarded to ``upstream_url + p
 headers are dropped and ``Host`` is rewritten. Response bodies are never decoded nor re-encoded
 (``Content-Encoding`` passes through as is). Streams (SSE, NDJSON, chunked, unknown or large length)
 are forwarded chunk by chunk as they arrive; small bodies of known length are read whole, then sent.
-The HTTP/1.1 on both sides (asyncio protocols, httptools parsers, pooled upstream connections) is
-:mod:`.relay`; this module is the proxy's lifecycle and where its records go.
+The HTTP/1.1 on both sides (asyncio protocols, httptools parsers) is :mod:`.client` (the agent's
+connections), :mod:`.upstream` (pooled upstream connections), :mod:`.relay` (one exchange linking
+them) and :mod:`.http1` (request parsing, hop-by-hop headers, error bodies); this module is the
+proxy's lifecycle and where its records go.
 
 Each exchange is *observed*: its request and response bytes go to an
 :class:`~gripprobe_core.proxy.observe.ExchangeObserver`, whose ``finish(...)`` dict is the exchange's
@@ -42,16 +44,17 @@ import contextlib
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from yarl import URL
 
 from ..jsonl import json_lines
 from . import DEFAULT_MAX_REQUEST_BODY
-from .exchange import Exchange, Observer, ObserverFactory
+from .client import ClientConnection
+from .exchange import Observer, ObserverFactory
 from .recorder import RecordFile, encode_record
 from .recorder_client import RecorderChild, RecorderClient, get_recorder
-from .relay import ClientConnection, UpstreamPool
+from .upstream import UpstreamPool
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,10 @@ class RecordingProxy:
     :attr:`base_url`, then ``await stop()``, which closes in-flight exchanges (recorded as
     ``proxy_stopped``), waits for their records and never hangs. The record file is created with the
     first record.
+
+    It is its exchanges' :class:`~.exchange.RecordSink` (the methods under "recording"): that is all
+    an :class:`~.exchange.Exchange` sees of it; to the HTTP relay (client connections, one
+    :class:`~.relay.Relay` per exchange) it is a :class:`~.relay.ProxyHost`.
     """
 
     def __init__(self, upstream_url: str, record_path: Path, *, observer_factory: ObserverFactory | None = None,
@@ -101,13 +108,16 @@ class RecordingProxy:
         url = URL(self.upstream_url)
         if url.scheme not in ("http", "https") or not url.raw_host:
             raise ValueError(f"the recording proxy needs an http(s) upstream URL, not {upstream_url!r}")
-        self._prefix = url.raw_path.rstrip("/").encode("latin-1")
+        self.target_prefix = url.raw_path.rstrip("/").encode("latin-1")
+        """The upstream URL's path, put before every request's target (``b""`` for a server root)."""
         authority = url.raw_host if ":" not in url.raw_host else f"[{url.raw_host}]"
         if url.explicit_port is not None:
             authority += f":{url.explicit_port}"
-        self._host_header = authority.encode("latin-1")
-        self._pool = UpstreamPool(url.scheme, url.raw_host, url.port or 80,
-                                  connect_timeout=min(30.0, upstream_timeout_s))
+        self.host_header = authority.encode("latin-1")
+        """The ``Host`` header sent upstream."""
+        self.pool = UpstreamPool(url.scheme, url.raw_host, url.port or 80,
+                                 connect_timeout=min(30.0, upstream_timeout_s))
+        """The keep-alive connections to the upstream."""
         self._stopping = False
         self._metadata_only = 0
         self._recorder_reason: str | None = None
@@ -152,7 +162,7 @@ class RecordingProxy:
             server.close()
         for conn in list(self._connections):  # in-flight exchanges are recorded as proxy_stopped
             conn.abort()
-        self._pool.close()
+        self.pool.close()
         deadline = time.monotonic() + 5.0
         while self._connections and time.monotonic() < deadline:  # connection_lost runs soon after abort
             await asyncio.sleep(0.001)
@@ -198,6 +208,18 @@ class RecordingProxy:
                 done.exception()  # retrieved: RecorderDied is expected here, not an unhandled error
             done.cancel()
 
+    @property
+    def stopping(self) -> bool:
+        """:meth:`stop` has begun: exchanges still in flight end as ``proxy_stopped``."""
+        return self._stopping
+
+    def connection_opened(self, conn: ClientConnection) -> None:
+        """A client connected (:meth:`stop` closes the connections still open)."""
+        self._connections.add(conn)
+
+    def connection_closed(self, conn: ClientConnection) -> None:
+        self._connections.discard(conn)
+
     async def __aenter__(self) -> "RecordingProxy":
         await self.start()
         return self
@@ -209,15 +231,29 @@ class RecordingProxy:
         """Every record written so far (see :func:`read_records`)."""
         return read_records(self.record_path)
 
-    # -------------------------------------------------------------------------------- recording
+    # --------------------------------------------------------- recording (the exchanges' RecordSink)
 
-    def _recorder_child(self) -> RecorderChild | None:
+    def recorder_exchange_id(self) -> int | None:
+        """A new exchange id for the recorder process; ``None``: observe the exchange in-process (an
+        ``observer_factory`` was given, or the recorder gave up)."""
+        recorder = self._recorder
+        if self._observer_factory is not None or recorder is None or recorder.unavailable is not None:
+            return None
+        return recorder.next_id()
+
+    def recorder_child(self) -> RecorderChild | None:
         """The recorder process for a new exchange; ``None``: observe in-process."""
         if self._observer_factory is not None or self._recorder is None:
             return None
         return self._recorder.child()
 
-    def _new_observer(self, ex: Exchange) -> Observer:
+    def register_child(self, child: RecorderChild) -> None:
+        """``child`` took one of this proxy's exchanges: :meth:`flush` waits for it."""
+        self._children.add(child)
+
+    def new_observer(self, *, method: str, path: str, query: str, request_headers: Mapping[str, str],
+                     request_body: bytes) -> Observer:
+        """An in-process observer for one exchange (``observer_factory``, else the real one)."""
         factory = self._observer_factory
         if factory is None:  # the recorder is unavailable
             if self._fallback_factory is None:
@@ -225,20 +261,28 @@ class RecordingProxy:
                 self._fallback_factory = ExchangeObserver
             factory = self._fallback_factory
         return factory(
-            method=ex.method, path=ex.path, query=ex.query, upstream_url=self.upstream_url,
-            request_headers=ex.request_headers, request_body=ex.request_body, body_budget=self.body_budget)
+            method=method, path=path, query=query, upstream_url=self.upstream_url,
+            request_headers=request_headers, request_body=request_body, body_budget=self.body_budget)
 
-    def _count(self, proxy_error: str | None) -> None:
+    def count_exchange(self, proxy_error: str | None) -> None:
+        """One exchange ended: :attr:`exchange_count`, and :attr:`proxy_errors` when it failed."""
         self.exchange_count += 1
         if proxy_error:
             self.proxy_errors.append(str(proxy_error))
 
-    def _write_record(self, record: dict) -> None:
+    def write_record(self, record: dict) -> None:
         """Append one record as a JSON line (in-process observing). Never raises (a full disk costs
         the record only)."""
         line = encode_record(record)
         if line is not None:
             self._record_file.append(line)
+
+    def write_metadata_only(self, record: dict, reason: str | None) -> None:
+        """Append the metadata-only record of an exchange the recorder process died with; it counts
+        towards :attr:`recorder_error` (``reason``: why the recorder died)."""
+        self._metadata_only += 1
+        self._recorder_reason = reason
+        self.write_record(record)
 
     def status(self) -> dict[str, Any]:
         """``{"error": str | None, "reason": str | None, "exchanges": int, "recorder_error": str | None}``;
