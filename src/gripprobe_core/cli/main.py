@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     Error text may quote file content, so control characters in it are escaped (``safe_text``)."""
     cli = make_cli()
     try:
-        rc = cli.main(args=argv, prog_name="gripprobe", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="gripprobe", standalone_mode=False)
     except SpecError as exc:
         for line in exc.errors:
             click.echo(safe_text(line), err=True)
@@ -54,4 +54,4 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     # With standalone_mode=False click *returns* the code given to ctx.exit(n) instead of raising it.
-    sys.exit(rc if isinstance(rc, int) else 0)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -225,18 +225,18 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
     if not isinstance(run_values, dict) or not run_values:
         raise UserError(f"{run_dir.manifest}: no run_values recorded; this run cannot be resumed")
     todo, done = [], 0
-    for pc in cases:
-        case_dir = run_dir.case(pc.case_id)
+    for case in cases:
+        case_dir = run_dir.case(case.case_id)
         res = read_case(case_dir / "case.json")
-        if res is not None and res.key == pc.key:
+        if res is not None and res.key == case.key:
             done += 1
             continue
         if case_dir.exists():
             shutil.rmtree(case_dir)  # a case killed mid-run: its partial artifacts go, the case runs again
-        todo.append(pc)
-    by_id = {pc.case_id: pc for pc in cases}
+        todo.append(case)
+    by_id = {case.case_id: case for case in cases}
     old_ids = [p.get("case_id") for p in manifest.get("planned") or [] if isinstance(p, dict)]
-    planned = [by_id[i] for i in old_ids if i in by_id] + [pc for pc in cases if pc.case_id not in set(old_ids)]
+    planned = [by_id[i] for i in old_ids if i in by_id] + [case for case in cases if case.case_id not in set(old_ids)]
     _remove_stale_work_dirs(run_dir.run_id)
     return ResumeState(run_dir=run_dir, started_at=str(manifest.get("started_at") or utc_now_iso()),
                        run_values={str(k): str(v) for k, v in run_values.items()}, planned=planned, todo=todo,
