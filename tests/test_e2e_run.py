@@ -53,6 +53,7 @@ def test_default_run_perfect_pass_lazy_no_tool_call(default_run):
 def test_default_run_layout(default_run):
     manifest = read_json(default_run / "manifest.json")
     assert manifest["status"] == "complete" and manifest["completed"] == len(manifest["planned"])
+    assert manifest["suite"] == "default" and manifest["selection"] is None  # the suite as written
     assert (default_run / "reports" / "summary.md").is_file()
     some = next((default_run / "cases").iterdir())
     for rel in ("case.json", "prompt.txt", "warmup.stdout", "warmup.stderr", "measured.stdout", "measured.stderr",
@@ -91,6 +92,45 @@ def _spec_root(tmp_path: Path, extra_tests: dict[str, str]) -> Path:
     for name, text in extra_tests.items():
         (root / "tests" / f"{name}.yaml").write_text(text)
     return root
+
+
+def test_a_spec_folder_without_suites_runs_a_full_selection_as_an_ad_hoc_run(tmp_path):
+    """No suites/ at all: `run -a -m -t -f` needs none; it is recorded as ad hoc (suite null + the selection),
+    listed as `(ad hoc)` and resumed without a suite; with something left out, one line says the fix."""
+    root = _spec_root(tmp_path, {})
+    shutil.rmtree(root / "suites")
+    results = tmp_path / "r"
+    res = gripprobe("run", "--specs", str(root), "--results", str(results), "-a", "reference", "-m", "oracle-perfect",
+                    "-t", "save_file", "-t", "shell_pwd", "-f", "tool")
+    run_dir = _run_dir(res)
+    assert {c["verdict"]["status"] for c in _cases(run_dir).values()} == {"PASS"} and len(_cases(run_dir)) == 2
+    manifest = read_json(run_dir / "manifest.json")
+    assert manifest["suite"] is None
+    assert manifest["selection"] == {"agents": ["reference"], "models": ["oracle-perfect"],
+                                     "tests": ["save_file", "shell_pwd"], "formats": ["tool"], "backend": None,
+                                     "from_suite": None}
+    assert "ad hoc selection" in (run_dir / "reports" / "summary.html").read_text()
+    listed = gripprobe("list-runs", "--results", str(results))
+    assert "(ad hoc)" in listed.stdout and "default" not in listed.stdout, listed.stdout
+    info = json.loads(gripprobe("list-runs", "--results", str(results), "--json").stdout)
+    assert info["suite"] is None and info["selection"]["tests"] == ["save_file", "shell_pwd"]
+    # resume needs no suite either, and refuses to call the run a suite's
+    victim = run_dir / "cases" / "reference__oracle-perfect__oracle__tool__save_file"
+    (victim / "case.json").unlink()
+    res = gripprobe("run-suite", "--specs", str(root), "--resume", str(run_dir))
+    assert res.returncode == 0 and "1 of 2 case(s) done, 1 to run" in res.stderr, res.stderr[-3000:]
+    assert read_json(victim / "case.json")["verdict"]["status"] == "PASS"
+    manifest = read_json(run_dir / "manifest.json")
+    assert manifest["suite"] is None and manifest["selection"]["tests"] == ["save_file", "shell_pwd"]
+    res = gripprobe("run-suite", "--specs", str(root), "--suite", "default", "--resume", str(run_dir))
+    assert res.returncode == 2 and "ran an ad-hoc selection, not suite 'default'" in res.stderr, res.stderr
+    # nothing, or not enough, selected: the default suite is needed and missing
+    for args, want in (((), "nothing selected and no default suite"),
+                       (("-a", "reference"), "nothing selected for --model and --test")):
+        res = gripprobe("run", "--specs", str(root), "--results", str(results), *args)
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(lines) == 1 and want in lines[0], res.stderr
+        assert "suites/default.yaml" in lines[0] and "-m MODEL" in lines[0]
 
 
 ENV_TEST = """\

@@ -305,6 +305,10 @@ def test_list_runs_shows_path_agents_suite_date_and_counts(mixed_run):
     cases = [read_json(p) for p in (mixed_run / "cases").glob("*/case.json")]
     assert mine["done"] == len(cases) == mine["planned"]
     assert mine["agents"] == ["reference"] and mine["status"] == "complete"
+    # an ad-hoc selection (-a -m -t), not the default suite: recorded and shown as such
+    assert mine["suite"] is None and mine["selection"]["models"][:2] == ["oracle-perfect", "oracle-error-then-recover"]
+    row = next(line for line in res.stdout.splitlines() if mixed_run.name in line)
+    assert "(ad hoc)" in row and "default" not in row
     assert mine["counts"]["PASS"] == sum(c["verdict"]["status"] == "PASS" for c in cases)
     assert gripprobe("list-runs", "--results", str(mixed_run.parent / "nope")).returncode == 2
 

@@ -81,8 +81,9 @@ def _common_options(fn):
 def run_command(suite, agents, models, tests, formats, **common) -> None:
     """Run agents × models × tests × formats. With no selection, runs the default suite.
 
-    Missing selections are taken from the suite (the default suite unless --suite is given). The last line
-    printed is the run directory.
+    Missing selections are taken from the suite (the default suite unless --suite is given); with -a, -m
+    and -t given no suite is needed, and the run is recorded as ad hoc (suite null, its selection in
+    manifest.json). The last line printed is the run directory.
     """
     _execute(suite, agents, models, tests, formats, resume=None, **common)
 
@@ -122,36 +123,45 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     for w in describe_failures(plugins):
         click.echo(w, err=True)
     manifest = load_resume_manifest(resume) if resume is not None else None
-    if manifest is not None and not suite:  # --resume alone: the run's own suite
-        suite = manifest.get("suite")
-        if not suite:
-            raise UserError(f"{resume}/manifest.json names no suite; pass --suite")
     root = specs_root or find_specs_root()
     specs = load_specs(root, registry=plugins.registry)
-    suite_id = suite or DEFAULT_SUITE
-    if suite_id not in specs.suites:
-        raise UserError(f"unknown suite {suite_id!r}; suites: {', '.join(sorted(specs.suites)) or 'none'} "
-                        f"(in {root}/suites)")
-    s = specs.suites[suite_id]
-    known_hw = [p.id for p in specs.hardware.profiles]
-    if hardware and hardware not in known_hw:
-        raise UserError(f"unknown hardware profile {hardware!r}; known: {', '.join(known_hw) or 'none'} "
-                        f"(add it to {root}/hardware_profiles.yaml)")
-    if whole_suite or (suite and not (agents or models or tests or formats)):
-        cases = plan_suite(specs, s, backend=backend)
-    else:
-        cases = plan_cases(specs, agents=list(agents or s.agents), models=list(models or s.models),
-                           tests=list(tests or s.tests), formats=list(formats or s.formats), backend=backend,
-                           explicit=[] if (agents or models or tests or formats) else s.cases)
+    selected = bool(agents or models or tests or formats)
     if manifest is not None:
+        # A resumed run plans exactly what its manifest planned; the suite (if it ran one) only gives defaults.
         keys = planned_keys(manifest)
-        if keys:  # exactly what the run planned (an ad-hoc `gripprobe run -a ... -m ...` resumes too)
-            cases = plan_cases(specs, agents=[], models=[], tests=[], explicit=keys)
-    if not cases:
-        raise UserError("the selection is empty: no case to run")
+        suite = suite or _opt_str(manifest.get("suite"))
+        if not suite and not keys:
+            raise UserError(f"{resume}/manifest.json names no suite and no planned case; pass --suite")
+        # With the plan in hand, a suite since removed from the specs costs only its defaults (jobs ...).
+        s = (specs.suites.get(suite) if keys else _suite(specs, root, suite)) if suite else None
+        cases = plan_cases(specs, agents=[], models=[], tests=[], explicit=keys) if keys else plan_suite(
+            specs, s, backend=backend)
+        recorded_suite = suite
+        selection = manifest.get("selection") if not suite and isinstance(manifest.get("selection"), dict) else None
+    elif whole_suite or not selected:
+        # The suite as written: --suite S, or the default suite when nothing is selected.
+        s = _suite(specs, root, suite or DEFAULT_SUITE, default=not suite)
+        cases = plan_suite(specs, s, backend=backend)
+        recorded_suite, selection = s.id, None
+    else:
+        # An ad-hoc selection: no suite needed; a selection not given is taken from --suite, else from the
+        # default suite when there is one.
+        base = suite or (DEFAULT_SUITE if DEFAULT_SUITE in specs.suites else None)
+        s = _suite(specs, root, base) if base else None
+        missing = [opt for opt, given in (("--agent", agents), ("--model", models), ("--test", tests)) if not given]
+        if missing and s is None:
+            raise UserError(f"nothing selected for {' and '.join(missing)} and there is no default suite to take "
+                            f"{'them' if len(missing) > 1 else 'it'} from ({root}/suites/{DEFAULT_SUITE}.yaml); pass {' '.join(_HINT[m] for m in missing)}")
+        given = {"agents": agents, "models": models, "tests": tests, "formats": formats}
+        taken = [k for k, v in given.items() if not v and s is not None and getattr(s, k)]
+        selection = {k: list(v or (getattr(s, k) if k in taken else ())) for k, v in given.items()}
+        selection |= {"backend": backend, "from_suite": s.id if taken else None}
+        cases = plan_cases(specs, agents=selection["agents"], models=selection["models"], tests=selection["tests"],
+                           formats=selection["formats"], backend=backend)
+        recorded_suite = None
     state = None
     if resume is not None:
-        state = prepare_resume(resume, cases, suite=suite_id, manifest=manifest)
+        state = prepare_resume(resume, cases, suite=suite, manifest=manifest)
         click.echo(f"resuming {safe_name(state.run_dir.path)}: {state.done} of {len(cases)} case(s) done, "
                    f"{len(state.todo)} to run", err=True)
         cases = state.todo
@@ -167,7 +177,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     probes = preflight(cases, plugins.registry.backends, base_url_override=base_url, env=os.environ,
                        locate=lambda case: specs.where("model", case.model.id, "backends",
                                                      case.model.backends.index(case.backend), "base_url"))
-    sandbox = sandbox or s.sandbox
+    sandbox = sandbox or (s.sandbox if s is not None else None)
     _check_sandbox(sandbox, cases)
     from ..agents import AgentCache
     from .agents_cmd import ensure_agents_installed, find_installed_agents
@@ -177,9 +187,11 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     else:
         installed = ensure_agents_installed(plugins.registry, agents_used, AgentCache.default(),
                                             log=lambda m: click.echo(m, err=True))
-    opts = RunSettings(results_root=results_root, jobs=jobs or s.jobs or 1, installed=installed, sandbox=sandbox,
-                      proxy_mode=proxy_mode or s.telemetry_proxy_mode, timeout_s=timeout_s,
-                      base_url_override=base_url, suite=suite_id, specs_root=root, argv=sys.argv[1:],
+    opts = RunSettings(results_root=results_root, jobs=jobs or (s.jobs if s is not None else None) or 1,
+                      installed=installed, sandbox=sandbox,
+                      proxy_mode=proxy_mode or (s.telemetry_proxy_mode if s is not None else None), timeout_s=timeout_s,
+                      base_url_override=base_url, suite=recorded_suite, selection=selection, specs_root=root,
+                      argv=sys.argv[1:],
                       hardware_profile=hardware, proxy_max_body=proxy_max_body or DEFAULT_MAX_REQUEST_BODY,
                       preflight=[p.model_dump(mode="json") for p in probes])
     reporter = make_reporter(total=len(cases))
@@ -189,6 +201,25 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     click.echo(safe_name(outcome.run_dir.path))
     if outcome.interrupted:
         sys.exit(128 + outcome.signal)  # 130 after Ctrl-C (SIGINT), 143 after SIGTERM
+
+
+_HINT = {"--agent": "-a AGENT", "--model": "-m MODEL", "--test": "-t TEST|tag:TAG"}
+
+
+def _opt_str(value) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _suite(specs, root: Path, suite_id: str, *, default: bool = False):
+    """The suite ``suite_id`` of ``specs``; a one-line error with the fix when there is none."""
+    if suite_id in specs.suites:
+        return specs.suites[suite_id]
+    if default:
+        raise UserError(f"nothing selected and no default suite ({root}/suites/{DEFAULT_SUITE}.yaml) to run; "
+                        f"select cases (gripprobe run -a AGENT -m MODEL -t TEST|tag:TAG) or write that suite "
+                        f"(docs/specs.md#suites)")
+    raise UserError(f"unknown suite {suite_id!r}; suites: {', '.join(sorted(specs.suites)) or 'none'} "
+                    f"(in {root}/suites)")
 
 
 def _check_sandbox(mode: str | None, cases: list) -> None:

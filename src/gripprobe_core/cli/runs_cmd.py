@@ -107,7 +107,8 @@ def list_runs_command(results_root: Path, as_json: bool) -> None:
     for col in ("path", "agents", "suite", "started", "status", "cases", "counts"):
         table.add_column(col, overflow="fold")
     for i in infos:
-        cells = (safe_name(i.path), safe_text(", ".join(i.agents)), safe_text(i.suite or "-"),
+        suite = i.suite or ("(ad hoc)" if i.selection is not None else "-")
+        cells = (safe_name(i.path), safe_text(", ".join(i.agents)), safe_text(suite),
                  safe_text((i.started_at or "-")[:19].replace("T", " ")), safe_text(i.status),
                  f"{i.done}/{i.planned or i.done}", ", ".join(f"{k} {v}" for k, v in i.counts.items()) or "-")
         table.add_row(*(Text(c) for c in cells))  # Text: a "[" from disk is not rich markup

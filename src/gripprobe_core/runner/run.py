@@ -54,7 +54,8 @@ def _manifest(run: ActiveRun, cases: list[PlannedCase], *, status: str, started_
     opts = run.settings
     return {
         "run_id": run.id, "status": status, "started_at": started_at, "finished_at": finished_at,
-        "gripprobe_version": __version__, "suite": opts.suite, "argv": opts.argv or [],
+        "gripprobe_version": __version__, "suite": opts.suite,
+        "selection": opts.selection, "argv": opts.argv or [],
         "specs_root": str(opts.specs_root) if opts.specs_root else None,
         "jobs": opts.jobs, "hardware_profile": opts.hardware_profile, "telemetry_proxy_mode": opts.proxy_mode,
         "sandbox": opts.sandbox,
@@ -218,6 +219,8 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
 
     path = run_path.resolve()
     run_dir = RunFolder(path)
+    if suite and not manifest.get("suite") and isinstance(manifest.get("selection"), dict):
+        raise UserError(f"{path} ran an ad-hoc selection, not suite {suite!r}; resume it without --suite")
     if suite and manifest.get("suite") and manifest.get("suite") != suite:
         raise UserError(f"{path} ran suite {manifest.get('suite')!r}, not {suite!r}; resume it with "
                         f"--suite {manifest.get('suite')}")

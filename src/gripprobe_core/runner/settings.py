@@ -29,6 +29,9 @@ class RunSettings:
     timeout_s: float | None = None
     base_url_override: str | None = None
     suite: str | None = None
+    """The suite run as written; None for an ad-hoc selection (see ``selection``)."""
+    selection: dict | None = None
+    """An ad-hoc run's selection (agents, models, tests, formats, backend, from_suite), for the manifest."""
     specs_root: Path | None = None
     argv: list[str] | None = None
     installed: Mapping[str, Any] = field(default_factory=dict)

@@ -29,6 +29,22 @@ def _opt_str(v: Any) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
+def manifest_selection(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """An ad-hoc run's ``selection`` (``gripprobe run -a/-m/-t/-f`` without a suite), checked: lists of
+    strings under ``agents``, ``models``, ``tests``, ``formats``; ``backend`` and ``from_suite`` strings or
+    None. None when the manifest records none (a suite run, or a run from before selections were recorded)."""
+    sel = manifest.get("selection")
+    if not isinstance(sel, dict):
+        return None
+    out: dict[str, Any] = {}
+    for key in ("agents", "models", "tests", "formats"):
+        v = sel.get(key)
+        out[key] = [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+    for key in ("backend", "from_suite"):
+        out[key] = _opt_str(sel.get(key))
+    return out
+
+
 def is_run_dir(path: Path) -> bool:
     return (path / "manifest.json").is_file() or (path / "cases").is_dir()
 
@@ -55,6 +71,8 @@ class StoredRun:
     status: str
     suite: str | None
     started_at: str | None
+    selection: dict[str, Any] | None = None
+    """An ad-hoc run's selection (``suite`` is then None), see :func:`manifest_selection`."""
     agents: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     planned: int = 0
@@ -66,7 +84,7 @@ class StoredRun:
 
     def as_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "run_id": self.run_id, "status": self.status, "suite": self.suite,
-                "started_at": self.started_at, "agents": self.agents, "models": self.models,
+                "selection": self.selection, "started_at": self.started_at, "agents": self.agents, "models": self.models,
                 "planned": self.planned, "done": self.done, "counts": self.counts}
 
 
@@ -103,5 +121,5 @@ def describe_run(run: RunFolder) -> StoredRun:
     if status == "running":
         status = "running or killed"
     return StoredRun(path=run.path, run_id=run.run_id, status=status, suite=_opt_str(manifest.get("suite")),
-                   started_at=_opt_str(manifest.get("started_at")), agents=sorted(agents), models=sorted(models),
+                   selection=manifest_selection(manifest), started_at=_opt_str(manifest.get("started_at")), agents=sorted(agents), models=sorted(models),
                    planned=len(planned), counts=dict(sorted(counts.items())))
