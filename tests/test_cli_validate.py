@@ -130,11 +130,11 @@ def test_a_wrong_top_level_key_does_not_hide_the_validator_errors_beneath_it(wor
 
 
 def test_validator_errors_are_reported_when_other_keys_of_the_test_are_wrong_too(workdir):
-    broken = NESTED.replace("colour: blue\n", "").replace("title: Errors at every level\n", "tags: [sanity, nope]\n")
+    broken = NESTED.replace("colour: blue\n", "").replace("title: Errors at every level\n", "tags: [sanity, No pe]\n")
     root = write_tree(workdir, {**VALID, "tests/nested.yaml": broken})
     lines = invoke(validate_command, "--root", str(root)).stderr.splitlines()
     assert lines[0] == "specs/tests/nested.yaml:1: title: missing required key"
-    assert lines[1].startswith("specs/tests/nested.yaml:2: tags[1]: Input should be ")
+    assert lines[1].startswith("specs/tests/nested.yaml:2: tags[1]: 'No pe' is not a tag: ")
     assert [line.split(": ")[1] for line in lines[2:6]] == [
         "validators[0].expected", "validators[1].path", "validators[2].command", "validators[3].bogus"]
     assert lines[6:] == ["6 spec error(s)"]

@@ -487,8 +487,8 @@ def test_unknown_suite_references(tree):
         "specs/suites/default.yaml:2: agents[1]: unknown agent 'codex'; known: reference",
         "specs/suites/default.yaml:3: models[0]: unknown model 'oracle-perfectt'; did you mean 'oracle-perfect'? "
         "known: oracle-perfect, qwen",
-        "specs/suites/default.yaml:4: tests[0]: unknown tag 'sanitty'; did you mean 'tag:sanity'? "
-        "tags: multilingual, non_sanity, sanity, scenario, web",
+        "specs/suites/default.yaml:4: tests[0]: no test has tag 'sanitty'; did you mean 'tag:sanity'? "
+        "tags in use: multilingual, sanity",
         "specs/suites/default.yaml:4: tests[2]: unknown test 'nope'; known: save_file, save_file_de",
         "specs/suites/default.yaml:7: cases[0].agent: unknown agent 'refrence'; did you mean 'reference'? "
         "known: reference",
@@ -506,6 +506,36 @@ def test_suite_tag_that_selects_nothing(tree):
     # ... unless a broken test file might be the one carrying it.
     root = tree({"suites/default.yaml": "id: default\ntests: ['tag:web']\n", "tests/broken.yaml": "id: [\n"})
     assert len(errors_of(root)) == 1
+
+
+def test_tags_are_free_in_a_sane_shape(tree):
+    """A tag of your own (`demo`, `my-team`, `long_context2`) loads and selects; the known tags are only
+    documented, not a closed list; a tag that is not lowercase words is refused with the rule."""
+    demo = VALID["tests/save_file.yaml"].replace("tags: [sanity]", "tags: [sanity, demo, my-team, long_context2]")
+    suite = "id: default\nagents: [reference]\nmodels: [qwen]\ntests: ['tag:demo', 'tag:my-team']\n"
+    specs = load_specs(tree({"tests/save_file.yaml": demo, "suites/default.yaml": suite}), registry=REGISTRY)
+    assert specs.tests["save_file"].tags == ["sanity", "demo", "my-team", "long_context2"]
+    assert [t.id for t in specs.tests_tagged("demo")] == ["save_file"]
+    from gripprobe_core.runner.matrix import select_tests
+    assert [t.id for t in select_tests(specs.tests, ["tag:long_context2"])] == ["save_file"]
+    for bad in ("Demo", "my tag", "-x", "x-", "a--b", "2fast", "x" * 65, "tag:x", "ünï"):
+        broken = VALID["tests/save_file.yaml"].replace("tags: [sanity]", f"tags: [sanity, {json.dumps(bad)}]")
+        errors = errors_of(tree({"tests/save_file.yaml": broken}))
+        assert len(errors) == 1 and errors[0].startswith("specs/tests/save_file.yaml:6: tags[1]: "), errors
+        assert "is not a tag: use lowercase letters and digits, words joined by '-' or '_'" in errors[0], errors
+
+
+def test_the_schema_describes_tags_and_names_the_known_ones(tmp_path):
+    from gripprobe_core.models.specs import KNOWN_TAGS, TAG_PATTERN
+    schema = json.loads(write_schemas(tmp_path / "schemas")[2].read_text())
+    items = schema["properties"]["tags"]["items"]
+    assert items["type"] == "string" and items["pattern"] == TAG_PATTERN and "enum" not in items
+    assert items["examples"] == list(KNOWN_TAGS) == ["sanity", "non_sanity", "multilingual", "web", "scenario"]
+    assert all(tag in items["description"] for tag in KNOWN_TAGS)
+    assert all(re.match(TAG_PATTERN, t) for t in ("demo", "my-team", "long_context2"))
+    text = (ROOT / "docs" / "specs.md").read_text(encoding="utf-8")  # each known tag and its meaning
+    for tag in KNOWN_TAGS:
+        assert f"| `{tag}` |" in text, tag
 
 
 def test_suite_format_nobody_supports(tree):

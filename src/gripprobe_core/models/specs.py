@@ -6,13 +6,40 @@ Every model forbids unknown keys, so a misspelt key is an error that names the f
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 ToolKind = Literal["read", "write", "execute", "search", "fetch", "other"]
 TOOL_KINDS: tuple[str, ...] = ("read", "write", "execute", "search", "fetch", "other")
-Tag = Literal["sanity", "non_sanity", "multilingual", "web", "scenario"]
+#: The tags the shipped specs use, and what they mean (docs/specs.md). Tags are free: any ``TAG_PATTERN`` works.
+KNOWN_TAGS: dict[str, str] = {
+    "sanity": "a basic task every agent should manage; the default suite runs these",
+    "non_sanity": "every other shipped test (each shipped test is sanity or non_sanity)",
+    "multilingual": "a translation of another test (variant_of), prompt not in English",
+    "web": "needs a URL fetched from the test's challenge server",
+    "scenario": "a realistic multi-step task on seeded files",
+}
+#: Lowercase words joined by ``-`` or ``_``, starting with a letter: ``demo``, ``my-team``, ``long_context2``.
+TAG_PATTERN = r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$"
+TAG_MAX_LENGTH = 64
+_TAG_RE = re.compile(TAG_PATTERN)
+
+
+def _check_tag(tag: str) -> str:
+    if len(tag) > TAG_MAX_LENGTH or not _TAG_RE.match(tag):
+        shown = tag if len(tag) <= 40 else tag[:37] + "..."
+        raise ValueError(f"{shown!r} is not a tag: use lowercase letters and digits, words joined by '-' or '_', "
+                         f"starting with a letter, at most {TAG_MAX_LENGTH} characters (e.g. my-tag)")
+    return tag
+
+
+Tag = Annotated[str, AfterValidator(_check_tag), WithJsonSchema({
+    "type": "string", "pattern": TAG_PATTERN, "maxLength": TAG_MAX_LENGTH, "examples": list(KNOWN_TAGS),
+    "description": "A tag of your own (lowercase words joined by '-' or '_'), or a known one: "
+                   + "; ".join(f"{k}: {v}" for k, v in KNOWN_TAGS.items()) + "."})]
+"""A test's tag: free text in a sane shape (``TAG_PATTERN``); ``KNOWN_TAGS`` are the ones the shipped specs use."""
 ProxyMode = Literal["off", "auto", "force"]
 SandboxMode = Literal["auto", "bwrap", "none"]
 #: The built-in backend kinds that are servers of their own (they need a base_url).
@@ -171,7 +198,10 @@ class TestSpec(_Strict):
     requires: list[Union[ToolKind, list[ToolKind]]] = Field(
         default_factory=list,
         description="Tool kinds the agent must be able to perform; a list inside means any one of them.")
-    tags: list[Tag] = Field(default_factory=list)
+    tags: list[Tag] = Field(
+        default_factory=list,
+        description="Tags select tests in suites and on the command line (tag:<tag>); free, lowercase words "
+                    "joined by '-' or '_'. Known: " + ", ".join(KNOWN_TAGS) + ".")
     fixtures: list[FixtureFile] = Field(default_factory=list)
     challenge: ChallengeSpec | None = None
     validators: list[ValidatorSpec] = Field(min_length=1)
