@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 
@@ -83,3 +84,68 @@ def test_an_install_recipe_drives_run_time_resolution(tmp_path):
     cases = plan_cases(specs, agents=["reference"], models=["oracle-perfect"], tests=["shell_pwd"])
     r = execute_run(cases, gpm, RunSettings(results_root=tmp_path)).results[0]
     assert r.verdict.status == "SKIPPED" and "gripprobe agents install reference" in r.skip_reason
+
+
+# ------------------------------------------------------------------------------------------ progress
+
+def test_an_install_reports_its_progress_on_stderr_in_plain_lines(tmp_path, capfd):
+    """Not a terminal (CI, a pipe): what is installed, each step, periodic lines with the time so far and
+    pip's own last line, the total time; only whole printable lines on stderr, nothing on stdout; the
+    result is what it was without progress."""
+    from gripprobe_core.cli.progress import PlainInstallProgress, make_install_progress
+
+    assert type(make_install_progress()) is PlainInstallProgress  # captured stderr is not a terminal
+    cache = AgentCache(tmp_path / "agents")
+    inst = cache.install("tool", PYPI, progress=PlainInstallProgress(interval=0.2))
+    out, err = capfd.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert lines[0] == f"installing tool: pypi tabulate 0.9.0 into {tmp_path / 'agents' / 'tool-0.9.0'}"
+    assert "installing tool: creating a virtual environment (0s)" in lines
+    assert any(line.startswith("installing tool: pip install tabulate==0.9.0 (") for line in lines)
+    periodic = [line for line in lines if re.fullmatch(r"installing tool: \d+s, .*", line)]
+    assert periodic, lines  # the venv alone takes seconds
+    assert any("Collecting tabulate==0.9.0" in line or "tabulate-0.9.0" in line for line in periodic), lines
+    assert re.fullmatch(r"installed tool 0\.9\.0 in \d+\.\d+s", lines[-1])
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\x9b]", err)  # no \r, no escape sequences: captured output stays clean
+    # the same install as ever
+    assert inst == cache.installed("tool", PYPI) and inst.executable.exists()
+    assert json.loads((inst.path / "gripprobe-install.json").read_text())["version"] == "0.9.0"
+    assert subprocess.run([str(inst.executable), "--help"], capture_output=True).returncode == 0
+    cache.install("tool", PYPI, progress=PlainInstallProgress(interval=0.2))  # cached: says nothing
+    assert capfd.readouterr() == ("", "")
+
+
+def test_a_failed_install_says_so_and_keeps_its_one_line_error(tmp_path, capfd):
+    from gripprobe_core.cli.progress import PlainInstallProgress
+
+    bad = InstallRecipe(kind="pypi", package="tabulate", version="0.0.0.999", executable="tabulate")
+    with pytest.raises(InstallError) as exc:
+        AgentCache(tmp_path).install("tool", bad, progress=PlainInstallProgress(interval=60))
+    assert "cannot install tool" in str(exc.value) and "\n" not in str(exc.value)
+    assert "0.0.0.999" in str(exc.value)  # pip's own last lines name what it could not find
+    assert re.search(r"^installing tool failed after \d+\.\d+s$", capfd.readouterr().err, re.M)
+
+
+def test_on_a_terminal_an_install_shows_a_spinner_then_one_line(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from gripprobe_core.cli.progress import RichInstallProgress
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=120)
+    inst = AgentCache(tmp_path).install("tool", NPM, progress=RichInstallProgress(console))
+    assert inst.executable.exists()
+    text = buf.getvalue()
+    assert "installing tool: npm install semver@7.6.3" in text  # the spinner's line, redrawn in place
+    assert re.search(r"installed tool 7\.6\.3 in \d+\.\d+s", text)
+
+
+def test_output_lines_are_cleaned_of_carriage_returns_and_colours():
+    from gripprobe_core.agents.install import clean_line
+
+    assert clean_line("50%\r100% done\r\n") == "100% done"
+    assert clean_line("\x1b[32mSuccessfully installed\x1b[0m x\n") == "Successfully installed x"
+    assert clean_line("\x1b]0;title\x07npm http fetch") == "npm http fetch"

@@ -41,13 +41,16 @@ def agent_status(registry, cache: AgentCache, agent) -> dict:
             "path": str(inst.path) if inst else str(cache.directory(agent.id, recipe))}
 
 
-def ensure_agents_installed(registry, agents, cache: AgentCache, *, log) -> dict:
-    """Install every agent that needs it (cached: near-instant when already there). Returns id -> InstalledAgent."""
+def ensure_agents_installed(registry, agents, cache: AgentCache, *, log, progress=None) -> dict:
+    """Install every agent that needs it (cached: near-instant when already there). Returns id -> InstalledAgent.
+
+    ``progress`` (``cli.progress.make_install_progress()``) reports a real install as it goes; without it
+    ``log`` gets one line per install."""
     out = {}
     for agent in agents:
         recipe = install_recipe(registry, agent)
         if recipe is not None:
-            out[agent.id] = cache.install(agent.id, recipe, log=log)
+            out[agent.id] = cache.install(agent.id, recipe, log=log, progress=progress)
     return out
 
 
@@ -99,7 +102,10 @@ def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None)
     if unknown:
         raise UserError(f"unknown agent(s): {', '.join(unknown)}; known: {', '.join(sorted(specs.agents))}")
     chosen = [specs.agents[n] for n in (names or sorted(specs.agents))]
-    done = ensure_agents_installed(plugins.registry, chosen, AgentCache.default(), log=lambda m: click.echo(m, err=True))
+    from .progress import make_install_progress
+
+    done = ensure_agents_installed(plugins.registry, chosen, AgentCache.default(),
+                                   log=lambda m: click.echo(m, err=True), progress=make_install_progress())
     for a in chosen:
         inst = done.get(a.id)
         click.echo(f"{a.id}: {'built-in, nothing to install' if inst is None else f'{inst.version} at {inst.path}'}")

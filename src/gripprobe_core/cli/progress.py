@@ -87,3 +87,109 @@ class RichReporter(PlainReporter):
 
 def make_reporter(total: int) -> PlainReporter:
     return RichReporter(total) if sys.stderr.isatty() else PlainReporter(total)
+
+
+# ------------------------------------------------------------------------------------- agent installs
+
+def _shown(line: str, width: int = 100) -> str:
+    """An output line of pip or npm as one safe line of at most ``width`` characters."""
+    text = safe_name(line.strip())  # every control character escaped, newline and tab too
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+class PlainInstallProgress:
+    """Installs reported in plain lines (not a terminal: CI, a pipe, a log file): what is installed, then
+    every ``interval`` seconds the time so far and the last line pip or npm printed, then the total time.
+    Nothing but whole lines of printable text (no spinner, no carriage return, no colour)."""
+
+    def __init__(self, stream: Any = None, interval: float = 10.0) -> None:
+        self.stream, self.interval = stream, interval
+        self.agent, self.t0, self.next_at, self.last, self.what = "", 0.0, 0.0, "", ""
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.stream or sys.stderr, flush=True)
+
+    def start(self, agent: str, recipe: Any, directory: Any) -> None:
+        import time
+
+        self.agent, self.t0 = safe_text(agent), time.monotonic()
+        self.next_at = self.t0 + self.interval
+        self._print(f"installing {self.agent}: {safe_text(recipe.kind)} {safe_text(recipe.package)} "
+                    f"{safe_text(recipe.version)} into {safe_name(directory)}")
+
+    def step(self, text: str) -> None:
+        self.what, self.last = _shown(text), ""
+        self._print(f"installing {self.agent}: {self.what} ({self.elapsed():.0f}s)")
+
+    def output(self, line: str) -> None:
+        self.last = _shown(line)
+
+    def elapsed(self) -> float:
+        import time
+
+        return time.monotonic() - self.t0
+
+    def tick(self) -> None:
+        import time
+
+        now = time.monotonic()
+        if now < self.next_at:
+            return
+        self.next_at = now + self.interval
+        self._print(f"installing {self.agent}: {self.elapsed():.0f}s, {self.what}"
+                    + (f": {self.last}" if self.last else ""))
+
+    def finish(self, installed: Any, error: BaseException | None = None) -> None:
+        if installed is not None:
+            self._print(f"installed {self.agent} {safe_text(installed.version)} in {self.elapsed():.1f}s")
+        elif not isinstance(error, KeyboardInterrupt):
+            self._print(f"installing {self.agent} failed after {self.elapsed():.1f}s")
+
+
+class RichInstallProgress(PlainInstallProgress):
+    """Installs reported on a terminal: a spinner with the step, the time so far and pip's or npm's last
+    line, redrawn in place (transient), then one line with the total time."""
+
+    def __init__(self, console: Any = None) -> None:
+        super().__init__()
+        from rich.console import Console
+
+        self.console = console or Console(stderr=True)
+        self.progress: Any = None
+        self.task: Any = None
+
+    def _print(self, text: str) -> None:
+        from rich.text import Text
+
+        self.console.print(Text(text))  # Text: a "[" from pip is not rich markup
+
+    def start(self, agent: str, recipe: Any, directory: Any) -> None:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        super().start(agent, recipe, directory)
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.fields[what]}", markup=False),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[last]}", markup=False, style="dim"),
+                                 console=self.console, transient=True)
+        self.task = self.progress.add_task("install", total=None, what=f"installing {self.agent}", last="")
+        self.progress.start()
+
+    def step(self, text: str) -> None:
+        self.what, self.last = _shown(text), ""
+        self.progress.update(self.task, what=f"installing {self.agent}: {self.what}", last="")
+
+    def output(self, line: str) -> None:
+        super().output(line)
+        self.progress.update(self.task, last=self.last)
+
+    def tick(self) -> None:
+        return None  # rich redraws the spinner and the time on its own
+
+    def finish(self, installed: Any, error: BaseException | None = None) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+        super().finish(installed, error)
+
+
+def make_install_progress() -> PlainInstallProgress:
+    """A spinner on a terminal, plain periodic lines otherwise (both on stderr)."""
+    return RichInstallProgress() if sys.stderr.isatty() else PlainInstallProgress()

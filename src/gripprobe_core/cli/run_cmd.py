@@ -185,8 +185,10 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     if no_install:  # use what the cache already has; the others' cases are SKIPPED with the fix
         installed = find_installed_agents(plugins.registry, agents_used, AgentCache.default())
     else:
+        from .progress import make_install_progress
+
         installed = ensure_agents_installed(plugins.registry, agents_used, AgentCache.default(),
-                                            log=lambda m: click.echo(m, err=True))
+                                            log=lambda m: click.echo(m, err=True), progress=make_install_progress())
     opts = RunSettings(results_root=results_root, jobs=jobs or (s.jobs if s is not None else None) or 1,
                       installed=installed, sandbox=sandbox,
                       proxy_mode=proxy_mode or (s.telemetry_proxy_mode if s is not None else None), timeout_s=timeout_s,
