@@ -239,3 +239,81 @@ def test_line_separators_inside_event_text_do_not_break_the_timeline(run, tmp_pa
     data = json.loads(re.search(r'<script type="application/json" id="events-data">(.*?)</script>', html, re.S)[1])
     assert len(data["measured"]) == len(events)
     assert "unreadable line" not in html and "could not be parsed" not in html
+
+
+# ------------------------------------------------------------------------------- expected vs observed
+
+ONE_WORD = ("Hello, GripProbe!\nThis file was saved with the write tool.\n",
+            "Hello, Gripprobe!\nThis file was saved with the write tool.")
+
+
+def test_the_case_page_marks_where_expected_and_observed_differ(run, tmp_path):
+    """One word and a trailing newline differ: the table wraps exactly those in <del> (expected) and <ins>
+    (observed), the rest stays plain; the diff below marks its lines the same way; markup stays text."""
+    copy = RunFolder(tmp_path / run.run_id)
+    shutil.copytree(run.path, copy.path)
+    derive_case(copy, PERFECT, "diff__case", agent="diff", values=ONE_WORD)
+    derive_case(copy, PERFECT, "evil__diff", agent="evil", values=("a <b>safe</b> x", "a <b>gone</b> & x"))
+    derive_case(copy, PERFECT, "same__case", agent="same", values=("same\n", "same\n"))
+    write_run_reports(copy)
+    html = (copy.reports / "cases" / "diff__case.html").read_text(encoding="utf-8")
+    row = re.search(r'<tr class="validator" id="validator-1">(.*?)</tr>', html, re.S)[1]
+    cells = re.findall(r"<td>(.*?)</td>", row, re.S)
+    expected, observed = cells[4], cells[5]
+    assert re.findall(r"<del[^>]*>(.*?)</del>", expected, re.S) == ["GripProbe", "\n"]
+    assert re.findall(r"<ins[^>]*>(.*?)</ins>", observed, re.S) == ["Gripprobe"]
+    assert '<del class="nl">\n</del>' in expected  # a changed newline is made visible (CSS ↵)
+    assert re.sub(r"<[^>]+>", "", expected) == ONE_WORD[0]  # the same text, only marked
+    assert "differs from line 1, column 12" in observed
+    udiff = re.search(r'<pre class="udiff">(.*?)</pre>', html, re.S)[1]
+    assert "<del>-Hello, GripProbe!\n</del>" in udiff and "<ins>+Hello, Gripprobe!\n</ins>" in udiff
+    assert "first difference at line 1, column 12" in html
+    # markup in the values is text, inside and outside the marks
+    evil = (copy.reports / "cases" / "evil__diff.html").read_text(encoding="utf-8")
+    row = re.search(r'<tr class="validator" id="validator-1">(.*?)</tr>', evil, re.S)[1]
+    assert '<del class="ch">safe</del>' in row and '<ins class="ch">gone</ins>' in row
+    assert "a &lt;b&gt;" in row and "&amp;" in row and "<b>" not in row
+    # equal values: no marks
+    same = (copy.reports / "cases" / "same__case.html").read_text(encoding="utf-8")
+    table = same.split('<table class="validators">')[1].split("</table>")[0]
+    assert "<del" not in table and "<ins" not in table and "differs from" not in table
+
+
+def test_marked_segments_rebuild_both_texts_and_mark_only_what_differs():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from gripprobe_core.reports.textdiff import first_difference, mark_differences
+
+    text = st.text(alphabet=st.sampled_from(list("ab c,\n<&é")), max_size=60)
+
+    @settings(max_examples=300, deadline=None)
+    @given(text, text)
+    def check(a, b):
+        left, right = mark_differences(a, b)
+        assert "".join(s.text for s in left) == a and "".join(s.text for s in right) == b
+        assert all(s.text for s in left + right)
+        unchanged_a = "".join(s.text for s in left if not s.changed)
+        unchanged_b = "".join(s.text for s in right if not s.changed)
+        assert unchanged_a == unchanged_b  # what is not marked is common to both, in order
+        if a == b:
+            assert not any(s.changed for s in left + right) and first_difference(a, b) is None
+        else:
+            assert any(s.changed for s in left + right)
+            line, col = first_difference(a, b)
+            assert line >= 1 and col >= 1
+
+    check()
+    left, right = mark_differences("sum: 76127\nok\n", "sum: 76128\nok\n")
+    assert [s.text for s in left if s.changed] == ["76127"] and [s.text for s in right if s.changed] == ["76128"]
+
+
+def test_marking_a_large_value_stays_fast():
+    from gripprobe_core.reports.textdiff import mark_differences
+
+    a = "".join(f"line {i} of the expected text\n" for i in range(2000))
+    b = "x y z " * 10_000  # one huge changed line against many: marked whole, not token by token
+    t0 = time.monotonic()
+    left, right = mark_differences(a, b)
+    assert time.monotonic() - t0 < 2
+    assert "".join(s.text for s in left) == a and "".join(s.text for s in right) == b

@@ -31,9 +31,10 @@ def real_run(results_root: Path) -> RunFolder:
 
 def derive_case(run: RunFolder, template: str, case_id: str, *, agent: str | None = None, status: str | None = None,
                 tags: list[str] | None = None, text: str | None = None,
-                events: list[dict] | None = None) -> Path:
+                events: list[dict] | None = None, values: tuple[str, str] | None = None) -> Path:
     """Copy case ``template`` to ``case_id``. ``text`` replaces the prompt, both phases' stdout and
-    stderr, the first validator's observed value and the measured tool call arguments."""
+    stderr, the first validator's observed value and the measured tool call arguments; ``values``
+    replaces the first validator's (expected, observed) and makes it fail."""
     src, dst = run.case(template), run.case(case_id)
     shutil.copytree(src, dst)
     r = CaseResult.model_validate_json((src / "case.json").read_bytes())
@@ -56,6 +57,9 @@ def derive_case(run: RunFolder, template: str, case_id: str, *, agent: str | Non
                 e["payload"]["arguments"] = {"content": text}
             out.append(json.dumps(e))
         (dst / "artifacts" / "events.measured.jsonl").write_text("\n".join(out) + "\n")
+    if values is not None:
+        first = r.validators[0].model_copy(update={"expected": values[0], "observed": values[1], "passed": False})
+        update["validators"] = [first, *r.validators[1:]]
     if events is not None:
         (dst / "artifacts" / "events.measured.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     (dst / "case.json").write_text(r.model_copy(update=update).model_dump_json(indent=2))

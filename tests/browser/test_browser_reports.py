@@ -29,6 +29,8 @@ def run(tmp_path_factory) -> RunFolder:
     derive_case(r, PERFECT, "other__pwpv", agent="other", status="PASS_WITH_POLICY_VIOLATION", tags=["extra"])
     derive_case(r, PERFECT, "evil__case", agent="evil", text=HOSTILE)
     derive_case(r, LAZY, "huge__case", agent="other", events=many_events(10_000))
+    derive_case(r, PERFECT, "diff__case", agent="diff",
+                values=("Hello, GripProbe!\n<b>kept</b>\n", "Hello, Gripprobe!\n<b>kept</b>"))
     write_run_reports(r)
     return r
 
@@ -110,6 +112,25 @@ def test_agent_output_is_inert_text(page, run):
     body = page.inner_text("body")
     assert body.count(HOSTILE) >= 5  # prompt, stdout and stderr of both phases, validator, tool arguments
     expect(page.locator("#timeline-measured .ev-arguments").first).to_contain_text(HOSTILE)
+
+
+def test_expected_and_observed_show_where_they_differ(page, run):
+    """The changed word is struck out (red) in expected and inserted (green) in observed, the missing final
+    newline shows as ↵; everything else is plain text, markup included."""
+    page.goto(_url(run.reports / "cases" / "diff__case.html"))
+    row = page.locator("#validator-1")
+    marks = row.locator("pre.marked del, pre.marked ins")
+    got = marks.evaluate_all("""els => els.map(e => [e.tagName, e.textContent, getComputedStyle(e).backgroundColor,
+                                                   getComputedStyle(e, '::before').content])""")
+    assert [(tag, text) for tag, text, _, _ in got] == [("DEL", "GripProbe"), ("DEL", "\n"), ("INS", "Gripprobe")]
+    colours = {tag: bg for tag, _, bg, _ in got}
+    assert colours["DEL"] != colours["INS"] and "rgba(0, 0, 0, 0)" not in colours.values()
+    assert got[1][3] == '"\u21b5"' or got[1][3] == '"↵"'
+    assert row.locator("b").count() == 0 and "<b>kept</b>" in row.inner_text()
+    assert "differs from line 1, column 12" in row.inner_text()
+    udiff = page.locator("pre.udiff")
+    assert udiff.locator("del").first.inner_text().startswith("-Hello, GripProbe!")
+    assert udiff.locator("ins").first.inner_text().startswith("+Hello, Gripprobe!")
 
 
 def test_ten_thousand_events_render_lazily(page, run):

@@ -14,7 +14,6 @@ name from disk (case directories, workspace and artifact files) is shown through
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import shlex
@@ -31,6 +30,7 @@ from ..store.files import open_regular, read_regular
 from ..store.runs import manifest_status
 from ..textsafe import safe_name
 from .summary_md import COLUMNS, run_totals, summary_row
+from .textdiff import diff_lines, first_difference, mark_differences
 from .workspace_view import WORKSPACE_DEPTH_MAX, WORKSPACE_SCAN_MAX, workspace_view
 
 PHASES = ("warmup", "measured")
@@ -280,25 +280,36 @@ def _validators(result: CaseResult | None) -> list[dict]:
     out = []
     for v in result.validators:
         s = v.source
+        expected, observed = _clip(v.expected, TEXT_LIMIT) or "", _clip(v.observed, TEXT_LIMIT) or ""
+        # Where the two differ: segments of each side, the changed ones shown as <del> / <ins>.
+        marks = mark_differences(expected, observed) if v.expected != v.observed else None
         out.append({"v": v, "anchor": f"event-{s.phase}-{s.sequence}" if s else None,
                     "phase": s.phase if s else None, "seq": s.sequence if s else None,
-                    "expected": _clip(v.expected, TEXT_LIMIT), "observed": _clip(v.observed, TEXT_LIMIT)})
+                    "expected": expected, "observed": observed,
+                    "expected_marks": marks[0] if marks else None, "observed_marks": marks[1] if marks else None,
+                    "first_difference": first_difference(v.expected, v.observed)})
     return out
 
 
 def _diffs(result: CaseResult | None) -> list[dict]:
-    """Unified diff expected → observed for every validator whose two values differ."""
+    """Unified diff expected → observed, line by line with each line's kind, for every validator whose two
+    values differ (cut after ``TEXT_LIMIT`` characters, and said so)."""
     if result is None:
         return []
     out = []
     for i, v in enumerate(result.validators, 1):
         if v.expected == v.observed or not (v.expected or v.observed):
             continue
-        diff = "\n".join(difflib.unified_diff(v.expected.splitlines(), v.observed.splitlines(),
-                                              "expected", "observed", lineterm=""))
-        if not diff:  # differ only in a trailing newline
-            diff = "(the values differ only in trailing newlines)"
-        out.append({"n": i, "kind": v.kind, "passed": v.passed, "diff": _clip(diff, TEXT_LIMIT)})
+        lines, size, cut = [], 0, 0
+        for kind, line in diff_lines(v.expected, v.observed):
+            if size > TEXT_LIMIT:
+                cut += 1
+                continue
+            size += len(line) + 1
+            lines.append((kind, line))
+        out.append({"n": i, "kind": v.kind, "passed": v.passed, "lines": lines, "cut": cut,
+                    "note": None if lines else "the values differ only in trailing newlines",
+                    "where": first_difference(v.expected, v.observed)})
     return out
 
 
