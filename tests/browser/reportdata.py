@@ -111,3 +111,35 @@ def aggregate_data() -> dict:
              "cells": {"save_file": cell(5, {"PASS_WITH_POLICY_VIOLATION": 4, "NO_TOOL_CALL": 1}, 0.0, 0.64)}},
         ],
     }
+
+
+def wide_aggregate_data() -> dict:
+    """An aggregate as wide as the shipped catalog makes it: every test in specs/tests, six agents × three
+    models (long names, a model hash), every status somewhere, one hardware profile, one format."""
+    from gripprobe_core.models.results import STATUSES
+
+    tests = sorted(p.stem for p in (SPECS / "tests").glob("*.yaml"))
+    rows, k = [], 0
+    for agent, version in [("reference", "0.3.0"), ("codex", "0.169.0"), ("opencode", "0.15.3"),
+                           ("continue-cli", "1.5.2"), ("gptme", "0.28.3"), ("aider", "0.86.1")]:
+        for model, digest in [("ollama-qwen3-coder-30b-a3b-instruct", "sha256:1234567890abcdef1234"),
+                              ("oracle-error-then-recover", None), ("oracle-perfect", "sha256:abcdef")]:
+            cells, total = {}, {}
+            for t in tests:
+                counts: dict[str, int] = {}
+                for _ in range(3):
+                    status = STATUSES[k % len(STATUSES)]
+                    k += 1
+                    counts[status] = counts.get(status, 0) + 1
+                    total[status] = total.get(status, 0) + 1
+                strict = counts.get("PASS", 0) / 3
+                cells[t] = {"n": 3, "counts": counts, "strict": strict, "overall": strict,
+                            "pass_at_k": {"1": strict, "3": 1.0 if strict else 0.0}}
+            rows.append({"agent": agent, "agent_version": version, "model": model, "model_hash": digest,
+                         "format": "tool", "hardware": "workstation-rtx4090", "n": 3 * len(tests), "counts": total,
+                         "strict_pass_score": 0.5, "strict_ci95": [0.31, 0.69], "overall_score": 0.61,
+                         "overall_ci95": [0.42, 0.77], "pass_at_k": {"1": 0.5, "3": 0.93}, "cells": cells})
+    return {"title": "GripProbe aggregate", "generated_at": "2026-01-01T00:00:00Z", "gripprobe_version": "0.1.0",
+            "runs": [{"run_id": "20260101T000000Z", "suite": "conformance", "started_at": "2026-01-01T00:00:00Z",
+                      "cases": 3 * len(tests) * len(rows)}],
+            "tests": tests, "statuses": list(STATUSES), "rows": rows}

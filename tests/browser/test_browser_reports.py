@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from browser.chromium_fixtures import browser, page  # noqa: F401  (pytest fixtures)
-from browser.reportdata import HOSTILE, LAZY, PERFECT, aggregate_data, derive_case, many_events, real_run
+from browser.reportdata import (HOSTILE, LAZY, PERFECT, aggregate_data, derive_case, many_events, real_run,
+                                wide_aggregate_data)
 from gripprobe_core.reports import render_aggregate_html, write_run_reports
 from gripprobe_core.store import RunFolder
 
@@ -199,3 +200,78 @@ def test_aggregate_page_filters_and_keeps_policy_violations_apart(page, tmp_path
     pass_bg = page.eval_on_selector(".legend .st-PASS", "e => getComputedStyle(e).backgroundColor")
     pwpv_bg = page.eval_on_selector(".legend .st-PASS_WITH_POLICY_VIOLATION", "e => getComputedStyle(e).backgroundColor")
     assert pass_bg != pwpv_bg
+
+
+_SCROLL = """() => { const doc = document.documentElement, wrap = document.querySelector('.agg-wrap');
+  return {page: [doc.scrollWidth, doc.clientWidth], table: [wrap.scrollWidth, wrap.clientWidth],
+          layout: document.getElementById('agg-box').className}; }"""
+
+
+@pytest.mark.parametrize("width", [1400, 1920])
+def test_the_aggregate_page_fits_the_window_without_scrolling_sideways(browser, tmp_path, width):
+    """Every shipped test × 18 groups at 1400 px: neither the page nor the table scrolls sideways. The page
+    keeps the full cells when they fit (a small aggregate), else switches to the compact layout: score, a
+    status bar (a policy violation apart from PASS), n, the details in the cell's title, vertical test names,
+    and a format or hardware that every group shares said once above the table."""
+    from playwright.sync_api import expect
+
+    ctx = browser.new_context(viewport={"width": width, "height": 900}, offline=True)
+    try:
+        page = ctx.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        wide, small = tmp_path / "wide.html", tmp_path / "small.html"
+        wide.write_text(render_aggregate_html(wide_aggregate_data()), encoding="utf-8")
+        small.write_text(render_aggregate_html(aggregate_data()), encoding="utf-8")
+        page.goto(_url(wide))
+        got = page.evaluate(_SCROLL)
+        assert got["page"][0] <= got["page"][1] and got["table"][0] <= got["table"][1], got
+        assert got["layout"] == "agg-box compact"
+        expect(page.locator("#same-for-all")).to_be_visible()
+        expect(page.locator("#same-for-all")).to_contain_text("format tool · hardware workstation-rtx4090")
+        expect(page.locator("#groups th", has_text="hardware")).to_be_hidden()
+        cell = page.locator("#groups tbody tr").first.locator("td.cell").first
+        expect(cell.locator(".compact-cell")).to_be_visible()
+        expect(cell.locator(".full-cell")).to_be_hidden()
+        assert cell.get_attribute("title").startswith("json_rank_from_file: n=3 · ")
+        style = "e => getComputedStyle(e).backgroundImage + getComputedStyle(e).backgroundColor"
+        assert page.locator("#groups .bar .seg").first.evaluate("e => e.getBoundingClientRect().width") > 0
+        pass_bg = page.eval_on_selector("#groups .bar .seg.st-PASS", style)
+        pwpv_bg = page.eval_on_selector("#groups .bar .seg.st-PASS_WITH_POLICY_VIOLATION", style)
+        assert pass_bg != pwpv_bg
+        # sorting still works in the compact layout
+        page.locator("#groups th", has_text="save_file").click()
+        values = page.eval_on_selector_all(
+            "#groups tbody tr", "rows => rows.map(r => r.cells[r.cells.length - 1].getAttribute('data-sort'))")
+        assert values and all(v is not None for v in values)
+        # a small aggregate keeps its full cells, and fits too
+        page.goto(_url(small))
+        got = page.evaluate(_SCROLL)
+        assert got["page"][0] <= got["page"][1] and got["table"][0] <= got["table"][1], got
+        assert got["layout"] == "agg-box"
+        expect(page.locator("#groups td.cell .full-cell").first).to_be_visible()
+        expect(page.locator("#same-for-all")).to_be_hidden()  # only the compact layout says it
+        assert not errors, errors
+    finally:
+        ctx.close()
+
+
+def test_the_aggregate_layout_follows_the_window(browser, tmp_path):
+    """Narrow the window: the full cells give way to the compact ones; widen it again: back."""
+    from playwright.sync_api import expect
+
+    ctx = browser.new_context(viewport={"width": 1920, "height": 900}, offline=True)
+    try:
+        page = ctx.new_page()
+        path = tmp_path / "small.html"
+        data = aggregate_data()
+        data["tests"] = data["tests"] + ["patch_file", "shell_date"]  # four tests: full at 1920, not at 900
+        path.write_text(render_aggregate_html(data), encoding="utf-8")
+        page.goto(_url(path))
+        assert page.evaluate(_SCROLL)["layout"] == "agg-box"
+        page.set_viewport_size({"width": 900, "height": 900})
+        expect(page.locator("#agg-box")).to_have_class("agg-box compact")
+        page.set_viewport_size({"width": 1920, "height": 900})
+        expect(page.locator("#agg-box")).to_have_class("agg-box")
+    finally:
+        ctx.close()

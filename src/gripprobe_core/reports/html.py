@@ -413,14 +413,17 @@ def render_aggregate_html(data: dict) -> str:
             "counts": _count_list(row.get("counts") or {}, statuses),
             "strict_ci": _ci(row.get("strict_ci95")), "overall_ci": _ci(row.get("overall_ci95")),
             "pass_at_k": _pass_at_k(row.get("pass_at_k")),
-            "cells": [_agg_cell(cells.get(t), statuses) for t in tests],
+            "cells": [_agg_cell(cells.get(t), statuses, t) for t in tests],
         })
     agents = sorted({str(r.get("agent", "")) for r in rows})
     models = sorted({str(r.get("model", "")) for r in rows})
     formats = sorted({str(r.get("format", "")) for r in rows})
     hardware = sorted({r["hardware"] for r in view_rows})
+    # Column priorities: in the compact layout (the page's script picks it when the full table is wider than
+    # the window) a format or hardware column holding one value in every row is said once above the table.
+    same = {k: v[0] for k, v in (("format", formats), ("hardware", hardware)) if len(v) == 1}
     return _render("aggregate.html", data=data, title=data.get("title") or "GripProbe aggregate report",
-                   runs=data.get("runs") or [], tests=tests, statuses=statuses, rows=view_rows,
+                   runs=data.get("runs") or [], tests=tests, statuses=statuses, rows=view_rows, same=same,
                    filters={"agent": agents, "model": models, "format": formats, "hardware": hardware})
 
 
@@ -443,9 +446,15 @@ def _pass_at_k(pk: Any) -> list[tuple[str, str]]:
     return [(str(k), _num(pk[k], 2)) for k in sorted(pk, key=key)]
 
 
-def _agg_cell(cell: Any, statuses: list[str]) -> dict | None:
+def _agg_cell(cell: Any, statuses: list[str], test: str = "") -> dict | None:
     if not isinstance(cell, dict):
         return None
-    return {"n": cell.get("n", 0), "counts": _count_list(cell.get("counts") or {}, statuses),
-            "strict": cell.get("strict"), "overall": cell.get("overall"),
-            "pass_at_k": _pass_at_k(cell.get("pass_at_k"))}
+    counts = _count_list(cell.get("counts") or {}, statuses)
+    pass_at_k = _pass_at_k(cell.get("pass_at_k"))
+    # compact cells (many tests): a status bar (segments as wide as their counts) and everything in the title
+    bar = [(st, n) for st, n in counts if type(n) is int and n > 0]
+    title = " · ".join([f"{test}: n={cell.get('n', 0)}", *(f"{st} {n}" for st, n in counts),
+                        f"strict {_num(cell.get('strict'), 2)}", f"overall {_num(cell.get('overall'), 2)}",
+                        *(f"pass@{k} {p}" for k, p in pass_at_k)])
+    return {"n": cell.get("n", 0), "counts": counts, "strict": cell.get("strict"), "overall": cell.get("overall"),
+            "pass_at_k": pass_at_k, "bar": bar, "title": title}
