@@ -123,8 +123,10 @@ def test_merge_keeps_input_events_renumbered(groups: list[list[Event]]) -> None:
     originals = {e.event_id: e for g in groups for e in g}
     assert [e.sequence for e in merged] == list(range(1, len(merged) + 1))
     assert len({e.event_id for e in merged}) == len(merged) <= len(originals)
-    for e in merged:
-        assert e.model_copy(update={"sequence": originals[e.event_id].sequence}) == originals[e.event_id]
+    for e in merged:  # unchanged but for sequence, the tiers that saw it and a parent merged away
+        o = originals[e.event_id]
+        assert e.model_copy(update={"sequence": o.sequence, "seen_by": None, "parent_id": o.parent_id}) == o
+        assert e.seen_by is None or (e.seen_by[0] == e.source_tier and len(e.seen_by) == len(set(e.seen_by)))
     # every event of the largest group survives (or a better-tier duplicate stands for it)
     assert len(merged) >= max((len(g) for g in groups), default=0)
 
@@ -320,3 +322,159 @@ def test_wire_witnessing_never_confirms_more(tiers: list[str], collected: bool) 
     if witnessed.tool_event_verdict == "confirmed_tool_use":
         assert plain.tool_event_verdict == "confirmed_tool_use"
     assert witnessed.telemetry_tool_call_unwitnessed_count == sum(1 for t in tiers if t in ("B", "C"))
+
+
+# ------------------------------------------------------------------ model responses without a response id
+# The proxy (tier A) and an agent's log (tier B, gptme) both see each reply; the log has no response id.
+
+T0 = 1_700_000_000.0
+
+
+def _iso(t: float, ms: bool = False) -> str:
+    from datetime import datetime, timezone
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds" if ms else "microseconds")
+
+
+def reply(tier: str, truth: Any, t: float, *, text: str | None = None, usage: dict | None = None,
+          latency: float | None = None, response_id: str | None = None, **extra: Any) -> Event:
+    payload: dict[str, Any] = {"truth": truth}
+    if text is not None:
+        payload["text"] = text
+    if usage is not None:
+        payload["usage"] = usage
+    return Event(event_type="model_response", event_id=f"{tier}{next(_counter)}", source_tier=tier,
+                 source="proxy" if tier == "A" else "agent_output", payload=payload, status="success",
+                 timestamp=_iso(t, ms=tier == "A"), latency_ms=latency, response_id=response_id, **extra)
+
+
+def child(parent: Event, truth: Any) -> Event:
+    """A tool call the logged reply spawned: after the merge its parent_id says which reply it was paired with."""
+    return Event(event_type="tool_call_start", event_id=f"c{next(_counter)}", source_tier=parent.source_tier,
+                 source=parent.source, parent_id=parent.event_id, timestamp=parent.timestamp, status="started",
+                 payload={"name": "write", "kind": "write", "arguments": {"truth": truth, "n": next(_counter)}})
+
+
+def test_the_logged_copy_of_each_reply_merges_into_the_proxys() -> None:
+    """gptme: the proxy saw four replies (one a side request gptme never logs), the log three; each logged
+    reply is kept once, as tier A, seen_by A and B; the log's tool call now hangs under the A reply."""
+    a = [reply("A", 1, T0, text="", usage={"prompt_tokens": 2855, "completion_tokens": 26}, latency=12,
+               response_id="chatcmpl-1"),
+         reply("A", 2, T0 + 0.030, text="Done.", usage={"prompt_tokens": 2945, "completion_tokens": 24},
+               latency=3, response_id="chatcmpl-2"),
+         reply("A", "naming", T0 + 0.031, text="GripProbe session", usage={"prompt_tokens": 251,
+                                                                            "completion_tokens": 6}, latency=2),
+         reply("A", 3, T0 + 0.060, text="Done.", usage={"prompt_tokens": 3000, "completion_tokens": 24}, latency=3)]
+    b1 = reply("B", 1, T0 + 0.013, text='@save(call_1): {"path": "a"}', usage={"input_tokens": 2855,
+                                                                               "output_tokens": 26})
+    b2 = reply("B", 2, T0 + 0.034, text="Done.\n@complete(call_2): {}", usage={"input_tokens": 2945,
+                                                                                "output_tokens": 24})
+    b3 = reply("B", 3, T0 + 0.064, text="Done.", usage={"input_tokens": 3000, "output_tokens": 24},
+               error_type="protocol_malformed")
+    merged = merge_events([a, [b1, child(b1, 1), b2, b3]])
+    responses = [e for e in merged if e.event_type == "model_response"]
+    assert [(e.source_tier, e.payload["truth"], e.seen_by) for e in responses] == [
+        ("A", 1, ["A", "B"]), ("A", 2, ["A", "B"]), ("A", "naming", None), ("A", 3, ["A", "B"])]
+    # without usage anywhere an equal text is the evidence (aider's log: the reply's text)
+    plain = [reply("A", 1, T0, text="I will write a.txt", latency=5), reply("A", 2, T0 + 0.1, text="Done", latency=5)]
+    logged = [reply("C", 1, T0 + 0.006, text="I will write a.txt"), reply("C", 2, T0 + 0.106, text="Done")]
+    assert [e.seen_by for e in merge_events([plain, logged])] == [["A", "C"], ["A", "C"]]
+    start = next(e for e in merged if e.event_type == "tool_call_start")
+    assert start.parent_id == a[0].event_id and start.source_tier == "B"
+    assert responses[-1].error_type == "protocol_malformed"  # what the log knew about the reply stays
+    assert merge_events([a, [b1, b2, b3]], pair_responses=False).__len__() == 7
+
+
+def test_replies_that_could_be_another_stay_apart() -> None:
+    """Two replies of the same text within the window and no usage: the logged one could be either, so
+    nothing merges; different usage, a text that is not a prefix, a reply without a time, two response ids,
+    an error, or a time outside the window never merge."""
+    a = [reply("A", 1, T0, text="ok", latency=5), reply("A", 2, T0 + 0.010, text="ok", latency=5)]
+    assert len(merge_events([a, [reply("B", 2, T0 + 0.020, text="ok")]])) == 3
+    a1 = reply("A", 1, T0, text="ok", usage={"prompt_tokens": 10, "completion_tokens": 2}, latency=5,
+               response_id="r1")
+    for other in (reply("B", 9, T0 + 0.01, text="ok", usage={"input_tokens": 11, "output_tokens": 2}),
+                  reply("B", 9, T0 + 0.01, text="no"),
+                  reply("B", 9, T0 + 0.01, text="ok").model_copy(update={"timestamp": None}),
+                  reply("B", 9, T0 + 0.01, text="ok", response_id="other"),
+                  reply("B", 9, T0 + 0.01, text="ok").model_copy(update={"status": "error"}),
+                  reply("B", 9, T0 - 0.5, text="ok"), reply("B", 9, T0 + 2.5, text="ok"),
+                  reply("B", 9, T0 + 0.01)):  # no text, no usage: no evidence
+        merged = merge_events([[a1], [other]])
+        assert len(merged) == 2 and all(e.seen_by is None for e in merged), other
+    # a later reply with the same text is the second, once the first has its own copy
+    b = [reply("B", 1, T0 + 0.007, text="ok"), reply("B", 2, T0 + 0.016, text="ok")]
+    # ... but both B replies fit the first A reply's window: ambiguous, so neither merges
+    assert len(merge_events([a, b])) == 4
+
+
+@st.composite
+def conversation(draw: Any) -> tuple[list[Event], list[Event], bool]:
+    """A phase as the proxy and a log see it: the proxy every reply (plus side requests the log never has),
+    the log some of them, each logged after its reply ended; texts and token counts often repeat. The
+    third value: the log's copies are all unambiguous (distinct usage known on both sides, logged before
+    the next request)."""
+    t, a, b, clean, used = T0, [], [], True, []
+    for k in range(draw(st.integers(1, 7))):
+        t += draw(st.floats(0.0005, 3.0))
+        duration = draw(st.floats(0.001, 3.0))
+        text = draw(st.sampled_from(["", "ok", "Done.", "I will write a.txt"]))
+        usage = draw(st.one_of(st.none(), st.tuples(st.integers(0, 2), st.integers(0, 2))))
+        a.append(reply("A", k, t, text=text, latency=duration * 1000, response_id=f"chatcmpl-{k}",
+                       usage={"prompt_tokens": usage[0], "completion_tokens": usage[1]} if usage else None))
+        if draw(st.booleans()):  # a side request (gptme names the conversation), never logged
+            side = draw(st.one_of(st.none(), st.tuples(st.integers(0, 2), st.integers(0, 2))))
+            a.append(reply("A", f"side{k}", t + draw(st.floats(0, duration)), text=draw(st.sampled_from(
+                ["ok", "session"])), latency=1.0,
+                usage={"prompt_tokens": side[0], "completion_tokens": side[1]} if side else None))
+            used.append(side)
+        logged_at = t + duration + draw(st.floats(0, 0.5))
+        gap = draw(st.floats(0.0005, 1.0))
+        if draw(st.booleans()):
+            suffix = draw(st.sampled_from(["", "\n@save(c): {}"]))
+            b_usage = draw(st.sampled_from([None, usage]))
+            r = reply("B", k, logged_at, text=(text + suffix) or None,
+                      usage={"input_tokens": b_usage[0], "output_tokens": b_usage[1]} if b_usage else None)
+            b += [r, child(r, k)]
+            clean &= b_usage is not None and logged_at < t + duration + gap
+        used.append(usage)
+        t = max(t + duration, logged_at) + gap
+    # unambiguous: every reply on the wire has its token counts, and no two the same
+    clean &= None not in used and len(set(used)) == len(used)
+    return a, b, clean
+
+
+@settings(max_examples=400, deadline=None)
+@given(conversation(), st.booleans())
+def test_a_logged_reply_only_ever_merges_with_its_own(conv: tuple, swap: bool) -> None:
+    """Whatever repeats, a reply the log recorded is merged into the proxy's record of that very reply or
+    into none (its tool call's parent says which); an unambiguous log merges completely."""
+    a, b, clean = conv
+    merged = merge_events([b, a] if swap else [a, b])
+    by_id = {e.event_id: e for e in merged}
+    for e in merged:
+        if e.event_type == "tool_call_start":
+            assert by_id[e.parent_id].payload["truth"] == e.payload["arguments"]["truth"]
+    kept_b = [e for e in merged if e.event_type == "model_response" and e.source_tier == "B"]
+    paired = [e for e in merged if e.seen_by == ["A", "B"]]
+    assert len(kept_b) + len(paired) == sum(1 for e in b if e.event_type == "model_response")
+    assert all(e.source_tier == "A" for e in paired)
+    if clean:
+        assert kept_b == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(tool_events(timed=True), max_size=3), conversation())
+def test_pairing_replies_changes_no_tool_event_and_no_verdict(groups: list[list[Event]], conv: tuple) -> None:
+    a, b, _ = conv
+    groups = [*groups, a, [e.model_copy(update={"error_type": "protocol_malformed"}) if i == 0 else e
+                           for i, e in enumerate(b)]]
+    paired, plain = merge_events(groups), merge_events(groups, pair_responses=False)
+
+    def tools(events: list[Event]) -> list[tuple]:
+        return [(e.event_id, e.status, e.source_tier) for e in events if e.is_tool_event()]
+    assert tools(paired) == tools(plain)
+    s1, s2 = (summarize(m, proxy_status="collected").model_dump(exclude={"telemetry_event_count"})
+              for m in (paired, plain))
+    assert s1 == s2
+    malformed = [any(e.error_type == "protocol_malformed" for e in m) for m in (paired, plain)]
+    assert malformed[0] == malformed[1]

@@ -78,9 +78,10 @@ def test_tier_b_is_timed_by_the_log_and_merges_with_tier_a(auto_run, gripprobe_p
             from_a = sorted(identity(e) for e in merged if e["source_tier"] == "A")
             from_b = sorted(identity(e.model_dump()) for e in logged)
             if not unlogged:
-                assert case["telemetry"]["tiers_present"] == ["A"]
+                assert case["telemetry"]["tiers_present"] == ["A", "B"]  # B saw it all too (seen_by)
                 assert sorted(map(identity, merged)) == from_b == from_a
-            else:  # responses without a response_id are never merged (docs/evaluator.md): it stays as B
+                assert all("B" in (e["seen_by"] or []) for e in merged), [(e["event_type"], e["seen_by"]) for e in merged]
+            else:  # a response with neither a response_id nor a time is never merged (docs/evaluator.md)
                 assert [e["source_tier"] for e in merged].count("B") == 1
                 assert set(from_b) < set(from_a) and len(from_a) == len(from_b) + 1
         else:

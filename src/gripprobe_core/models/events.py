@@ -48,6 +48,9 @@ class Event(BaseModel):
     error_type: str | None = None
     raw_artifact_ref: str | None = Field(default=None, description="file:line the event was parsed from.")
     redaction_status: Literal["raw_internal", "redacted", "summary_only"] = "redacted"
+    seen_by: list[Tier] | None = Field(
+        default=None, description="Set by the merge when several sources saw this event and it was kept once: "
+                                  "every tier that saw it, best first (the event itself is the best tier's).")
 
     def is_tool_event(self) -> bool:
         return self.event_type in ("tool_call_start", "tool_call_result")

@@ -270,6 +270,9 @@ def _compact(e: dict, depth: int, kids: int) -> dict:
         info.append(f"error {e.get('error_type')}")
     if e.get("raw_artifact_ref"):
         info.append(f"from {e.get('raw_artifact_ref')}")
+    seen_by = e.get("seen_by")
+    if isinstance(seen_by, list) and len(seen_by) > 1:
+        info.append("seen by tiers " + ", ".join(str(t) for t in seen_by))
     out["info"] = " · ".join(info)
     return out
 

@@ -95,7 +95,9 @@ def summarize_phase(
         tool_event_verdict=verdict,
         tool_event_verdict_reason=reason,
         tool_kinds_observed=_kinds(executed),
-        tiers_present=sorted({e.source_tier for e in events}, key=lambda t: TIER_ORDER.get(t, 99)),
+        # every tier that saw something, also those whose copy of an event the merge kept from a better tier
+        tiers_present=sorted({t for e in events for t in (e.seen_by or [e.source_tier])},
+                             key=lambda t: TIER_ORDER.get(t, 99)),
     )
 
 
