@@ -107,7 +107,8 @@ def test_an_install_reports_its_progress_on_stderr_in_plain_lines(tmp_path, capf
     assert periodic, lines  # the venv alone takes seconds
     assert any("Collecting tabulate==0.9.0" in line or "tabulate-0.9.0" in line for line in periodic), lines
     assert re.fullmatch(r"installed tool 0\.9\.0 in \d+\.\d+s", lines[-1])
-    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\x9b]", err)  # no \r, no escape sequences: captured output stays clean
+    # no \r, no escape sequences: captured output stays clean
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\x9b]", err)
     # the same install as ever
     assert inst == cache.installed("tool", PYPI) and inst.executable.exists()
     assert json.loads((inst.path / "gripprobe-install.json").read_text())["version"] == "0.9.0"

@@ -150,8 +150,10 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         s = _suite(specs, root, base) if base else None
         missing = [opt for opt, given in (("--agent", agents), ("--model", models), ("--test", tests)) if not given]
         if missing and s is None:
+            them = "them" if len(missing) > 1 else "it"
             raise UserError(f"nothing selected for {' and '.join(missing)} and there is no default suite to take "
-                            f"{'them' if len(missing) > 1 else 'it'} from ({root}/suites/{DEFAULT_SUITE}.yaml); pass {' '.join(_HINT[m] for m in missing)}")
+                            f"{them} from ({root}/suites/{DEFAULT_SUITE}.yaml); "
+                            f"pass {' '.join(_HINT[m] for m in missing)}")
         given = {"agents": agents, "models": models, "tests": tests, "formats": formats}
         taken = [k for k, v in given.items() if not v and s is not None and getattr(s, k)]
         selection = {k: list(v or (getattr(s, k) if k in taken else ())) for k, v in given.items()}

@@ -84,7 +84,8 @@ class StoredRun:
 
     def as_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "run_id": self.run_id, "status": self.status, "suite": self.suite,
-                "selection": self.selection, "started_at": self.started_at, "agents": self.agents, "models": self.models,
+                "selection": self.selection, "started_at": self.started_at, "agents": self.agents,
+                "models": self.models,
                 "planned": self.planned, "done": self.done, "counts": self.counts}
 
 
