@@ -131,6 +131,9 @@ def test_a_spec_folder_without_suites_runs_a_full_selection_as_an_ad_hoc_run(tmp
         lines = res.stderr.strip().splitlines()
         assert res.returncode == 2 and len(lines) == 1 and want in lines[0], res.stderr
         assert "suites/default.yaml" in lines[0] and "-m MODEL" in lines[0]
+    res = gripprobe("run", "--specs", str(root), "--results", str(results), "-a", "reference", "-m", "oracle-perfect",
+                    "-t", "save_file", "--hardware", "nope")
+    assert res.returncode == 2 and "unknown hardware profile 'nope'" in res.stderr, res.stderr
 
 
 ENV_TEST = """\

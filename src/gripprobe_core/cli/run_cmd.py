@@ -125,6 +125,10 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     manifest = load_resume_manifest(resume) if resume is not None else None
     root = specs_root or find_specs_root()
     specs = load_specs(root, registry=plugins.registry)
+    known_hw = [p.id for p in specs.hardware.profiles]
+    if hardware and hardware not in known_hw:
+        raise UserError(f"unknown hardware profile {hardware!r}; known: {', '.join(known_hw) or 'none'} "
+                        f"(add it to {root}/hardware_profiles.yaml)")
     selected = bool(agents or models or tests or formats)
     if manifest is not None:
         # A resumed run plans exactly what its manifest planned; the suite (if it ran one) only gives defaults.
