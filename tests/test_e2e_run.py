@@ -134,6 +134,10 @@ def test_a_spec_folder_without_suites_runs_a_full_selection_as_an_ad_hoc_run(tmp
     res = gripprobe("run", "--specs", str(root), "--results", str(results), "-a", "reference", "-m", "oracle-perfect",
                     "-t", "save_file", "--hardware", "nope")
     assert res.returncode == 2 and "unknown hardware profile 'nope'" in res.stderr, res.stderr
+    (root / "suites").mkdir()
+    (root / "suites" / "empty.yaml").write_text("id: empty\n")
+    res = gripprobe("run", "--specs", str(root), "--results", str(results), "--suite", "empty")
+    assert res.returncode == 2 and "the selection is empty" in res.stderr, res.stderr
 
 
 ENV_TEST = """\

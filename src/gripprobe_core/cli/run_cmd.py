@@ -165,6 +165,8 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         cases = plan_cases(specs, agents=selection["agents"], models=selection["models"], tests=selection["tests"],
                            formats=selection["formats"], backend=backend)
         recorded_suite = None
+    if not cases:
+        raise UserError("the selection is empty: no case to run")
     state = None
     if resume is not None:
         state = prepare_resume(resume, cases, suite=suite, manifest=manifest)
