@@ -64,6 +64,13 @@ def _common_options(fn):
                      help="Largest request body the recording proxy accepts: bytes, or K/M/G (KiB/MiB/GiB). "
                           "A larger request gets 413 and is recorded as request_body_too_large. Default: 64M."),
         click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Cases run at once (default 1)."),
+        click.option("--trials", type=click.IntRange(1, 100), default=None,
+                     help="Run each cell (agent × model × format × test) N times; reports give pass@k and pass^k "
+                          "and mark cells whose trials disagree. Default: the suite's `trials`, else 1."),
+        click.option("--max-tokens-per-phase", "token_budget", type=click.IntRange(1), default=None,
+                     help="Token budget of each phase, enforced by the recording proxy: past it the next model call "
+                          "is refused, the agent stopped, the case TIMEOUT / budget_exceeded. Default: the suite's "
+                          "`max_tokens_per_phase`, else each model's policy, else none."),
         click.option("--backend", help="Backend id of the model specs to use (default: each model's first)."),
     ]
     for o in opts:
@@ -104,10 +111,12 @@ def run_suite_command(suite, resume, **common) -> None:
 
 
 def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, proxy_mode, proxy_max_body, timeout_s,
-             base_url, specs_root, hardware, no_install, results_root, sandbox, whole_suite: bool = False) -> None:
+             base_url, specs_root, hardware, no_install, results_root, sandbox, trials, token_budget,
+             whole_suite: bool = False) -> None:
     from ..proxy import DEFAULT_MAX_REQUEST_BODY
     from ..runner import RunSettings, execute_run, plan_cases, plan_suite
-    from ..runner.run import load_resume_manifest, planned_keys, prepare_resume
+    from ..runner.matrix import with_trials
+    from ..runner.run import load_resume_manifest, planned_keys, planned_trials, prepare_resume
     from ..specs import find_specs_root, load_specs
     from .progress import make_reporter
 
@@ -143,12 +152,17 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         cases = plan_cases(specs, agents=list(agents or s.agents), models=list(models or s.models),
                            tests=list(tests or s.tests), formats=list(formats or s.formats), backend=backend,
                            explicit=[] if (agents or models or tests or formats) else s.cases)
+    asked_trials = trials
+    trials = trials or s.trials or 1
     if manifest is not None:
         keys = planned_keys(manifest)
         if keys:  # exactly what the run planned (an ad-hoc `gripprobe run -a ... -m ...` resumes too)
             cases = plan_cases(specs, agents=[], models=[], tests=[], explicit=keys)
+        # the run's own trials (resume is by trial); --trials may add more, never fewer
+        trials = max(asked_trials or 0, planned_trials(manifest))
     if not cases:
         raise UserError("the selection is empty: no case to run")
+    cases = with_trials(cases, trials)
     state = None
     if resume is not None:
         state = prepare_resume(resume, cases, suite=suite_id, manifest=manifest)
@@ -162,6 +176,8 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         sandbox = sandbox or state.option("sandbox")
         resumed_cap = state.option("proxy_max_body")
         proxy_max_body = proxy_max_body or (resumed_cap if type(resumed_cap) is int and resumed_cap > 0 else None)
+        resumed_budget = state.option("max_tokens_per_phase")
+        token_budget = token_budget or (resumed_budget if type(resumed_budget) is int and resumed_budget > 0 else None)
     from ..runner.preflight import preflight
     # Before anything is installed or written: a dead backend is exit 2 with the fix, not a matrix of errors.
     probes = preflight(cases, plugins.registry.backends, base_url_override=base_url, env=os.environ,
@@ -181,7 +197,8 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
                       proxy_mode=proxy_mode or s.telemetry_proxy_mode, timeout_s=timeout_s,
                       base_url_override=base_url, suite=suite_id, specs_root=root, argv=sys.argv[1:],
                       hardware_profile=hardware, proxy_max_body=proxy_max_body or DEFAULT_MAX_REQUEST_BODY,
-                      preflight=[p.model_dump(mode="json") for p in probes])
+                      preflight=[p.model_dump(mode="json") for p in probes], trials=trials,
+                      token_budget=token_budget or s.max_tokens_per_phase)
     reporter = make_reporter(total=len(cases))
     with reporter:
         outcome = execute_run(cases, plugins, opts, on_done=reporter.case_done, resume=state)
