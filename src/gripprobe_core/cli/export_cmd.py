@@ -34,7 +34,10 @@ def _endpoint(url: str | None) -> str:
     from ..export import DEFAULT_ENDPOINT
     from ..export.otlp import shown_url
 
-    url = url or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or DEFAULT_ENDPOINT
+    if not url:
+        base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        url = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+               or (f"{base.rstrip('/')}/v1/traces" if base else DEFAULT_ENDPOINT))
     try:
         parts = urlsplit(url)
         ok = parts.scheme in ("http", "https") and bool(parts.hostname)
@@ -55,11 +58,12 @@ def _endpoint(url: str | None) -> str:
 @click.option("--out", type=click.Path(path_type=Path),
               help="junit: the XML file (default RUN_DIR/reports/junit.xml); atif: the folder for <case_id>.json "
                    "(default RUN_DIR/exports/atif). Not for otlp.")
-@click.option("--otlp-endpoint", help="OTLP/HTTP traces URL (default: env OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "
-                                      "else http://127.0.0.1:4318/v1/traces).")
+@click.option("--otlp-endpoint", help="OTLP/HTTP traces URL (default: env OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else "
+                                      "env OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces, else "
+                                      "http://127.0.0.1:4318/v1/traces).")
 @click.option("--otlp-header", "otlp_headers", multiple=True, metavar="KEY=VALUE",
-              help="An HTTP header sent with every OTLP request, e.g. for auth (repeatable; default: env "
-                   "OTEL_EXPORTER_OTLP_TRACES_HEADERS / OTEL_EXPORTER_OTLP_HEADERS). Values are never printed.")
+              help="An HTTP header sent with every OTLP request, e.g. for auth (repeatable). Added to those of env "
+                   "OTEL_EXPORTER_OTLP_TRACES_HEADERS (else OTEL_EXPORTER_OTLP_HEADERS). Values are never printed.")
 @click.option("--otlp-timeout", type=click.FloatRange(min=0.1, max=600), default=10.0, show_default=True,
               help="Seconds for each OTLP request, retries included.")
 @click.option("--include-content", is_flag=True,
