@@ -126,3 +126,10 @@ def test_arbitrary_event_lines_never_crash_the_exporters(lines):
         spans = MEMORY.get_finished_spans()
         assert len(spans) == 1 + len(timeline.responses) + len(timeline.calls)
         encode_spans(spans).SerializeToString()
+
+
+def test_the_atif_example_in_the_docs_validates():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "export.md").read_text()
+    block = text.split("<!-- atif-example -->", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    traj = AtifTrajectory.model_validate_json(block)
+    assert traj.schema_version == "ATIF-v1.4" and any(s.tool_calls for s in traj.steps)
