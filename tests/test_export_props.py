@@ -30,7 +30,9 @@ USAGE = ["prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"]
 
 nasty_text = st.one_of(st.text(max_size=20), st.sampled_from(["\ud800", "a\udcffb", "\x00\x1b[2J", "\uffff", "",
                                                              "2026-11-24T19:25:51.422Z", "9999-99-99T99:99",
-                                                             "-0001-01-01T00:00:00Z", "measured-A-1", "A", "D"]))
+                                                             "-0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z",
+                                                             "2300-01-01T00:00:00+14:00", "1969-12-31T23:59:59Z",
+                                                             "measured-A-1", "A", "D"]))
 scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2 ** 70), max_value=2 ** 70),
                     st.floats(allow_nan=True, allow_infinity=True), nasty_text)
 json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
@@ -38,13 +40,19 @@ json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_
                            max_leaves=8)
 usage = st.dictionaries(st.sampled_from(USAGE), json_values, max_size=4)
 payload = st.dictionaries(st.sampled_from(PAYLOAD), st.one_of(json_values, usage), max_size=6)
+TIMESTAMPS = st.one_of(st.sampled_from(["2026-11-24T19:25:51.422Z", "9999-12-31T23:59:59Z", "2300-01-01T00:00:00+14:00",
+                                         "1969-12-31T23:59:59Z", "2026-11-24T19:25:51", "2026-11-24"]),
+                       st.datetimes().map(lambda d: d.isoformat()))
 IDS = st.sampled_from([f"measured-A-{n}" for n in range(1, 7)])
 event = st.fixed_dictionaries(
     {"event_type": st.sampled_from(["model_response", "tool_call_start", "tool_call_result", "other"]),
      "event_id": st.one_of(IDS, IDS, IDS, nasty_text)},
     optional={"parent_id": st.one_of(IDS, IDS, IDS, json_values),
+              "timestamp": st.one_of(TIMESTAMPS, TIMESTAMPS, json_values),
+              "latency_ms": st.one_of(st.floats(min_value=0), json_values),
               "tool_call_id": st.one_of(*[st.sampled_from(["call_1", "call_2", None])] * 3, json_values),
-              "payload": payload | json_values, **{f: json_values for f in FIELDS[4:]}})
+              "payload": payload | json_values,
+              **{f: json_values for f in FIELDS[4:] if f not in ("timestamp", "latency_ms")}})
 
 
 

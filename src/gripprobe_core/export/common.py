@@ -57,14 +57,19 @@ def clean_int(value: Any) -> int | None:
     return value if 0 <= value < 2 ** 63 else None
 
 
-def _clean_float(value: Any) -> float | None:
+#: Longest latency believed (ms, 30 days); a larger stored value is treated as unknown.
+MAX_LATENCY_MS = 30 * 24 * 3600 * 1000.0
+
+
+def _latency(value: Any) -> float | None:
+    """A latency in ms from disk: a finite number from 0 to :data:`MAX_LATENCY_MS`, else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
         f = float(value)
     except OverflowError:
         return None
-    return f if math.isfinite(f) and f >= 0 else None
+    return f if math.isfinite(f) and 0 <= f <= MAX_LATENCY_MS else None
 
 
 def _opt_str(value: Any) -> str | None:
@@ -77,11 +82,15 @@ def iso(seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
+#: Latest moment accepted from disk (2255-03-14): its nanoseconds still fit OTLP's signed 64-bit fields.
+LATEST = 9_000_000_000.0
+
+
 def when(value: Any) -> float | None:
-    """Epoch seconds of an ISO-8601 timestamp from disk, or None; only years 1970..9999 (what every
-    consumer, OTLP nanoseconds included, can hold)."""
+    """Epoch seconds of an ISO-8601 timestamp from disk, or None; only 1970 to 2255 (what every consumer,
+    OTLP nanoseconds included, can hold)."""
     seconds = parse_timestamp(value)
-    if seconds is None or not 0 <= seconds < 253402300800:
+    if seconds is None or not 0 <= seconds < LATEST:
         return None
     return seconds
 
@@ -263,7 +272,7 @@ def build_timeline(raw_events: list[dict[str, Any]]) -> Timeline:
             text = payload.get("text")
             responses[event_id] = Response(
                 event_id=event_id, sequence=seq, tier=_tier(obj.get("source_tier")), timestamp=ts,
-                latency_ms=_clean_float(obj.get("latency_ms")), response_id=_opt_str(obj.get("response_id")),
+                latency_ms=_latency(obj.get("latency_ms")), response_id=_opt_str(obj.get("response_id")),
                 text=clean(text) if isinstance(text, str) else None,
                 prompt_tokens=clean_int(usage.get("prompt_tokens")),
                 completion_tokens=clean_int(usage.get("completion_tokens")),
@@ -318,7 +327,7 @@ def build_timeline(raw_events: list[dict[str, Any]]) -> Timeline:
                 call.exit_code = code
             if _opt_str(obj.get("error_type")):
                 call.error_type = _opt_str(obj.get("error_type"))
-            latency = _clean_float(obj.get("latency_ms"))
+            latency = _latency(obj.get("latency_ms"))
             if latency is not None:
                 call.latency_ms = latency
     timeline = Timeline(responses=sorted(responses.values(), key=lambda r: r.sequence), events=len(raw_events))

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from .. import __version__
 from ..errors import UserError
-from .common import Call, ExportCase, Response, Timeline, clean, clean_int, read_text, read_timeline, when
+from .common import LATEST, Call, ExportCase, Response, Timeline, clean, read_text, read_timeline, when
 
 __all__ = ["DEFAULT_ENDPOINT", "OtlpError", "OtlpSummary", "export_otlp", "load_sdk", "shown_url"]
 
@@ -127,7 +127,8 @@ def _json_file(path) -> dict[str, Any]:
 
 
 def _ns(seconds: float) -> int:
-    return int(round(seconds * 1e9))
+    """Epoch nanoseconds, kept within what OTLP's fields hold whatever a stored latency says."""
+    return int(round(min(max(seconds, 0.0), LATEST) * 1e9))
 
 
 # ----------------------------------------------------------------------------------------- one case
