@@ -26,7 +26,8 @@ from typing import Any, Callable
 
 from .. import __version__
 from ..store import RunFolder
-from .common import Call, ExportCase, Response, Timeline, clean, iso, read_text, read_timeline, when, write_file
+from .common import (
+    Call, ExportCase, Response, Timeline, clean, iso, read_text, read_timeline, readable_cases, when, write_file)
 
 __all__ = ["SCHEMA_VERSION", "build_trajectory", "write_atif"]
 
@@ -207,14 +208,7 @@ def write_atif(run: RunFolder, cases: list[ExportCase], out: Path | None = None,
     returns the folder and how many were written. Unreadable cases are skipped with a ``note``."""
     folder = out if out is not None else run.path / "exports" / "atif"
     written = 0
-    for case in cases:
-        if case.result is None:
-            note(f"{case.name}: skipped: {case.problem}")
-            continue
-        timeline = read_timeline(case.path)
-        if timeline.state not in ("ok", "missing"):
-            note(f"{case.name}: events.measured.jsonl is {timeline.state} "
-                 f"({timeline.bad_lines} unreadable line(s)); exporting what could be read")
+    for case, timeline in readable_cases(cases, note):
         trajectory = build_trajectory(case, run.run_id, timeline)
         if trajectory is None:
             continue

@@ -22,7 +22,7 @@ import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from ..jsonl import json_lines
 from ..models.events import TIER_ORDER
@@ -240,6 +240,20 @@ def read_timeline(case_dir: Path, phase: str = PHASE) -> Timeline:
     timeline.bad_lines = lines - len(raw_events)
     timeline.state = "ok" if not timeline.bad_lines else ("partial" if raw_events else "unreadable")
     return timeline
+
+
+def readable_cases(cases: list[ExportCase], note: Callable[[str], None]) -> Iterator[tuple[ExportCase, Timeline]]:
+    """Each case that has a result, with its measured timeline; an unreadable case (skipped) and a damaged
+    events file (exported as far as it could be read) are told to ``note``."""
+    for case in cases:
+        if case.result is None:
+            note(f"{case.name}: skipped: {case.problem}")
+            continue
+        timeline = read_timeline(case.path)
+        if timeline.state not in ("ok", "missing"):
+            note(f"{case.name}: events.measured.jsonl is {timeline.state} "
+                 f"({timeline.bad_lines} unreadable line(s)); exporting what could be read")
+        yield case, timeline
 
 
 def _sequence_of(obj: dict[str, Any], index: int) -> int:

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from .. import __version__
 from ..errors import UserError
-from .common import LATEST, Call, ExportCase, Response, Timeline, clean, read_text, read_timeline, when
+from .common import LATEST, Call, ExportCase, Response, Timeline, clean, read_text, readable_cases, when
 
 __all__ = ["DEFAULT_ENDPOINT", "OtlpError", "OtlpSummary", "export_otlp", "load_sdk", "shown_url"]
 
@@ -393,14 +393,7 @@ def export_otlp(run_id: str, cases: list[ExportCase], *, endpoint: str, headers:
 
     try:
         made = 0
-        for case in cases:
-            if case.result is None:
-                note(f"{case.name}: skipped: {case.problem}")
-                continue
-            timeline = read_timeline(case.path)
-            if timeline.state not in ("ok", "missing"):
-                note(f"{case.name}: events.measured.jsonl is {timeline.state} "
-                     f"({timeline.bad_lines} unreadable line(s)); exporting what could be read")
+        for case, timeline in readable_cases(cases, note):
             chats, tools = _case_spans(sdk, tracer, case, timeline, run_id, include_content=include_content)
             summary.cases += 1
             summary.chat_spans += chats

@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import UserError
 from ..models.results import STATUSES
 from ..store import RunFolder, atomic_write_json, atomic_write_text, check_readable_root, read_regular
+from ..store.files import json_kind
 from ..store.layout import STORED_JSON_LIMIT
 from ..store.runs import iter_run_dirs
 from ..timeutil import utc_now_iso
@@ -318,20 +319,10 @@ def check_output(output: Path, runs_roots: Iterable[Path], run_dirs: Iterable[Pa
     if present:
         if any((out / n).is_dir() for n in present):
             raise UserError(f"--output {output}: {', '.join(present)} is a folder; pass another output folder")
-        if not _written_by_us(out / "aggregate.json"):
+        if json_kind(out / "aggregate.json") != KIND:
             raise UserError(f"--output {output} already holds {', '.join(present)} not written by "
                             f"aggregate-reports; pass an empty or new folder")
     return out
-
-
-def _written_by_us(path: Path) -> bool:
-    try:
-        if path.is_symlink():
-            return False
-        obj = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return False
-    return isinstance(obj, dict) and obj.get("kind") == KIND
 
 
 def write_aggregate(data: dict[str, Any], out: Path) -> list[Path]:

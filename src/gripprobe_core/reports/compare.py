@@ -21,7 +21,6 @@ Nothing is written into the runs; ``write_compare`` writes three files into a fo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from ..errors import UserError
 from ..models.results import STATUSES
 from ..stats import mcnemar_exact, paired_bootstrap_difference
 from ..store import RunFolder, atomic_write_json, atomic_write_text
+from ..store.files import json_kind
 from ..textsafe import safe_name
 from ..timeutil import utc_now_iso
 from .aggregate import CaseFacts, case_files, read_facts
@@ -376,20 +376,10 @@ def check_output(output: Path, run_dirs: Iterable[Path]) -> Path:
             raise UserError(f"--output {output} is inside the runs being compared; pass a folder outside "
                             f"{r.parent}")
     present = [n for n in OUTPUT_FILES if (out / n).exists() or (out / n).is_symlink()]
-    if present and not _ours(out / "compare.json"):
+    if present and json_kind(out / "compare.json") != KIND:
         raise UserError(f"--output {output} already holds {', '.join(present)} not written by compare; pass an "
                         f"empty or new folder")
     return out
-
-
-def _ours(path: Path) -> bool:
-    try:
-        if path.is_symlink() or not path.is_file():
-            return False
-        obj = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return False
-    return isinstance(obj, dict) and obj.get("kind") == KIND
 
 
 def write_compare(data: dict[str, Any], out: Path) -> list[Path]:
