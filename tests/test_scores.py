@@ -195,3 +195,33 @@ def test_nested_bootstrap_stays_within_the_data_and_is_reproducible(groups, seed
     assert nested_bootstrap(groups, samples=200, seed=seed) == [(low, high)]
     if all(len(set(g)) == 1 for g in groups) and len({g[0] for g in groups}) == 1:
         assert low == high == groups[0][0][0]  # nothing varies: no width
+
+
+# ----------------------------------------------------------------------------------------------- usage of a phase
+
+def test_tier_b_usage_reads_every_agents_shape_and_prices_it():
+    from gripprobe_core.models.events import Event
+    from gripprobe_core.models.specs import Pricing
+    from gripprobe_core.telemetry.usage import calls_from_events, combine, summarize
+
+    def response(usage, latency=None):
+        return Event(event_type="model_response", event_id="e", source_tier="B", source="wrapper",
+                     payload={"usage": usage}, latency_ms=latency)
+
+    events = [
+        response({"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}, 500.0),  # continue
+        response({"input_tokens": 200, "cached_input_tokens": 150, "output_tokens": 10}),       # codex
+        response({"total": 60, "input": 50, "output": 10, "cache": {"read": 40, "write": 0}}),  # opencode
+        response("garbage"),
+    ]
+    calls = calls_from_events(events)
+    assert [(c.prompt, c.completion, c.cached, c.total) for c in calls] == [
+        (100, 20, None, 120), (200, 10, 150, None), (50, 10, 40, 60), (None, None, None, None)]
+    u = summarize(calls, "B", Pricing(input_per_million=1.0, output_per_million=2.0, cached_input_per_million=0.5))
+    assert (u.source, u.model_calls, u.prompt_tokens, u.completion_tokens, u.cached_tokens) == ("B", 4, 350, 40, 190)
+    assert u.total_tokens == 120 + 210 + 60  # a call without a total counts its prompt + completion
+    assert u.cost == pytest.approx(((350 - 190) * 1.0 + 190 * 0.5 + 40 * 2.0) / 1e6)
+    assert u.ttft_ms is None and u.model_time_s == pytest.approx(0.5)  # tier B has no time to first byte
+    both = combine([u, u, None])
+    assert both.model_calls == 8 and both.prompt_tokens == 700 and both.cost == pytest.approx(2 * u.cost)
+    assert combine([None]) is None

@@ -40,10 +40,25 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v >= 0 else None
 
 
+def _first(u: dict, *keys: str) -> int | None:
+    for k in keys:
+        if (v := _int(u.get(k))) is not None:
+            return v
+    return None
+
+
 def _call(usage: Any, ttfb: Any = None, duration: Any = None) -> ModelCall:
+    """One call's tokens from any shape a backend or an agent reports: Chat Completions (``prompt_tokens``),
+    Responses and Anthropic-style (``input_tokens``, ``cached_input_tokens``, ``cache_read_input_tokens``),
+    opencode's ``{input, output, total, cache: {read}}``."""
     u = usage if isinstance(usage, dict) else {}
-    return ModelCall(_int(u.get("prompt_tokens")), _int(u.get("completion_tokens")), _int(u.get("cached_tokens")),
-                     _int(u.get("total_tokens")), _num(ttfb), _num(duration))
+    cache = u.get("cache") if isinstance(u.get("cache"), dict) else {}
+    cached = _first(u, "cached_tokens", "cached_input_tokens", "cache_read_input_tokens")
+    if cached is None:
+        cached = _int(cache.get("read"))
+    return ModelCall(_first(u, "prompt_tokens", "input_tokens", "input"),
+                     _first(u, "completion_tokens", "output_tokens", "output"), cached,
+                     _first(u, "total_tokens", "total"), _num(ttfb), _num(duration))
 
 
 def calls_from_records(records: Iterable[Any]) -> list[ModelCall]:
@@ -68,9 +83,10 @@ def summarize(calls: list[ModelCall], source: str, pricing: Pricing | None = Non
     if not calls:
         return Usage(source=source if source == "A" else "none")  # type: ignore[arg-type]
     prompt, completion = _sum([c.prompt for c in calls]), _sum([c.completion for c in calls])
-    cached, total = _sum([c.cached for c in calls]), _sum([c.total for c in calls])
-    if total is None and (prompt is not None or completion is not None):
-        total = (prompt or 0) + (completion or 0)
+    cached = _sum([c.cached for c in calls])
+    total = _sum([c.total if c.total is not None else
+                  (c.prompt or 0) + (c.completion or 0) if c.prompt is not None or c.completion is not None else None
+                  for c in calls])  # a call without a total counts its prompt + completion
     ttfbs = [c.ttfb_ms for c in calls if c.ttfb_ms is not None]
     durations = [c.duration_ms for c in calls if c.duration_ms is not None]
     gen = [c.duration_ms - c.ttfb_ms for c in calls if c.duration_ms is not None and c.ttfb_ms is not None]
