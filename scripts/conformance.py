@@ -39,6 +39,8 @@ def cells(run_dir: Path) -> list[dict]:
     out = []
     for path in sorted((run_dir / "cases").glob("*/case.json")):
         case = json.loads(path.read_text())
+        if case["key"].get("trial", 1) != 1:  # a run with --trials: the page shows each cell's first trial
+            continue
         art = path.parent / "artifacts"
         truth = _jsonl(art / "oracle.measured.jsonl")
         records = _jsonl(art / "proxy.measured.http.jsonl")

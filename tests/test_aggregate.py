@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from conftest import SPECS, gripprobe
 from gripprobe_core.models import CaseResult
-from gripprobe_core.reports.aggregate import (
-    OUTPUT_FILES, aggregate_runs, cell_text, find_run_dirs, pass_at_k, wilson_interval)
+from gripprobe_core.reports.aggregate import OUTPUT_FILES, aggregate_runs, cell_text, find_run_dirs
+from gripprobe_core.stats import pass_at_k, wilson
 from gripprobe_core.reports.sanitize import REDACTED, Sanitizer
 
 ALREADY_DONE = """\
@@ -137,10 +137,10 @@ def synth_root(tmp_path_factory, template) -> Path:
 # ------------------------------------------------------------------ statistics
 
 def test_wilson_interval_textbook_values():
-    lo, hi = wilson_interval(0.5, 10)
+    lo, hi = wilson(5, 10)
     assert (lo, hi) == pytest.approx((0.2366, 0.7634), abs=1e-4)
-    assert wilson_interval(1.0, 4) == pytest.approx((0.5101, 1.0), abs=1e-4)
-    assert wilson_interval(0.0, 4) == pytest.approx((0.0, 0.4899), abs=1e-4)
+    assert wilson(4, 4) == pytest.approx((0.5101, 1.0), abs=1e-4)
+    assert wilson(0, 4) == pytest.approx((0.0, 0.4899), abs=1e-4)
 
 
 def test_pass_at_k_unbiased_estimator():
@@ -170,20 +170,25 @@ def test_real_runs_grouping_counts_and_scores(real_root, tmp_path):
     perfect = rows["oracle-perfect"]
     assert perfect["agent"] == "reference" and perfect["format"] == "tool" and perfect["n"] == 4
     assert perfect["counts"]["PASS"] == 4 and perfect["strict_pass_score"] == 1.0
+    # every trial passed: nothing for the bootstrap to resample, so the pooled Wilson interval (4 of 4)
     assert perfect["strict_ci95"] == pytest.approx([0.5101, 1.0], abs=1e-4)
-    assert perfect["pass_at_k"] == {"1": 1.0}  # n = 2 per test: no pass@3
+    assert perfect["pass_at_k"] == perfect["pass_hat_k"] == {"1": 1.0, "2": 1.0}  # n = 2 per test
+    assert perfect["coverage"] == 1.0 and perfect["tests_attempted"] == perfect["tests_selected"] == 2
     for cell in perfect["cells"].values():
-        assert cell["n"] == 2 and cell["counts"]["PASS"] == 2 and cell["pass_at_k"] == {"1": 1.0}
+        assert cell["n"] == 2 and cell["counts"] == {"PASS": 2} and cell["pass_at_k"] == {"1": 1.0, "2": 1.0}
+        assert not cell["flaky"] and cell["strict_ci95"] == pytest.approx([0.3424, 1.0], abs=1e-4)
 
     lazy = rows["oracle-lazy"]
     pwpv = lazy["cells"]["already_done"]
-    assert pwpv["counts"]["PASS_WITH_POLICY_VIOLATION"] == 2 and pwpv["counts"]["PASS"] == 0  # apart from PASS
+    assert pwpv["counts"] == {"PASS_WITH_POLICY_VIOLATION": 2}  # apart from PASS
     assert pwpv["strict"] == 0.0 and pwpv["overall"] == pytest.approx(0.8)
     assert lazy["cells"]["save_file"]["counts"]["NO_TOOL_CALL"] == 2
     assert lazy["n"] == 4 and lazy["strict_pass_score"] == 0.0
     assert lazy["overall_score"] == pytest.approx(0.4)  # (0.8 + 0.8 + 0 + 0) / 4
-    assert lazy["overall_ci95"] == pytest.approx([0.1026, 0.7954], abs=1e-4)  # Wilson on the mean, n = 4
-    assert lazy["pass_at_k"] == {"1": 0.0}
+    # bootstrap over the two tests (each constant): a resampled mean is 0, 0.4 or 0.8
+    assert lazy["overall_ci95"] == pytest.approx([0.0, 0.8])
+    assert lazy["strict_ci95"] == pytest.approx([0.0, 0.4899], abs=1e-4)  # nothing passed: Wilson 0 of 4
+    assert lazy["pass_at_k"] == {"1": 0.0, "2": 0.0}
 
     md = (out / "aggregate.md").read_text()
     assert "| 0/2 PASS, 2 PWPV |" in md and "| 2/2 PASS |" in md
@@ -198,18 +203,20 @@ def test_synthetic_rows_pass_at_k_skipped_and_ci(synth_root):
     main = rows[("1.0", "ci-2core")]
     assert main["model_hash"] == HASH
     t1 = main["cells"]["t1"]
-    assert t1["counts"]["SKIPPED"] == 1 and t1["n"] == 5  # SKIPPED shown, not counted
-    assert t1["pass_at_k"] == pytest.approx({"1": 0.4, "3": 0.9, "5": 1.0})
+    assert t1["counts"]["SKIPPED"] == 1 and t1["n"] == 5 and t1["trials"] == 6  # SKIPPED shown, not counted
+    assert t1["pass_at_k"] == pytest.approx({"1": 0.4, "2": 0.7, "3": 0.9, "4": 1.0, "5": 1.0})
+    assert t1["pass_hat_k"] == pytest.approx({"1": 0.4, "2": 0.1, "3": 0.0, "4": 0.0, "5": 0.0})
+    assert t1["flaky"] and main["flaky"] == ["t1"]
     assert main["cells"]["t2"]["n"] == 1 and main["cells"]["t2"]["counts"]["HARNESS_ERROR"] == 1
     assert main["n"] == 6 and main["counts"]["PASS"] == 2
-    assert main["strict_pass_score"] == pytest.approx(2 / 6, abs=1e-6)
-    assert main["overall_score"] == pytest.approx(2.8 / 6, abs=1e-6)
-    assert main["strict_ci95"] == pytest.approx([0.0968, 0.7000], abs=1e-4)
-    assert main["overall_ci95"] == pytest.approx([0.1677, 0.7916], abs=1e-4)
-    assert main["pass_at_k"] == pytest.approx({"1": 0.2, "3": 0.9, "5": 1.0})  # mean over tests with n >= k
+    assert main["strict_pass_score"] == pytest.approx((0.4 + 0.0) / 2)  # the mean over tests
+    assert main["overall_score"] == pytest.approx((2.8 / 5 + 0.0) / 2)
+    low, high = main["strict_ci95"]
+    assert 0.0 <= low < main["strict_pass_score"] < high <= 1.0
+    assert main["pass_at_k"] == pytest.approx({"1": 0.2})  # k up to the smallest n among the tests
     single = rows[("1.0", None)]
-    assert single["n"] == 1 and single["strict_ci95"] is None and single["overall_ci95"] is None
-    assert cell_text(t1) == "2/5 PASS, 1 PWPV, 2 FAIL, 1 SKIPPED"
+    assert single["n"] == 1 and single["strict_ci95"] == pytest.approx([0.2065, 1.0], abs=1e-4)
+    assert cell_text(t1) == "2/5 PASS, 1 PWPV, 2 FAIL, 1 SKIPPED (flaky)"
 
 
 def test_filters_and_sorting(synth_root, real_root):

@@ -248,6 +248,32 @@ def test_backend_unreachable_is_harness_error_unless_the_process_ended_ok_and_va
             assert got == BACKEND_ROW, combo  # above timeout, process errors, tool_unsupported, nonzero exit
 
 
+# ------------------------------------------------------------------ token budget spent (a harness fact)
+
+BUDGET_ROW = ("TIMEOUT", "budget_exceeded")
+
+
+def test_a_spent_budget_is_timeout_whatever_else_unless_the_backend_was_unreachable() -> None:
+    for combo in ALL_INPUTS:  # exhaustive
+        assert classify(*combo, budget_exceeded=True) == BUDGET_ROW, combo
+        validators, process, *_ = combo
+        both = classify(*combo, backend_unreachable=True, budget_exceeded=True)
+        assert both == (BUDGET_ROW if process == "ok" and validators else BACKEND_ROW), combo
+
+
+@settings(max_examples=100, deadline=None)
+@given(events(["A", "B", "C", "D"]), observability, proxy_status, st.booleans(), st.sampled_from(PROCESSES))
+def test_a_spent_budget_is_never_a_pass_and_says_so(evs: list[Event], obs: str, proxy: str, vp: bool,
+                                                    process: str) -> None:
+    summary = summarize_phase(evs, observability=obs, capture_missing=False, parse_error=False, proxy_status=proxy)
+    v = event_evaluator(EvaluationInputs(
+        validators=[ValidatorResult(kind="file", passed=vp)],
+        process=ProcessResult(status=process, exit_code=0 if process == "ok" else 1), events=evs,
+        summary=summary, budget_exceeded=True))
+    assert (v.status, v.evaluator_reason_code, v.failure_reason) == ("TIMEOUT", "budget_exceeded", "budget_exceeded")
+    assert v.strict_pass_score == v.overall_score == 0.0 and "token budget" in v.evaluator_reason_text
+
+
 @settings(max_examples=150, deadline=None)
 @given(events(["A", "B", "C", "D"]), observability, proxy_status, st.booleans(), st.sampled_from(PROCESSES),
        st.sampled_from([None, "backend_tool_unsupported", "agent_tool_unsupported"]))

@@ -62,9 +62,9 @@ def truth_calls(oracle: OracleServer, structured: bool = True) -> list[tuple[str
             if g["structured"] is structured]
 
 
-def drive(tmp_path: Path, model: str, *extra: str) -> tuple[AgentRun, OracleServer]:
+def drive(tmp_path: Path, model: str, *extra: str, trial: int = 1) -> tuple[AgentRun, OracleServer]:
     async def main() -> tuple[AgentRun, OracleServer]:
-        async with OracleServer(PLAN, record_path=tmp_path / "oracle.jsonl") as oracle:
+        async with OracleServer(PLAN, record_path=tmp_path / "oracle.jsonl", trial=trial) as oracle:
             result = await run_agent(oracle.base_url, tmp_path / "ws", model, *extra)
         return result, oracle
 
@@ -181,6 +181,16 @@ def test_slow_stream_still_succeeds_but_takes_its_time(tmp_path: Path) -> None:
     assert run.code == 0 and written(tmp_path) == "hello world\n"
     assert run.seconds >= 2 * 0.55  # two paced replies of ~20 chunks × 30 ms
     assert [r["latency_ms"] >= 550 for r in run.of("model.response")] == [True, True]
+
+
+@pytest.mark.parametrize("trial", [1, 2, 3, 4])
+def test_flaky_is_perfect_on_odd_trials_and_lazy_on_even_ones(tmp_path: Path, trial: int) -> None:
+    run, oracle = drive(tmp_path, "flaky", trial=trial)
+    assert run.code == 0
+    if trial % 2:
+        assert written(tmp_path) == "hello world\n" and [g["action_index"] for g in oracle.ground_truth] == [0]
+    else:
+        assert written(tmp_path) is None and run.of("tool.start") == [] and oracle.ground_truth == []
 
 
 def test_every_builtin_profile_has_a_documented_expectation() -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from browser.reportdata import HOSTILE, LAZY, PERFECT, aggregate_data, derive_case, real_run
 from gripprobe_core.models import CaseResult
-from gripprobe_core.reports import COLUMNS, render_aggregate_html, render_run_html, write_run_reports
+from gripprobe_core.reports import COLUMNS, SCORE_COLUMNS, render_aggregate_html, render_run_html, write_run_reports
 from gripprobe_core.store import RunFolder
 
 pytestmark = pytest.mark.e2e
@@ -147,14 +147,25 @@ def test_validator_links_to_timeline_iff_source_pointer(run):
     assert seen_link and seen_none, "the default suite should have validators with and without a source"
 
 
-def test_summary_md_and_html_have_the_same_table(derived):
-    html_rows = _parse(derived.reports / "summary.html").tables["cases"]
+def _md_table(md: str, heading: str) -> list[list[str]]:
+    section = md.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            for line in section.splitlines() if line.startswith("| ")]
+
+
+def test_summary_md_and_html_have_the_same_tables(derived):
+    page = _parse(derived.reports / "summary.html")
     md = (derived.reports / "summary.md").read_text(encoding="utf-8")
-    md_rows = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
-               for line in md.splitlines() if line.startswith("| ")]
+    html_rows, md_rows = page.tables["cases"], _md_table(md, "Cases")
     assert html_rows[0] == md_rows[0] == list(COLUMNS)
     assert html_rows[1:] == md_rows[1:]
     assert len(md_rows) - 1 == len(list(derived.cases.iterdir()))
+    scores_html, scores_md = page.tables["scores"], _md_table(md, "Scores")
+    assert scores_html[0] == scores_md[0] == list(SCORE_COLUMNS)
+    # the same rows, cell for cell, except usage and flaky, which the page lays out as lines and marks
+    skip = {SCORE_COLUMNS.index("usage"), SCORE_COLUMNS.index("flaky")}
+    assert [[c for i, c in enumerate(r) if i not in skip] for r in scores_html[1:]] == \
+        [[c for i, c in enumerate(r) if i not in skip] for r in scores_md[1:]]
 
 
 def test_missing_and_corrupt_artifacts_never_crash(run, tmp_path):
@@ -202,11 +213,16 @@ def test_aggregate_page_groups_escapes_and_keeps_policy_violations_apart():
     table = _Tables()
     table.feed(html)
     rows = table.tables["groups"]
-    assert rows[0][:9] == ["agent", "model", "format", "hardware", "n", "statuses", "strict", "overall", "pass@k"]
-    assert rows[0][9:] == ["save_file", "shell_pwd"]
+    assert rows[0][:11] == ["agent", "model", "format", "hardware", "coverage", "n", "statuses", "strict", "overall",
+                            "pass@k · pass^k", "usage"]
+    assert rows[0][11:] == ["save_file", "shell_pwd"]
     assert len(rows) == 3
-    assert rows[1][6] == "0.750 [0.30, 0.95]" and rows[1][8] == "pass@1 0.75 pass@3 1.00"
-    assert "PASS+PV 4" in rows[2][5] and rows[2][3] == "(unknown)" and rows[2][10] == "—"
+    assert rows[1][7] == "0.750 [0.30, 0.95]"
+    assert rows[1][9] == "pass@1 0.75 pass@3 1.00 pass^1 0.75 pass^3 0.25 1 flaky"
+    assert rows[1][10] == "calls 8 tokens 12.0k in / 800 out cost 0.0123 USD ttft 140 ms out 42 tok/s agent 3.5 s/case"
+    assert "flaky" in rows[1][12] and "flaky" not in rows[1][11]
+    assert rows[2][4] == "1/2 tests" and rows[2][10] == "—"
+    assert "PASS+PV 4" in rows[2][6] and rows[2][3] == "(unknown)" and "not attempted" in rows[2][12]
     assert 'class="badge st-PASS_WITH_POLICY_VIOLATION"' in html and 'class="badge st-PASS"' in html
     assert {a.get("id") for tag, a in table.tags if tag == "select"} == {
         "filter-agent", "filter-model", "filter-format", "filter-hardware"}

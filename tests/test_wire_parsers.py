@@ -228,7 +228,9 @@ def test_responses_function_call_stream_in_every_split():
     assert whole[P + "tool_calls"] == [{
         "id": "call_a3b8c7985e", "name": "exec_command", "arguments": CODEX_CMD_ARGS, "kind": "function",
         "arguments_truncated": False, "arguments_json_valid": True}]
-    assert whole[P + "usage"] == {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    # Responses reports input_tokens_details.cached_tokens: kept (0 here), as for Chat Completions
+    assert whole[P + "usage"] == {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120,
+                                  "cached_tokens": 0}
     assert whole[P + "response_id"] == "resp_55c7761f31f94cd9"
     assert whole[P + "text"] == "I will run it."
     assert whole[P + "response"][0]["event"] == "response.created"

@@ -167,6 +167,8 @@ class BackendPhase:
     """Every registered oracle dialect (the oracle picks the one that speaks to the agent's requests)."""
     record_path: Path | None = None
     """Where a backend that records what it was asked and answered (the oracle's ground truth) writes it."""
+    trial: int = 1
+    """Which trial of its cell the phase belongs to (``--trials N``); the oracle's ``flaky`` profile reads it."""
 
 
 class BackendEndpoint(Protocol):
@@ -218,9 +220,10 @@ class Backend(Protocol):
 # ------------------------------------------------------------------------------------------- proxy
 
 ProxyStatus = Mapping[str, Any]
-"""``{"error": str | None, "reason": str | None, "exchanges": int, "recorder_error": str | None}``:
-``error`` is set when an exchange failed because of the upstream (connect, reset, malformed, timeout),
-with ``reason`` its proxy_error; ``recorder_error`` when exchanges were recorded as metadata only."""
+"""``{"error": str | None, "reason": str | None, "exchanges": int, "recorder_error": str | None,
+"token_budget_exceeded": bool, "tokens_spent": int}``: ``error`` is set when an exchange failed because of the
+upstream (connect, reset, malformed, timeout), with ``reason`` its proxy_error; ``recorder_error`` when
+exchanges were recorded as metadata only; ``token_budget_exceeded`` when a model call was refused for the budget."""
 
 
 class ProxyHandle(Protocol):
@@ -244,4 +247,9 @@ class ProxyHandle(Protocol):
 
     def status(self) -> ProxyStatus:
         """What went wrong, if anything (valid after :meth:`stop`)."""
+        ...
+
+    def token_budget_exceeded(self) -> bool:
+        """Did the proxy refuse a model call because the phase spent its token budget? (The runner asks
+        while the agent runs, and stops it.) A proxy without budgets answers False."""
         ...

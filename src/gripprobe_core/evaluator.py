@@ -20,7 +20,7 @@ from .telemetry.attempts import (
 )
 
 __all__ = [
-    "BACKEND_UNREACHABLE", "EvaluationInputs", "EVALUATOR_NAME", "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
+    "BACKEND_UNREACHABLE", "BUDGET_EXCEEDED", "EvaluationInputs", "EVALUATOR_NAME", "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
     "OVERALL_SCORE", "PRECEDENCE", "PROCESS_ROWS", "TOOL_MATRIX", "classify", "event_evaluator",
 ]
 
@@ -49,6 +49,9 @@ class EvaluationInputs:
     """The harness itself found the model backend unreachable at the end of the measured phase (its probe
     right after the phase, or the recording proxy's last attempt to reach it). Never set from what the
     agent says: the agent's failure is then the backend's, HARNESS_ERROR ``backend_unreachable``."""
+    budget_exceeded: bool = False
+    """The measured phase spent its token budget: the recording proxy refused a model call and the harness
+    stopped the agent (TIMEOUT ``budget_exceeded``, whatever else the phase shows)."""
 
 
 PASS = "PASS"
@@ -56,12 +59,16 @@ PWPV = "PASS_WITH_POLICY_VIOLATION"
 
 #: Order in which the evaluator decides; the first that applies wins.
 PRECEDENCE: tuple[str, ...] = (
-    "backend_unreachable", "timeout", "shell_error", "harness_capture_failed", "tool_unsupported", "nonzero_exit", "tool_verdict")
+    "backend_unreachable", "budget_exceeded", "timeout", "shell_error", "harness_capture_failed", "tool_unsupported", "nonzero_exit", "tool_verdict")
 
 #: The backend was found unreachable after the phase (a harness fact, :attr:`EvaluationInputs.backend_unreachable`):
 #: the agent's outcome is not its own, unless the process ended ok with every validator passing (the job
 #: was done before the backend went away), which the rest of the table then judges as usual.
 BACKEND_UNREACHABLE: tuple[Status, str] = ("HARNESS_ERROR", "backend_unreachable")
+
+#: The phase spent its token budget (:attr:`EvaluationInputs.budget_exceeded`): the agent ran out of its
+#: allowance as at a timeout, whatever the validators and the evidence say.
+BUDGET_EXCEEDED: tuple[Status, str] = ("TIMEOUT", "budget_exceeded")
 
 #: Process results that decide the status whatever validators and tool evidence say: (status, reason code).
 PROCESS_ROWS: dict[str, tuple[Status, str]] = {
@@ -113,6 +120,7 @@ FAILURE_REASON_BY_CODE: dict[str, str] = {
     "backend_tool_unsupported": "backend_tool_unsupported",
     "agent_tool_unsupported": "agent_tool_unsupported",
     "backend_unreachable": "backend_unreachable",
+    "budget_exceeded": "budget_exceeded",
 }
 
 #: ``error_type`` values parsers use for a tool call whose arguments could not be decoded.
@@ -123,11 +131,11 @@ _PROCESS_STATUSES = frozenset({"ok", "timeout", "shell_error", "harness_capture_
 
 def classify(validators_pass: bool, process: ProcessStatus, verdict: ToolEventVerdict,
              reason: ToolEventVerdictReason, tool_unsupported: str | None = None,
-             backend_unreachable: bool = False) -> tuple[Status, str]:
+             backend_unreachable: bool = False, budget_exceeded: bool = False) -> tuple[Status, str]:
     """The SPEC §6 status matrix: ``(status, evaluator_reason_code)``.
 
     Precedence: backend unreachable (unless process ok and validators pass, see :data:`BACKEND_UNREACHABLE`)
-    > timeout > shell_error > harness_capture_failed > tool_unsupported > nonzero_exit > validators × tool
+    > the token budget spent (:data:`BUDGET_EXCEEDED`) > timeout > shell_error > harness_capture_failed > tool_unsupported > nonzero_exit > validators × tool
     verdict: the exact :data:`TOOL_MATRIX` row, else :data:`HARNESS_REASONS`, else the row for any reason
     (``"*"``), else :data:`OFF_TABLE`. The reason code of a tool row is ``reason``.
     Raises ``ValueError`` only for a process status outside the contract (a bug, not bad data).
@@ -136,6 +144,8 @@ def classify(validators_pass: bool, process: ProcessStatus, verdict: ToolEventVe
         raise ValueError(f"unknown process status {process!r}")
     if backend_unreachable and not (process == "ok" and validators_pass):
         return BACKEND_UNREACHABLE
+    if budget_exceeded:
+        return BUDGET_EXCEEDED
     if process in PROCESS_ROWS:
         return PROCESS_ROWS[process]
     if tool_unsupported:
@@ -174,7 +184,7 @@ def event_evaluator(inputs: EvaluationInputs) -> Verdict:
         status, code = "HARNESS_ERROR", harness_error
     else:
         status, code = classify(validators_pass, inputs.process.status, verdict, reason, tool_unsupported,
-                                bool(inputs.backend_unreachable))
+                                bool(inputs.backend_unreachable), bool(inputs.budget_exceeded))
 
     events = list(inputs.events or [])
     attempts = tool_attempts(events, include_tier_d=False)
@@ -267,6 +277,8 @@ _TEXT: dict[str, str] = {
     "agent_tool_unsupported": "The agent cannot perform the tool kinds this test requires.",
     "backend_unreachable": "The model backend stopped answering the harness during the phase, so the outcome "
                            "says nothing about the agent.",
+    "budget_exceeded": "The phase spent its token budget (--max-tokens-per-phase): the proxy refused the next "
+                       "model call and the harness stopped the agent.",
     "nonzero_exit": "The agent exited with status {exit_code}, so the result is not reliable.",
     "validators_pass_after_nonzero":
         "The validators passed and tool use was confirmed, but the agent exited with status {exit_code}.",

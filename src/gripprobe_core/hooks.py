@@ -76,10 +76,11 @@ class Hooks:
         return answer if isinstance(answer, RouteDecision) else RouteDecision(True)
 
     def start_proxy(self, ctx: "PhaseContext", upstream_url: str, record_path: Path,
-                    max_request_body: int | None) -> "ProxyHandle | None":
+                    max_request_body: int | None, token_budget: int | None = None) -> "ProxyHandle | None":
         """An unstarted proxy handle, or None when no plugin can relay ``upstream_url``."""
         return cast("ProxyHandle | None", self._hook.start_proxy(
-            ctx=ctx, upstream_url=upstream_url, record_path=record_path, max_request_body=max_request_body))
+            ctx=ctx, upstream_url=upstream_url, record_path=record_path, max_request_body=max_request_body,
+            token_budget=token_budget))
 
     def evaluate(self, inputs: "EvaluationInputs") -> "Verdict":
         """The verdict of the first implementation that answers (the core's ``event_evaluator`` last).

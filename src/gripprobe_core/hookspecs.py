@@ -117,7 +117,7 @@ def route_base_url(driver: "AgentDriver", agent: "CliAgentSpec", backend: "Backe
 
 @hookspec(firstresult=True)
 def start_proxy(ctx: "PhaseContext", upstream_url: str, record_path: "Path",
-                max_request_body: "int | None") -> "ProxyHandle | None":
+                max_request_body: "int | None", token_budget: "int | None") -> "ProxyHandle | None":
     """*First result.* A phase-scoped recording proxy in front of ``upstream_url`` (tier A), not started.
 
     Return a :class:`~gripprobe_core.drivers.ProxyHandle`; the runner awaits ``start()`` (``OSError``:
@@ -125,7 +125,9 @@ def start_proxy(ctx: "PhaseContext", upstream_url: str, record_path: "Path",
     proxy writes one JSON line per exchange to ``record_path`` (SPEC §5 keys). Return ``None`` for an
     upstream you cannot relay (the case's proxy is then ``unsupported_backend``). ``ctx`` is the phase
     before routing (its ``base_url`` is the upstream). ``max_request_body`` is the request body cap in
-    bytes (``--proxy-max-body``; ``None``: the proxy's default, 64 MiB).
+    bytes (``--proxy-max-body``; ``None``: the proxy's default, 64 MiB). ``token_budget`` is the tokens
+    the phase may spend (``--max-tokens-per-phase``; ``None``: no budget): past it the proxy refuses model
+    calls and says so through ``ProxyHandle.token_budget_exceeded()``, and the runner stops the agent.
     """
 
 

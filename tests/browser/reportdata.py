@@ -91,8 +91,9 @@ def aggregate_data() -> dict:
     """A small hand-built aggregate in the shape ``render_aggregate_html`` documents."""
     from gripprobe_core.models.results import STATUSES
 
-    def cell(n, counts, strict, overall):
-        return {"n": n, "counts": counts, "strict": strict, "overall": overall, "pass_at_k": {"1": strict}}
+    def cell(n, counts, strict, overall, flaky=False):
+        return {"n": n, "trials": n, "counts": counts, "strict": strict, "overall": overall, "strict_ci95": None,
+                "pass_at_k": {"1": strict}, "pass_hat_k": {"1": strict}, "flaky": flaky}
     return {
         "title": "GripProbe aggregate <test>", "generated_at": "2026-01-01T00:00:00Z", "gripprobe_version": "0.1.0",
         "runs": [{"run_id": "20260101T000000Z", "suite": "default", "started_at": "2026-01-01T00:00:00Z", "cases": 9}],
@@ -102,13 +103,20 @@ def aggregate_data() -> dict:
             {"agent": "alpha", "agent_version": "1.0", "model": "m-one", "model_hash": "sha256:abc", "format": "tool",
              "hardware": "gpu-a", "n": 4, "counts": {"PASS": 3, "FAIL": 1}, "strict_pass_score": 0.75,
              "strict_ci95": [0.3, 0.95], "overall_score": 0.75, "overall_ci95": [0.3, 0.95],
-             "pass_at_k": {"1": 0.75, "3": 1.0},
-             "cells": {"save_file": cell(2, {"PASS": 2}, 1.0, 1.0), "shell_pwd": cell(2, {"PASS": 1, "FAIL": 1}, 0.5, 0.5)}},
+             "pass_at_k": {"1": 0.75, "3": 1.0}, "pass_hat_k": {"1": 0.75, "3": 0.25}, "flaky": ["shell_pwd"],
+             "tests_selected": 2, "tests_attempted": 2, "coverage": 1.0,
+             "usage": {"cases": 4, "model_calls": 8, "prompt_tokens": 12000, "completion_tokens": 800,
+                       "cached_tokens": None, "cost": 0.0123, "currency": "USD", "ttft_ms": 140.0,
+                       "output_tokens_per_s": 42.0, "agent_s_mean": 3.5},
+             "cells": {"save_file": cell(2, {"PASS": 2}, 1.0, 1.0),
+                       "shell_pwd": cell(2, {"PASS": 1, "FAIL": 1}, 0.5, 0.5, flaky=True)}},
             {"agent": "beta", "agent_version": None, "model": "m-two", "model_hash": None, "format": "tool",
              "hardware": None, "n": 5, "counts": {"PASS_WITH_POLICY_VIOLATION": 4, "NO_TOOL_CALL": 1},
              "strict_pass_score": 0.0, "strict_ci95": None, "overall_score": 0.64, "overall_ci95": None,
-             "pass_at_k": {},
-             "cells": {"save_file": cell(5, {"PASS_WITH_POLICY_VIOLATION": 4, "NO_TOOL_CALL": 1}, 0.0, 0.64)}},
+             "pass_at_k": {}, "pass_hat_k": {}, "flaky": [], "tests_selected": 2, "tests_attempted": 1, "coverage": 0.5,
+             "usage": None,
+             "cells": {"save_file": cell(5, {"PASS_WITH_POLICY_VIOLATION": 4, "NO_TOOL_CALL": 1}, 0.0, 0.64),
+                       "shell_pwd": cell(0, {"TOOL_UNSUPPORTED": 2}, None, None)}},
         ],
     }
 

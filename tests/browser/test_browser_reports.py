@@ -16,6 +16,7 @@ from browser.chromium_fixtures import browser, page  # noqa: F401  (pytest fixtu
 from browser.reportdata import (HOSTILE, LAZY, PERFECT, aggregate_data, derive_case, many_events, real_run,
                                 wide_aggregate_data)
 from gripprobe_core.reports import render_aggregate_html, write_run_reports
+from gripprobe_core.reports.summary_md import COLUMNS
 from gripprobe_core.store import RunFolder
 
 HIGHLIGHTED = re.compile(r"(^|\s)highlight(\s|$)")
@@ -50,7 +51,7 @@ def test_summary_filters_and_sorts(page, run):
 
     page.goto(_url(run.reports / "summary.html"))
     total = len(_visible_rows(page))
-    status_col, agent_col, case_s = 4, 0, 12
+    status_col, agent_col, case_s = (COLUMNS.index(c) for c in ("status", "agent", "case s"))
     page.select_option("#filter-status", "NO_TOOL_CALL")
     rows = _visible_rows(page)
     assert rows and len(rows) < total and all(r[status_col] == "NO_TOOL_CALL" for r in rows)

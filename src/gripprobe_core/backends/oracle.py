@@ -38,7 +38,7 @@ class OracleBackend:
         from ..oracle.server import OracleServer  # imported here: only oracle runs need it
 
         server = OracleServer(list(phase.reference), dialects=phase.dialects, record_path=phase.record_path,
-                              default_profile=phase.spec.model_id, format=phase.format)
+                              default_profile=phase.spec.model_id, format=phase.format, trial=phase.trial)
         await server.start()
         return OracleEndpoint(server)
 

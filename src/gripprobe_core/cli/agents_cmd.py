@@ -114,7 +114,9 @@ def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None)
 @click.command("doctor", context_settings=_CTX)
 @click.option("--specs", "--root", "specs_root", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--no-check", is_flag=True, help="Skip the self-check run against the oracle.")
-@click.option("--test", "test_id", default="shell_pwd", show_default=True, help="Test for the self-check.")
+@click.option("--test", "test_id", default=None,
+              help="Test for the self-check (default: the first of shell_pwd, save_file and the sanity tests "
+                   "that the agent can attempt).")
 def doctor_command(specs_root: Path | None, no_check: bool, test_id: str) -> None:
     """The sandbox (does bubblewrap work here?), then per agent: installed or not, version, and a
     self-check against the oracle (one real case, sandboxed when bubblewrap works)."""
@@ -134,12 +136,38 @@ def doctor_command(specs_root: Path | None, no_check: bool, test_id: str) -> Non
         if no_check:
             click.echo(line)
             continue
-        cases = plan_cases(specs, agents=[agent_id], models=["oracle-perfect"], tests=[test_id])
+        test, why = self_check_test(specs, agent, test_id)
+        if test is None:
+            click.echo(line + f" self-check: {why}")
+            continue
+        cases = plan_cases(specs, agents=[agent_id], models=["oracle-perfect"], tests=[test])
         with tempfile.TemporaryDirectory() as out:
             installed = ensure_agents_installed(plugins.registry, [agent], cache, log=lambda m: None)
             res = execute_run(cases, plugins, RunSettings(results_root=Path(out), installed=installed)).results[0]
         ok = res.verdict.status == "PASS"
         failed += not ok
-        click.echo(line + f" self-check {test_id}: {res.verdict.status} ({res.duration_s:.1f}s)")
+        click.echo(line + f" self-check {test}: {res.verdict.status} ({res.duration_s:.1f}s)")
     if failed:
         raise SystemExit(1)
+
+
+SELF_CHECK_TESTS = ("shell_pwd", "save_file")
+
+
+def self_check_test(specs, agent, wanted: str | None) -> tuple[str | None, str]:
+    """The test doctor runs for ``agent``: ``wanted`` when given (None and why, when the agent cannot do it),
+    else the first of ``SELF_CHECK_TESTS`` and the sanity tests (no challenge server) it can attempt."""
+    from ..runner.matrix import missing_tool_kinds
+
+    if wanted is not None:
+        if wanted not in specs.tests:
+            raise UserError(f"--test {wanted}: no such test; known: {', '.join(sorted(specs.tests))}")
+        missing = missing_tool_kinds(agent, specs.tests[wanted])
+        return (wanted, "") if not missing else (None, f"{wanted} needs {', '.join(missing)}, which "
+                                                       f"{agent.id} cannot do (TOOL_UNSUPPORTED): pick another --test")
+    sanity = sorted(t for t, spec in specs.tests.items() if "sanity" in spec.tags and spec.challenge is None)
+    for tid in (*SELF_CHECK_TESTS, *sanity):
+        test = specs.tests.get(tid)
+        if test is not None and test.challenge is None and not missing_tool_kinds(agent, test):
+            return tid, ""
+    return None, f"no sanity test that {agent.id} can attempt (its tool kinds: {', '.join(agent.tool_kinds)})"

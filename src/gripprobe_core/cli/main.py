@@ -18,14 +18,18 @@ def make_cli() -> click.Group:
 
     from .agents_cmd import agents_group, doctor_command
     from .aggregate_cmd import aggregate_command
+    from .compare_cmd import compare_command
+    from .export_cmd import export_command
     from .plugins_cmd import plugins_command
     from .run_cmd import run_command, run_suite_command
     from .runs_cmd import backfill_command, list_runs_command, rebuild_reports_command
     from .validate_cmd import schema_command, validate_command
 
-    for cmd in (run_command, run_suite_command, rebuild_reports_command, list_runs_command, backfill_command):
+    for cmd in (run_command, run_suite_command, rebuild_reports_command, list_runs_command, backfill_command,
+                compare_command):
         cli.add_command(cmd)
-    for cmd in (validate_command, schema_command, plugins_command, agents_group, doctor_command, aggregate_command):
+    for cmd in (validate_command, schema_command, plugins_command, agents_group, doctor_command, aggregate_command,
+                export_command):
         cli.add_command(cmd)
     return cli
 

@@ -15,7 +15,8 @@ from ..textsafe import safe_name, safe_text
 def case_line(r: CaseResult) -> tuple[str, str, str]:
     """(key, status, reason) of a finished case as safe display text."""
     k = r.key
-    return (safe_text(f"{k.agent} {k.model} {k.format} {k.test}"), safe_text(r.verdict.status),
+    trial = f" (trial {k.trial})" if k.trial > 1 else ""
+    return (safe_text(f"{k.agent} {k.model} {k.format} {k.test}{trial}"), safe_text(r.verdict.status),
             safe_text(r.verdict.evaluator_reason_code))
 
 

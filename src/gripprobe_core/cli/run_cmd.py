@@ -64,6 +64,13 @@ def _common_options(fn):
                      help="Largest request body the recording proxy accepts: bytes, or K/M/G (KiB/MiB/GiB). "
                           "A larger request gets 413 and is recorded as request_body_too_large. Default: 64M."),
         click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Cases run at once (default 1)."),
+        click.option("--trials", type=click.IntRange(1, 100), default=None,
+                     help="Run each cell (agent × model × format × test) N times; reports give pass@k and pass^k "
+                          "and mark cells whose trials disagree. Default: the suite's `trials`, else 1."),
+        click.option("--max-tokens-per-phase", "token_budget", type=click.IntRange(1), default=None,
+                     help="Token budget of each phase, enforced by the recording proxy: past it the next model call "
+                          "is refused, the agent stopped, the case TIMEOUT / budget_exceeded. Default: the suite's "
+                          "`max_tokens_per_phase`, else each model's policy, else none."),
         click.option("--backend", help="Backend id of the model specs to use (default: each model's first)."),
     ]
     for o in opts:
@@ -105,10 +112,12 @@ def run_suite_command(suite, resume, **common) -> None:
 
 
 def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, proxy_mode, proxy_max_body, timeout_s,
-             base_url, specs_root, hardware, no_install, results_root, sandbox, whole_suite: bool = False) -> None:
+             base_url, specs_root, hardware, no_install, results_root, sandbox, trials, token_budget,
+             whole_suite: bool = False) -> None:
     from ..proxy import DEFAULT_MAX_REQUEST_BODY
     from ..runner import RunSettings, execute_run, plan_cases, plan_suite
-    from ..runner.run import load_resume_manifest, planned_keys, prepare_resume
+    from ..runner.matrix import with_trials
+    from ..runner.run import load_resume_manifest, planned_keys, planned_trials, prepare_resume
     from ..specs import find_specs_root, load_specs
     from .progress import make_reporter
 
@@ -130,6 +139,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         raise UserError(f"unknown hardware profile {hardware!r}; known: {', '.join(known_hw) or 'none'} "
                         f"(add it to {root}/hardware_profiles.yaml)")
     selected = bool(agents or models or tests or formats)
+    asked_trials = trials
     if manifest is not None:
         # A resumed run plans exactly what its manifest planned; the suite (if it ran one) only gives defaults.
         keys = planned_keys(manifest)
@@ -142,6 +152,8 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
             specs, s, backend=backend)
         recorded_suite = suite
         selection = manifest.get("selection") if not suite and isinstance(manifest.get("selection"), dict) else None
+        # the run's own trials (resume is by trial); --trials may add more, never fewer
+        trials = max(asked_trials or 0, planned_trials(manifest))
     elif whole_suite or not selected:
         # The suite as written: --suite S, or the default suite when nothing is selected.
         s = _suite(specs, root, suite or DEFAULT_SUITE, default=not suite)
@@ -165,8 +177,11 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         cases = plan_cases(specs, agents=selection["agents"], models=selection["models"], tests=selection["tests"],
                            formats=selection["formats"], backend=backend)
         recorded_suite = None
+    if manifest is None:
+        trials = trials or (s.trials if s is not None else None) or 1
     if not cases:
         raise UserError("the selection is empty: no case to run")
+    cases = with_trials(cases, trials)
     state = None
     if resume is not None:
         state = prepare_resume(resume, cases, suite=suite, manifest=manifest)
@@ -180,6 +195,8 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         sandbox = sandbox or state.option("sandbox")
         resumed_cap = state.option("proxy_max_body")
         proxy_max_body = proxy_max_body or (resumed_cap if type(resumed_cap) is int and resumed_cap > 0 else None)
+        resumed_budget = state.option("max_tokens_per_phase")
+        token_budget = token_budget or (resumed_budget if type(resumed_budget) is int and resumed_budget > 0 else None)
     from ..runner.preflight import preflight
     # Before anything is installed or written: a dead backend is exit 2 with the fix, not a matrix of errors.
     probes = preflight(cases, plugins.registry.backends, base_url_override=base_url, env=os.environ,
@@ -203,7 +220,8 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
                       base_url_override=base_url, suite=recorded_suite, selection=selection, specs_root=root,
                       argv=sys.argv[1:],
                       hardware_profile=hardware, proxy_max_body=proxy_max_body or DEFAULT_MAX_REQUEST_BODY,
-                      preflight=[p.model_dump(mode="json") for p in probes])
+                      preflight=[p.model_dump(mode="json") for p in probes], trials=trials,
+                      token_budget=token_budget or (s.max_tokens_per_phase if s is not None else None))
     reporter = make_reporter(total=len(cases))
     with reporter:
         outcome = execute_run(cases, plugins, opts, on_done=reporter.case_done, resume=state)

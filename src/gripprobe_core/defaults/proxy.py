@@ -20,11 +20,14 @@ from ..phase import PhaseContext, RouteDecision
 class RecordingProxyHandle:
     """A :class:`~gripprobe_core.proxy.server.RecordingProxy` as the runner sees it (a ``ProxyHandle``)."""
 
-    def __init__(self, upstream_url: str, record_path: Path, max_request_body: int | None) -> None:
+    def __init__(self, upstream_url: str, record_path: Path, max_request_body: int | None,
+                 token_budget: int | None = None) -> None:
         from ..proxy.server import RecordingProxy
 
-        self._proxy: Any = (RecordingProxy(upstream_url, record_path) if max_request_body is None
-                            else RecordingProxy(upstream_url, record_path, max_request_body=max_request_body))
+        self._proxy: Any = (RecordingProxy(upstream_url, record_path, token_budget=token_budget)
+                            if max_request_body is None else
+                            RecordingProxy(upstream_url, record_path, max_request_body=max_request_body,
+                                           token_budget=token_budget))
         self.record_path = record_path
 
     @property
@@ -43,16 +46,19 @@ class RecordingProxyHandle:
     def status(self) -> ProxyStatus:
         return dict(self._proxy.status())
 
+    def token_budget_exceeded(self) -> bool:
+        return bool(self._proxy.token_budget_exceeded)
+
 
 @hookimpl(trylast=True)
-def start_proxy(ctx: PhaseContext, upstream_url: str, record_path: Path,
-                max_request_body: int | None) -> RecordingProxyHandle | None:
+def start_proxy(ctx: PhaseContext, upstream_url: str, record_path: Path, max_request_body: int | None,
+                token_budget: int | None) -> RecordingProxyHandle | None:
     """A :class:`RecordingProxyHandle` in front of ``upstream_url``; ``None`` for a non-HTTP upstream
-    (the runner reports ``unsupported_backend``). (No default for ``max_request_body``: pluggy never
-    passes an argument that has one.)"""
+    (the runner reports ``unsupported_backend``). (No defaults for ``max_request_body`` and
+    ``token_budget``: pluggy never passes an argument that has one.)"""
     if not upstream_url.lower().startswith(("http://", "https://")):
         return None
-    return RecordingProxyHandle(upstream_url, record_path, max_request_body)
+    return RecordingProxyHandle(upstream_url, record_path, max_request_body, token_budget)
 
 
 @hookimpl(trylast=True)

@@ -116,14 +116,24 @@ class Verdict(_M):
 
 
 class CaseKey(_M):
+    """What a case is: one trial of one cell (agent × model × backend × format × test)."""
+
     agent: str
     model: str
     backend: str
     format: str
     test: str
+    trial: int = Field(default=1, ge=1, description="Which repetition of the cell (--trials N: 1..N).")
 
     def slug(self) -> str:
-        return "__".join(_slug(p) for p in (self.agent, self.model, self.backend, self.format, self.test))
+        """The case id: the cell's parts joined by ``__``, and ``__t<n>`` for trials after the first (so a
+        one-trial run's ids are what they always were)."""
+        base = "__".join(_slug(p) for p in (self.agent, self.model, self.backend, self.format, self.test))
+        return base if self.trial == 1 else f"{base}__t{self.trial}"
+
+    def cell(self) -> tuple[str, str, str, str, str]:
+        """The cell this trial belongs to (the key without the trial)."""
+        return self.agent, self.model, self.backend, self.format, self.test
 
 
 def _slug(s: str) -> str:
@@ -150,10 +160,31 @@ class BackendProbe(_M):
     checked_at: str
 
 
+class Usage(_M):
+    """Model calls, tokens, latency and cost of a phase (or, summed, of a case), read from the wire (tier A:
+    the proxy's records) or, without the proxy, from what the agent reports (tier B)."""
+
+    source: Literal["A", "B", "none"] = Field(
+        default="none", description="A: the recording proxy's records; B: the agent's own events; none: unknown.")
+    model_calls: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = Field(default=None, description="Prompt tokens the backend served from its cache.")
+    total_tokens: int | None = None
+    ttft_ms: float | None = Field(default=None, description="Time to first token: median over the model calls "
+                                                            "(the proxy's time to the first response byte).")
+    model_time_s: float | None = Field(default=None, description="Time the model calls took, summed.")
+    generation_s: float | None = Field(default=None, description="Time from first to last byte of the calls, summed.")
+    output_tokens_per_s: float | None = Field(default=None, description="completion_tokens / generation_s.")
+    cost: float | None = Field(default=None, description="From the model spec's pricing; None without one.")
+    currency: str | None = None
+
+
 class PhaseRecord(_M):
     phase: Literal["warmup", "measured"]
     process: ProcessResult
     summary: TelemetrySummary
+    usage: Usage | None = Field(default=None, description="Model calls, tokens, latency and cost of the phase.")
     proxy: dict[str, Any] = Field(default_factory=dict)
     challenge: dict[str, Any] = Field(default_factory=dict, description="Per-phase challenge facts (tokens, URL).")
     backend_probe: BackendProbe | None = Field(
@@ -189,6 +220,7 @@ class CaseResult(_M):
     harness_error: str | None = None
     sandbox: Literal["bwrap", "none"] | None = Field(
         default=None, description="How the agent's phases were confined (bwrap) or not (none); None when nothing ran.")
+    usage: Usage | None = Field(default=None, description="The phases' usage summed (tokens, calls, time, cost).")
     evidence: dict[str, str] | None = Field(
         default=None, description="sha256 of every evidence file (path relative to the case directory), "
                                   "checked by rebuild-reports --recompute (artifact_tampered).")

@@ -80,7 +80,26 @@ class BackendSpec(_Strict):
 
 class ModelPolicy(_Strict):
     timeout_s: float | None = Field(default=None, gt=0, description="Overrides the agent's timeout per phase.")
+    max_tokens_per_phase: int | None = Field(
+        default=None, ge=1, description="Token budget of each phase with this model, enforced by the recording proxy.")
     agents: dict[str, "ModelPolicy"] = Field(default_factory=dict, description="Per-agent overrides.")
+
+
+class Pricing(_Strict):
+    """What a model's tokens cost (per million), for the cost columns of reports and compare."""
+
+    input_per_million: float = Field(ge=0, description="Price of a million prompt (input) tokens.")
+    output_per_million: float = Field(ge=0, description="Price of a million completion (output) tokens.")
+    cached_input_per_million: float | None = Field(
+        default=None, ge=0, description="Price of a million cached prompt tokens (default: the input price).")
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+
+    def cost(self, prompt: int, completion: int, cached: int = 0) -> float:
+        """The cost of these tokens (``cached`` is the part of ``prompt`` the backend served from its cache)."""
+        cached = max(0, min(cached, prompt))
+        cached_price = self.input_per_million if self.cached_input_per_million is None else self.cached_input_per_million
+        return ((prompt - cached) * self.input_per_million + cached * cached_price
+                + completion * self.output_per_million) / 1_000_000
 
 
 class ModelSpec(_Strict):
@@ -91,6 +110,7 @@ class ModelSpec(_Strict):
     quantization: str | None = None
     backends: list[BackendSpec] = Field(min_length=1)
     policy: ModelPolicy = Field(default_factory=ModelPolicy)
+    pricing: Pricing | None = Field(default=None, description="Token prices, for cost (optional).")
 
     def backend(self, backend_id: str | None = None) -> BackendSpec:
         if backend_id is None:
@@ -233,6 +253,11 @@ class SuiteSpec(_Strict):
     jobs: int | None = Field(default=None, ge=1)
     sandbox: SandboxMode | None = Field(
         default=None, description="auto | bwrap | none for every agent of the suite (the command line's --sandbox wins).")
+    trials: int | None = Field(default=None, ge=1, le=100,
+                               description="How many times each cell runs (the command line's --trials wins).")
+    max_tokens_per_phase: int | None = Field(
+        default=None, ge=1, description="Token budget of each phase, enforced by the recording proxy "
+                                        "(the command line's --max-tokens-per-phase wins over this, this over a model's).")
 
 
 class HardwareProfile(_Strict):

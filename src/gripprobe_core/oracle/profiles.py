@@ -33,6 +33,8 @@ class ProfileContext:
     request: ChatRequest
     actions: Sequence[ReferenceAction]
     dialect: Dialect
+    trial: int = 1
+    """Which trial of its cell the case is (``--trials N``); only ``flaky`` looks at it."""
 
 
 @runtime_checkable
@@ -277,6 +279,17 @@ class SlowStreamProfile:
         return replace(reply, delay_s=SLOW_PIECES * SLOW_DELAY_S)
 
 
+class FlakyProfile:
+    """A model that is right only some of the time, deterministically: ``perfect`` on odd-numbered trials,
+    ``lazy`` on even ones (both phases of a case follow its trial), so three trials give two passes."""
+
+    name = "flaky"
+    description = "perfect on odd-numbered trials, lazy on even ones (a model right two times in three)"
+
+    def respond(self, ctx: ProfileContext) -> Reply:
+        return (PerfectProfile() if ctx.trial % 2 else LazyProfile()).respond(ctx)
+
+
 EXPECTED_REFERENCE_STATUS: dict[str, tuple[str, str | None]] = {
     "perfect": ("PASS", None),
     "lazy": ("NO_TOOL_CALL", None),
@@ -288,14 +301,16 @@ EXPECTED_REFERENCE_STATUS: dict[str, tuple[str, str | None]] = {
     "tools-unsupported": ("TOOL_UNSUPPORTED", "backend_tool_unsupported"),
     "stall": ("TIMEOUT", None),
     "slow-stream": ("PASS", None),
+    "flaky": ("PASS", None),
 }
 """Per built-in profile: the (status, failure_reason) the reference agent's case should get on a test
-whose reference solution writes a file (docs/oracle.md)."""
+whose reference solution writes a file (docs/oracle.md); ``flaky``'s is its first trial's."""
 
 
 def builtin_profiles() -> dict[str, Profile]:
     """A fresh name → profile mapping of every built-in profile."""
     profiles: list[Profile] = [
         PerfectProfile(), LazyProfile(), TextToolsProfile(), MalformedArgsProfile(), ErrorThenRecoverProfile(),
-        RetryLoopProfile(), Http500Profile(), ToolsUnsupportedProfile(), StallProfile(), SlowStreamProfile()]
+        RetryLoopProfile(), Http500Profile(), ToolsUnsupportedProfile(), StallProfile(), SlowStreamProfile(),
+        FlakyProfile()]
     return {p.name: p for p in profiles}

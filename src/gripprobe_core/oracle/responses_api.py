@@ -129,7 +129,8 @@ def _str(value: Any) -> str:
 
 def responses_usage(meta: ReplyMeta) -> JSONDict:
     u = meta.usage
-    return {"input_tokens": u["prompt_tokens"], "input_tokens_details": {"cached_tokens": 0},
+    cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+    return {"input_tokens": u["prompt_tokens"], "input_tokens_details": {"cached_tokens": cached},
             "output_tokens": u["completion_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": u["total_tokens"]}
 

@@ -48,8 +48,9 @@ class OracleServer:
 
     def __init__(self, actions: Sequence[ReferenceAction], *, dialects: Mapping[str, Dialect] | None = None,
                  record_path: Path | None = None, default_profile: str = "perfect", format: str = "tool",
-                 profiles: Mapping[str, Profile] | None = None) -> None:
+                 profiles: Mapping[str, Profile] | None = None, trial: int = 1) -> None:
         self.actions = list(actions)
+        self.trial = trial
         self.dialects: dict[str, Dialect] = dict(dialects or {})
         self.dialects.setdefault("tools", ToolsDialect())
         self.profiles: dict[str, Profile] = dict(profiles) if profiles is not None else builtin_profiles()
@@ -156,7 +157,8 @@ class OracleServer:
 
     def decide(self, request: ChatRequest) -> tuple[str, Reply]:
         name, profile = self.profile_for(request)
-        ctx = ProfileContext(request=request, actions=self.actions, dialect=self.dialect_for(request))
+        ctx = ProfileContext(request=request, actions=self.actions, dialect=self.dialect_for(request),
+                             trial=self.trial)
         return name, profile.respond(ctx)
 
     def _issue(self, profile: str, turn: Turn, protocol: str) -> str | None:

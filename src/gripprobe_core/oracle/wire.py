@@ -66,11 +66,16 @@ def split_pieces(text: str, n: int = 3) -> list[str]:
 
 
 def estimate_usage(request: ChatRequest, turn: Turn) -> JSONDict:
-    """Deterministic token counts (~4 characters a token) in the Chat Completions shape."""
+    """Deterministic token counts (~4 characters a token) in the Chat Completions shape. The conversation
+    before its last message counts as served from a prompt cache (``prompt_tokens_details.cached_tokens``),
+    as a real server's prefix cache would: the cost columns then have cached tokens to price."""
     prompt = max(1, len(json.dumps(request.messages, ensure_ascii=False)) // 4)
+    earlier = request.messages[:-1]
+    cached = min(prompt, len(json.dumps(earlier, ensure_ascii=False)) // 4) if len(earlier) > 1 else 0
     out = len(turn.text) + (len(turn.tool_call.name) + len(turn.tool_call.arguments) if turn.tool_call else 0)
     completion = max(1, out // 4)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def json_bytes(doc: Any) -> bytes:

@@ -24,7 +24,9 @@ HOP_BY_HOP = frozenset({
     b"trailer", b"trailers", b"transfer-encoding", b"upgrade",
 })
 ERROR_STATUS = {"proxy_connect_error": 502, "upstream_reset": 502, "upstream_malformed": 502,
-                "upstream_timeout": 504, "proxy_internal_error": 500, "request_body_too_large": 413}
+                "upstream_timeout": 504, "proxy_internal_error": 500, "request_body_too_large": 413,
+                "token_budget_exceeded": 429}
+TOKEN_BUDGET_EXCEEDED = "token_budget_exceeded"
 TOO_LARGE = "request_body_too_large"
 REASONS = {int(s): s.phrase.encode() for s in HTTPStatus}
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"

@@ -79,10 +79,13 @@ def _int(value: Any) -> int | None:
 
 
 def usage_of(obj: Any) -> dict[str, int | None] | None:
-    """``{prompt_tokens, completion_tokens, total_tokens}`` from any protocol's usage shape, else None."""
+    """``{prompt_tokens, completion_tokens, total_tokens}`` from any protocol's usage shape, with
+    ``cached_tokens`` when the backend says how much of the prompt its cache served (Chat Completions
+    ``prompt_tokens_details``, Responses ``input_tokens_details``), else None."""
     if not isinstance(obj, dict):
         return None
     usage = obj.get("usage")
+    cached = None
     if isinstance(usage, dict):
         prompt = _int(usage.get("prompt_tokens"))
         if prompt is None:
@@ -91,6 +94,9 @@ def usage_of(obj: Any) -> dict[str, int | None] | None:
         if completion is None:
             completion = _int(usage.get("output_tokens"))
         total = _int(usage.get("total_tokens"))
+        for details in ("prompt_tokens_details", "input_tokens_details"):
+            if isinstance(usage.get(details), dict) and cached is None:
+                cached = _int(usage[details].get("cached_tokens"))
     elif "prompt_eval_count" in obj or "eval_count" in obj:
         prompt, completion, total = _int(obj.get("prompt_eval_count")), _int(obj.get("eval_count")), None
     else:
@@ -99,7 +105,10 @@ def usage_of(obj: Any) -> dict[str, int | None] | None:
         return None
     if total is None and (prompt is not None or completion is not None):
         total = (prompt or 0) + (completion or 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
+    out = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
+    if cached is not None:
+        out["cached_tokens"] = cached
+    return out
 
 
 @dataclass

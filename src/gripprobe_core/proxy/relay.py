@@ -28,7 +28,8 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .exchange import RecordSink
-from .http1 import ERROR_STATUS, REASONS, TOO_LARGE, error_body, hop_by_hop
+from .http1 import TOKEN_BUDGET_EXCEEDED, ERROR_STATUS, REASONS, TOO_LARGE, error_body, hop_by_hop
+from .protocols import MODEL_PROTOCOLS, detect_protocol
 
 if TYPE_CHECKING:
     from .client import ClientConnection
@@ -49,6 +50,9 @@ class ProxyHost(RecordSink, Protocol):
     for each request's :class:`~.exchange.Exchange`, its :class:`~.exchange.RecordSink`."""
 
     max_request_body: int
+    token_budget: int | None
+    """Tokens the phase may spend on model calls (None: no budget)."""
+    token_budget_exceeded: bool
     upstream_timeout_s: float
     target_prefix: bytes
     """The upstream URL's path, put before every request's target."""
@@ -59,6 +63,9 @@ class ProxyHost(RecordSink, Protocol):
     @property
     def stopping(self) -> bool:
         """The proxy is stopping: exchanges still in flight end as ``proxy_stopped``."""
+
+    async def budget_spent(self) -> bool:
+        """Has the phase spent its token budget (the records so far counted)?"""
 
     def connection_opened(self, conn: ClientConnection) -> None:
         """A client connected."""
@@ -109,11 +116,42 @@ class Relay:
         if proxy.stopping:
             self.fail("proxy_stopped", "the recording proxy is stopping")
             return
+        if proxy.token_budget is not None and self.req.method.upper() == "POST" \
+                and detect_protocol(self.req.method, self.req.path) in MODEL_PROTOCOLS:
+            self.connecting = self.loop.create_task(self.within_budget_then_connect())
+            return
         conn = proxy.pool.take()
         if conn is not None:
             self.send(conn)
         else:
             self.connecting = self.loop.create_task(self.connect())
+
+    async def within_budget_then_connect(self) -> None:
+        """A model call when the phase has a token budget: refused (429 ``token_budget_exceeded``, never forwarded)
+        once the phase's recorded calls have spent it, else relayed as usual."""
+        proxy = self.proxy
+        try:
+            spent = await proxy.budget_spent()
+        except Exception as exc:
+            self.connecting = None
+            self.internal_error(exc)
+            return
+        if self.finished:
+            self.connecting = None
+            return
+        if spent:
+            self.connecting = None
+            proxy.token_budget_exceeded = True
+            self.fail(TOKEN_BUDGET_EXCEEDED, f"this phase's token budget of {proxy.token_budget} tokens is spent "
+                                       f"({proxy.tokens_spent} used): GripProbe refuses further model calls "
+                                       f"(--max-tokens-per-phase)")
+            return
+        conn = proxy.pool.take()
+        if conn is not None:
+            self.connecting = None
+            self.send(conn)
+        else:
+            await self.connect()
 
     async def connect(self) -> None:
         pool = self.proxy.pool

@@ -88,10 +88,20 @@ class RecordingProxy:
     def __init__(self, upstream_url: str, record_path: Path, *, observer_factory: ObserverFactory | None = None,
                  recorder: RecorderClient | None = None, body_budget: int = 256 * 1024,
                  upstream_timeout_s: float = 600, flush_timeout_s: float = 10.0,
-                 max_request_body: int = DEFAULT_MAX_REQUEST_BODY) -> None:
+                 max_request_body: int = DEFAULT_MAX_REQUEST_BODY, token_budget: int | None = None) -> None:
         if isinstance(max_request_body, bool) or not isinstance(max_request_body, int) or max_request_body < 1:
             raise ValueError(f"max_request_body must be a positive number of bytes, not {max_request_body!r}")
+        if token_budget is not None and (isinstance(token_budget, bool) or not isinstance(token_budget, int)
+                                         or token_budget < 1):
+            raise ValueError(f"token_budget must be a positive number of tokens, not {token_budget!r}")
         self.max_request_body = max_request_body
+        self.token_budget = token_budget
+        """Tokens this proxy's phase may spend; past them every further model call is refused (429,
+        ``token_budget_exceeded``). None: no budget."""
+        self.tokens_spent = 0
+        self.token_budget_exceeded = False
+        """A model call was refused because the budget was spent (the runner then stops the agent)."""
+        self._records_read = 0
         self.upstream_url = upstream_url.rstrip("/")
         self.record_path = Path(record_path)
         self.body_budget = body_budget
@@ -168,6 +178,8 @@ class RecordingProxy:
             await asyncio.sleep(0.001)
         await self.flush()
         self._record_file.close()
+        if self.token_budget is not None:  # the phase's whole spend, for case.json
+            self.tokens_spent += self._new_tokens()
 
     async def flush(self) -> None:
         """Return once every exchange finished so far has its record in the file. Never hangs: a
@@ -284,21 +296,56 @@ class RecordingProxy:
         self._recorder_reason = reason
         self.write_record(record)
 
+    async def budget_spent(self) -> bool:
+        """Has this phase spent its token budget? Counts the tokens of every model call recorded so far (the
+        records are flushed first, so the call that just ended counts). False without a budget."""
+        if self.token_budget is None:
+            return False
+        if not self.token_budget_exceeded:
+            await self.flush()
+            self.tokens_spent += self._new_tokens()
+        return self.tokens_spent >= self.token_budget
+
+    def _new_tokens(self) -> int:
+        """Tokens of the model-call records added to the record file since the last look."""
+        from .protocols import MODEL_PROTOCOLS
+
+        try:
+            with open(self.record_path, "rb") as fh:
+                fh.seek(self._records_read)
+                data = fh.read()
+        except OSError:
+            return 0
+        complete = data.rfind(b"\n") + 1
+        self._records_read += complete
+        spent = 0
+        for _, record in json_lines(data[:complete]):
+            usage = record.get("x_gripprobe_usage")
+            if record.get("x_gripprobe_protocol") in MODEL_PROTOCOLS and isinstance(usage, dict):
+                total = usage.get("total_tokens")
+                if not isinstance(total, int) or isinstance(total, bool):
+                    total = sum(v for v in (usage.get("prompt_tokens"), usage.get("completion_tokens"))
+                                if isinstance(v, int) and not isinstance(v, bool))
+                spent += max(0, total)
+        return spent
+
     def status(self) -> dict[str, Any]:
-        """``{"error": str | None, "reason": str | None, "exchanges": int, "recorder_error": str | None}``;
-        ``error`` is set when an exchange failed because of the upstream (:data:`UPSTREAM_ERRORS`);
-        ``recorder_error`` when records were degraded to metadata only (see :attr:`recorder_error`)."""
+        """``{"error": str | None, "reason": str | None, "exchanges": int, "recorder_error": str | None,
+        "token_budget_exceeded": bool, "tokens_spent": int}``; ``error`` is set when an exchange failed because of
+        the upstream (:data:`UPSTREAM_ERRORS`); ``recorder_error`` when records were degraded to metadata only
+        (see :attr:`recorder_error`); ``token_budget_exceeded`` when a model call was refused for the token budget."""
+        budget = {"token_budget_exceeded": self.token_budget_exceeded, "tokens_spent": self.tokens_spent}
         upstream = [r for r in self.proxy_errors if r in UPSTREAM_ERRORS]
         if not upstream:
             return {"error": None, "reason": None, "exchanges": self.exchange_count,
-                    "recorder_error": self.recorder_error}
+                    "recorder_error": self.recorder_error, **budget}
         counts: dict[str, int] = {}
         for r in upstream:
             counts[r] = counts.get(r, 0) + 1
         detail = ", ".join(f"{r} x{n}" for r, n in counts.items())
         error = f"{len(upstream)} of {self.exchange_count} exchanges with {self.upstream_url} failed: {detail}"
         return {"error": error, "reason": upstream[0], "exchanges": self.exchange_count,
-                "recorder_error": self.recorder_error}
+                "recorder_error": self.recorder_error, **budget}
 
 
 def read_records(path: Path) -> list[dict]:

@@ -29,7 +29,8 @@ from ..store import RunFolder, atomic_write_text
 from ..store.files import open_regular, read_regular
 from ..store.runs import manifest_status
 from ..textsafe import safe_name
-from .summary_md import COLUMNS, run_totals, summary_row
+from .scores import coverage_text, usage_parts
+from .summary_md import COLUMNS, SCORE_COLUMNS, attempted, run_scores, run_totals, score_row_cells, summary_row
 from .textdiff import diff_lines, first_difference, mark_differences
 from .workspace_view import WORKSPACE_DEPTH_MAX, WORKSPACE_SCAN_MAX, workspace_view
 
@@ -118,6 +119,7 @@ def render_summary_html(run_id: str, manifest: dict, entries: list[tuple[str, Ca
         if r is None:
             continue
         rows.append({"cells": summary_row(r), "page": _page_link(name), "unsandboxed": r.sandbox == "none",
+                     "attempted": attempted(r),
                      "filters": {"agent": [r.key.agent], "model": [r.key.model], "format": [r.key.format],
                                  "status": [r.verdict.status], "tag": list(r.tags)}})
     filters = {
@@ -129,8 +131,15 @@ def render_summary_html(run_id: str, manifest: dict, entries: list[tuple[str, Ca
     }
     hardware = sorted({h for r in results if (h := getattr(r, "hardware_profile", None))})
     planned = manifest.get("planned")
+    scores = run_scores(results)
+    score_rows = [{"cells": score_row_cells(row), "flaky": row["flaky"],
+                   "matrix": [_agg_cell(row["cells"].get(t), list(STATUSES)) for t in scores["tests"]],
+                   "usage": usage_parts(row["usage"])} for row in scores["rows"]]
+    totals = run_totals(results)
     return _render("summary.html", run_id=safe_name(run_id), manifest=manifest, run_status=manifest_status(manifest),
-                   columns=COLUMNS, rows=rows, totals=run_totals(results), filters=filters, hardware=hardware,
+                   columns=COLUMNS, rows=rows, totals=totals, filters=filters, hardware=hardware,
+                   score_columns=SCORE_COLUMNS, score_rows=score_rows, tests=scores["tests"],
+                   trials=scores["trials"], usage=usage_parts(totals["usage"]),
                    planned=len(planned) if isinstance(planned, list) else 0,
                    unfinished=[(safe_name(name), _page_link(name)) for name, r in entries if r is None])
 
@@ -145,6 +154,7 @@ def render_case_html(case_dir: Path, result: CaseResult | None, run_id: str = ""
         r=result, case_json_state="missing" if not os.path.lexists(case_json) else ("ok" if result else "unreadable"),
         hardware=getattr(result, "hardware_profile", None) if result else None,
         validators=_validators(result), timeline=timeline,
+        usage=_usage_view(result.usage) if result else None,
         events_data={ph: t["events"] for ph, t in timeline.items()},
         prompt=_read_text(case_dir / "prompt.txt"),
         phases=[_phase_view(case_dir, ph, phases.get(ph)) for ph in PHASES],
@@ -316,10 +326,17 @@ def _diffs(result: CaseResult | None) -> list[dict]:
     return out
 
 
+def _usage_view(usage: Any) -> dict | None:
+    """A usage record's displayed parts and its source (A: the proxy's records; B: the agent's events)."""
+    if usage is None:
+        return None
+    return {"source": usage.source, "parts": usage_parts(usage.model_dump())}
+
+
 def _phase_view(case_dir: Path, phase: str, rec) -> dict:
     proc = rec.process if rec else None
     return {
-        "phase": phase, "rec": rec, "proc": proc,
+        "phase": phase, "rec": rec, "proc": proc, "usage": _usage_view(rec.usage) if rec else None,
         "command": shlex.join(proc.command) if proc and proc.command else None,
         "stdout": _read_text(case_dir / f"{phase}.stdout"), "stderr": _read_text(case_dir / f"{phase}.stderr"),
         "final": _read_text(case_dir / "artifacts" / f"{phase}.final.txt"),
@@ -415,7 +432,9 @@ def render_aggregate_html(data: dict) -> str:
             "row": row, "hardware": row.get("hardware") or "(unknown)",
             "counts": _count_list(row.get("counts") or {}, statuses),
             "strict_ci": _ci(row.get("strict_ci95")), "overall_ci": _ci(row.get("overall_ci95")),
-            "pass_at_k": _pass_at_k(row.get("pass_at_k")),
+            "pass_at_k": _pass_at_k(row.get("pass_at_k")), "pass_hat_k": _pass_at_k(row.get("pass_hat_k")),
+            "coverage": coverage_text(row), "flaky": [str(t) for t in row.get("flaky") or []],
+            "usage": usage_parts(row.get("usage") if isinstance(row.get("usage"), dict) else None),
             "cells": [_agg_cell(cells.get(t), statuses, t) for t in tests],
         })
     agents = sorted({str(r.get("agent", "")) for r in rows})
@@ -453,11 +472,38 @@ def _agg_cell(cell: Any, statuses: list[str], test: str = "") -> dict | None:
     if not isinstance(cell, dict):
         return None
     counts = _count_list(cell.get("counts") or {}, statuses)
-    pass_at_k = _pass_at_k(cell.get("pass_at_k"))
-    # compact cells (many tests): a status bar (segments as wide as their counts) and everything in the title
+    pass_at_k, pass_hat_k = _pass_at_k(cell.get("pass_at_k")), _pass_at_k(cell.get("pass_hat_k"))
+    ci = _ci(cell.get("strict_ci95"))
+    # compact cells (the page's layout when the full table is too wide): a status bar (segments as wide as
+    # their counts) and everything in the cell's title
     bar = [(st, n) for st, n in counts if type(n) is int and n > 0]
     title = " · ".join([f"{test}: n={cell.get('n', 0)}", *(f"{st} {n}" for st, n in counts),
-                        f"strict {_num(cell.get('strict'), 2)}", f"overall {_num(cell.get('overall'), 2)}",
-                        *(f"pass@{k} {p}" for k, p in pass_at_k)])
+                        f"strict {_num(cell.get('strict'), 2)}" + (f" {ci}" if ci else ""),
+                        f"overall {_num(cell.get('overall'), 2)}", *(f"pass@{k} {p}" for k, p in pass_at_k),
+                        *(f"pass^{k} {p}" for k, p in pass_hat_k[1:]),
+                        *(["flaky: its trials disagree"] if cell.get("flaky") else [])])
     return {"n": cell.get("n", 0), "counts": counts, "strict": cell.get("strict"), "overall": cell.get("overall"),
-            "pass_at_k": pass_at_k, "bar": bar, "title": title}
+            "ci": ci, "pass_at_k": pass_at_k, "pass_hat_k": pass_hat_k, "flaky": bool(cell.get("flaky")),
+            "bar": bar, "title": title}
+
+
+# ---------------------------------------------------------------------------------------- compare
+
+def render_compare_html(data: dict) -> str:
+    """The comparison page (``gripprobe compare``): flips first, then the paired summary and the rows."""
+    from .compare import cell_label, delta_text, diff_text, p_text, rate_text, statuses_text
+
+    fields = list(data.get("pairing") or [])[:-2]
+    cells = [{"cell": c, "label": cell_label(c, fields), "a": rate_text(c["a"]), "b": rate_text(c["b"]),
+              "p": p_text(c.get("p_value")), "trials": list(zip(c["a"]["statuses"], c["b"]["statuses"]))}
+             for c in data.get("cells") or []]
+    rows = [{"row": r, "name": [r[f] for f in fields], "strict": diff_text(r["strict"]),
+             "overall": diff_text(r["overall"]),
+             "tokens": delta_text(r["per_case"]["total_tokens"]), "cost": delta_text(r["per_case"]["cost"], digits=4),
+             "agent_s": delta_text(r["per_case"]["agent_s"], digits=2),
+             "ttft": delta_text(r["per_case"]["ttft_ms"], " ms"),
+             "usage_a": usage_parts(r["usage"]["a"]), "usage_b": usage_parts(r["usage"]["b"])}
+            for r in data.get("rows") or []]
+    s = data["summary"]
+    return _render("compare.html", data=data, fields=fields, cells=cells, rows=rows, summary=s,
+                   strict=diff_text(s["strict"]), overall=diff_text(s["overall"]), p=p_text(s.get("mcnemar_p")))

@@ -1,6 +1,7 @@
 """``reports/summary.md``: one row per case, the same columns and rows as ``reports/summary.html``.
 
-``summary_row`` is the single definition of a table row; the HTML summary renders the same tuples.
+``summary_row`` is the single definition of a case row and ``score_row_cells`` of a score row (agent ×
+model × backend × format, from :mod:`.scores`); the HTML summary renders the same tuples.
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..models.results import STATUSES, CaseResult
+from .scores import OUT_OF_N, SCORES_NOTE, Scoreboard, Spend, cell_text, coverage_text, ks_text, score_text, usage_text
 from ..store import RunFolder, atomic_write_text
 from ..store.runs import manifest_status
 from ..textsafe import safe_name
 
-COLUMNS = ("agent", "model", "format", "test", "status", "reason", "trajectory", "invoked", "strict", "overall",
-           "tier", "agent s", "case s")
+COLUMNS = ("agent", "model", "format", "test", "trial", "status", "reason", "trajectory", "invoked", "strict", "overall",
+           "tier", "tokens", "cost", "agent s", "case s")
+ROW_FIELDS = ("agent", "model", "backend", "format")
+"""What a score row of one run is: the cell without its test."""
 
 
 def _cell(v: object) -> str:
@@ -27,43 +31,105 @@ def _planned(manifest: dict) -> int:
     return len(planned) if isinstance(planned, list) else 0
 
 
-def _agent_seconds(r: CaseResult) -> str:
+def _agent_seconds(r: CaseResult) -> float | None:
     measured = [p for p in r.phases if p.phase == "measured"]
-    return f"{measured[0].process.duration_s:.2f}" if measured else "-"
+    return measured[0].process.duration_s if measured else None
+
+
+def _tokens(r: CaseResult) -> str:
+    u = r.usage
+    if u is None or (u.prompt_tokens is None and u.completion_tokens is None):
+        return "-"
+    return str(u.total_tokens if u.total_tokens is not None else (u.prompt_tokens or 0) + (u.completion_tokens or 0))
 
 
 def summary_row(r: CaseResult) -> tuple[str, ...]:
     """The cells of one case's row, in ``COLUMNS`` order, as displayed."""
     v = r.verdict
-    return (r.key.agent, r.key.model, r.key.format, r.key.test, v.status, v.evaluator_reason_code,
+    agent_s = _agent_seconds(r)
+    cost = r.usage.cost if r.usage is not None else None
+    return (r.key.agent, r.key.model, r.key.format, r.key.test, str(r.key.trial), v.status, v.evaluator_reason_code,
             v.trajectory, v.invoked, f"{v.strict_pass_score:.1f}", f"{v.overall_score:.1f}",
-            r.telemetry.telemetry_source_tier, _agent_seconds(r), f"{r.duration_s:.2f}")
+            r.telemetry.telemetry_source_tier, _tokens(r), "-" if cost is None else f"{cost:.4f}",
+            "-" if agent_s is None else f"{agent_s:.2f}", f"{r.duration_s:.2f}")
+
+
+def attempted(r: CaseResult) -> bool:
+    """Does the case count in n (not TOOL_UNSUPPORTED, not SKIPPED)?"""
+    return r.verdict.status not in OUT_OF_N
 
 
 def run_totals(results: Sequence[CaseResult]) -> dict:
-    """Case count, counts per status (``STATUSES`` order, non-zero only), mean strict and overall score."""
+    """Case count, attempted count (``n``), counts per status (``STATUSES`` order, non-zero only), mean strict
+    and overall score over the attempted cases, and the run's usage summed."""
     counts = Counter(r.verdict.status for r in results)
-    n = len(results)
+    tried = [r for r in results if attempted(r)]
+    n = len(tried)
+    spend = Spend()
+    for r in results:
+        spend.add(r.usage.model_dump() if r.usage is not None else None, agent_s=_agent_seconds(r),
+                  case_s=r.duration_s)
     return {
-        "n": n,
+        "cases": len(results), "n": n,
         "counts": {s: counts[s] for s in (*STATUSES, *sorted(set(counts) - set(STATUSES))) if counts[s]},
-        "strict": sum(r.verdict.strict_pass_score for r in results) / n if n else 0.0,
-        "overall": sum(r.verdict.overall_score for r in results) / n if n else 0.0,
+        "strict": sum(r.verdict.strict_pass_score for r in tried) / n if n else None,
+        "overall": sum(r.verdict.overall_score for r in tried) / n if n else None,
+        "usage": spend.as_dict(),
     }
+
+
+def run_scores(results: Iterable[CaseResult]) -> dict:
+    """The run's score rows (agent × model × backend × format, tests as cells; docs/scores.md) and tests."""
+    board = Scoreboard(ROW_FIELDS)
+    for r in results:
+        k = r.key
+        board.add((k.agent, k.model, k.backend, k.format), k.test, r.verdict.status, r.verdict.overall_score,
+                  usage=r.usage.model_dump() if r.usage is not None else None, agent_s=_agent_seconds(r),
+                  case_s=r.duration_s)
+    rows = sorted(board.rows(), key=lambda row: tuple(row[f] for f in ROW_FIELDS))
+    return {"rows": rows, "tests": board.tests(), "trials": max((row["trials"] for row in rows), default=0)}
+
+
+def score_row_cells(row: dict) -> tuple[str, ...]:
+    """A score row as displayed, in ``SCORE_COLUMNS`` order."""
+    return (row["agent"], row["model"], row["backend"], row["format"], coverage_text(row), str(row["n"]),
+            score_text(row["strict_pass_score"], row["strict_ci95"]),
+            score_text(row["overall_score"], row["overall_ci95"]), ks_text(row["pass_at_k"]),
+            ks_text(row["pass_hat_k"], "^"), ", ".join(row["flaky"]), usage_text(row["usage"]))
+
+
+SCORE_COLUMNS = ("agent", "model", "backend", "format", "coverage", "n", "strict [95% CI]", "overall [95% CI]",
+                 "pass@k", "pass^k", "flaky", "usage")
 
 
 def render_summary_md(run_id: str, manifest: dict, results: list[CaseResult], unfinished: Iterable[str] = ()) -> str:
     """The Markdown summary. ``unfinished``: case directories without a readable case.json."""
     totals = run_totals(results)
-    n = totals["n"]
+    scores = run_scores(results)
+    trials = scores["trials"]
     lines = [
         f"# GripProbe run {_cell(safe_name(run_id))}", "",
-        f"- status: {manifest_status(manifest)}; cases: {n} of {_planned(manifest) or n}",
-        f"- strict_pass_score: {totals['strict']:.3f}; overall_score: {totals['overall']:.3f}",
-        "- " + ", ".join(f"{k}: {v}" for k, v in sorted(totals["counts"].items())), "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
+        f"- status: {manifest_status(manifest)}; cases: {totals['cases']} of {_planned(manifest) or totals['cases']}"
+        + (f" ({trials} trials per cell)" if trials > 1 else ""),
+        f"- strict_pass_score: {score_text(totals['strict'])}; overall_score: {score_text(totals['overall'])} "
+        f"(over n = {totals['n']} attempted cases)",
+        "- " + ", ".join(f"{k}: {v}" for k, v in sorted(totals["counts"].items())),
+        f"- usage: {usage_text(totals['usage'])}", "",
+        "## Scores", "",
+        SCORES_NOTE + ".", "",
+        "| " + " | ".join(SCORE_COLUMNS) + " |",
+        "|" + "---|" * len(SCORE_COLUMNS),
     ]
+    lines += ["| " + " | ".join(_cell(c) for c in score_row_cells(row)) + " |" for row in scores["rows"]]
+    if trials > 1:
+        tests = scores["tests"]
+        lines += ["", "## Cells", "", "| agent | model | format | " + " | ".join(_cell(t) for t in tests) + " |",
+                  "|" + "---|" * (3 + len(tests))]
+        for row in scores["rows"]:
+            lines.append("| " + " | ".join(_cell(c) for c in (row["agent"], row["model"], row["format"],
+                                                               *(cell_text(row["cells"].get(t)) for t in tests)))
+                         + " |")
+    lines += ["", "## Cases", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     status_col = COLUMNS.index("status")
     for r in results:
         cells = list(summary_row(r))

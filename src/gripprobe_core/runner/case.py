@@ -18,10 +18,13 @@ from ..evaluator import EvaluationInputs
 from ..models.results import CaseResult, ProcessResult, TelemetrySummary, ValidatorResult, Verdict
 from ..store import atomic_write_json, atomic_write_text, flush_folder
 from ..telemetry.summary import summarize_phase
+from ..telemetry.usage import combine
 from ..timeutil import utc_now_iso
 from ..validators.context import ValidatorContext
 from .evidence import evidence_digests
-from .judge import CASE_INPUTS, backend_was_unreachable, derive_verdict, phase_harness_failure, run_validators
+from .judge import (
+    CASE_INPUTS, backend_was_unreachable, budget_was_exceeded, derive_verdict, phase_harness_failure, run_validators,
+)
 from .matrix import PlannedCase, missing_tool_kinds
 from .phase import PHASES, PhaseResult, run_phase
 from .sandbox import resolve_sandbox
@@ -73,7 +76,7 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
     last = phases[-1].record
     res = result(phases=[p.record for p in phases], validators=judged.validators, verdict=judged.verdict,
                  telemetry=last.summary, harness_error=judged.harness_error,
-                 sandbox=resolve_sandbox(case.sandbox).kind)
+                 sandbox=resolve_sandbox(case.sandbox).kind, usage=combine(p.record.usage for p in phases))
     await asyncio.to_thread(write_case, case_dir, res)
     return res
 
@@ -126,7 +129,8 @@ def judge(case: PlannedCase, run: ActiveRun, last: PhaseResult, case_dir: Path) 
     rec = last.record
     verdict = derive_verdict(run.hooks, case.test, process=rec.process, events=last.events, summary=rec.summary,
                              validators=validators, harness_error=phase_harness_failure(last.harness_error, error),
-                             backend_unreachable=backend_was_unreachable(rec, case_dir / "artifacts"))
+                             backend_unreachable=backend_was_unreachable(rec, case_dir / "artifacts"),
+                             budget_exceeded=budget_was_exceeded(rec))
     return Judgement(validators, verdict, last.harness_error or error)
 
 

@@ -12,7 +12,7 @@ is written next to the artifacts as ``artifacts/<phase>.context.json``; the spec
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,12 @@ from ..errors import WrapperParseError
 from ..evaluator import EvaluationInputs
 from ..hooks import Hooks
 from ..models.events import Event
-from ..models.results import PhaseRecord, ProcessResult, TelemetrySummary, ValidatorResult, Verdict
+from ..models.results import PhaseRecord, ProcessResult, TelemetrySummary, Usage, ValidatorResult, Verdict
 from ..models.specs import TestSpec
 from ..phase import PhaseCapture, PhaseContext, Transcript
 from ..pluginmanager import Registry
 from ..telemetry.summary import merge_events, summarize_phase
+from ..telemetry.usage import ModelCall, calls_from_events, calls_from_records, summarize
 from ..validators import is_invalid_options
 from ..validators.context import ValidatorContext
 
@@ -53,10 +54,22 @@ def phase_context_record(ctx: PhaseContext, *, kept: list[str], harness_error: s
 
 @dataclass(frozen=True)
 class ProxyEvidence:
-    """What the recording proxy of one phase contributes: tier A events and the summary's proxy fields."""
+    """What the recording proxy of one phase contributes: tier A events, the summary's proxy fields and
+    the model calls it relayed (usage, timing)."""
 
     events: list[Event]
     summary_kwargs: dict[str, Any]
+    calls: list[ModelCall] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What a phase's outputs give: its merged events, telemetry summary, the driver's transcript and usage."""
+
+    events: list[Event]
+    summary: TelemetrySummary
+    transcript: Transcript
+    usage: Usage
 
 
 def proxy_evidence(phase: str, proxy: dict[str, Any] | None, record_path: Path,
@@ -77,7 +90,8 @@ def proxy_evidence(phase: str, proxy: dict[str, Any] | None, record_path: Path,
     records = read_records(record_path)
     kw.update(proxy_counts(records))
     names = driver.tool_names if driver is not None else GENERIC
-    return ProxyEvidence(records_to_events(records, phase=phase, artifact_name=record_path.name, tool_names=names), kw)
+    return ProxyEvidence(records_to_events(records, phase=phase, artifact_name=record_path.name, tool_names=names), kw,
+                         calls_from_records(records))
 
 
 def read_transcript(driver: AgentDriver, ctx: PhaseContext, capture: PhaseCapture) -> tuple[Transcript, str | None]:
@@ -114,10 +128,10 @@ def parse_events(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, capture: 
 
 
 def derive_telemetry(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, capture: PhaseCapture,
-                     proxy: ProxyEvidence, *, run_id: str, case_id: str
-                     ) -> tuple[list[Event], TelemetrySummary, Transcript]:
-    """The phase's normalized events, its telemetry summary (``events.summary.json``) and the driver's
-    transcript (its final text is kept as ``<phase>.final.txt``)."""
+                     proxy: ProxyEvidence, *, run_id: str, case_id: str) -> Derived:
+    """The phase's normalized events, its telemetry summary (``events.summary.json``), the driver's
+    transcript (its final text is kept as ``<phase>.final.txt``) and its usage (tier A's model calls when
+    the proxy relayed any, else what the agent reported, priced by the model spec)."""
     transcript, driver_error = read_transcript(driver, ctx, capture)
     events, parse_error = parse_events(hooks, driver, ctx, capture, transcript, proxy.events,
                                        run_id=run_id, case_id=case_id)
@@ -132,7 +146,11 @@ def derive_telemetry(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, captu
     )
     if parse_error:
         summary.telemetry_capture_skip_reason = "wrapper_parse_error"
-    return events, summary, transcript
+    if proxy.calls:
+        usage = summarize(proxy.calls, "A", ctx.model.pricing)
+    else:
+        usage = summarize(calls_from_events(transcript.events), "B", ctx.model.pricing)
+    return Derived(events, summary, transcript, usage)
 
 
 def run_validators(registry: Registry, test: TestSpec, ctx: ValidatorContext) -> tuple[list[ValidatorResult], str | None]:
@@ -181,6 +199,11 @@ def backend_was_unreachable(rec: PhaseRecord, artifacts: Path) -> bool:
     return last == "proxy_connect_error"
 
 
+def budget_was_exceeded(rec: PhaseRecord) -> bool:
+    """Did phase ``rec`` spend its token budget (the proxy refused a model call; case.json says so)?"""
+    return bool((rec.proxy or {}).get("token_budget_exceeded"))
+
+
 def phase_harness_failure(phase_error: str | None, validator_error: str | None) -> str | None:
     """The failure_reason of a case the harness could not measure: its phase never ran because the proxy
     it required was not available, or a validator could not judge (the spec, not the agent)."""
@@ -193,13 +216,13 @@ def phase_harness_failure(phase_error: str | None, validator_error: str | None) 
 
 def derive_verdict(hooks: Hooks, test: TestSpec, *, process: ProcessResult, events: list[Event],
                    summary: TelemetrySummary, validators: list[ValidatorResult], harness_error: str | None = None,
-                   backend_unreachable: bool = False) -> Verdict:
+                   backend_unreachable: bool = False, budget_exceeded: bool = False) -> Verdict:
     """The evaluator's verdict. ``harness_error`` is a failure_reason (``validator_error``,
     ``proxy_required_but_not_available`` ...) that makes the case HARNESS_ERROR."""
     return hooks.evaluate(EvaluationInputs(
         validators=validators, process=process, events=events, summary=summary,
         required_kinds=list(test.requires), rules=test.rules.model_dump(), harness_error=harness_error,
-        backend_unreachable=backend_unreachable,
+        backend_unreachable=backend_unreachable, budget_exceeded=budget_exceeded,
         tool_unsupported="backend_tool_unsupported" if summary.telemetry_backend_tool_unsupported else None))
 
 

@@ -22,16 +22,37 @@ class PlannedCase:
     """off | auto | force, settled once by :meth:`settle` (the run's choice, else the agent spec's)."""
     sandbox: str = ""
     """auto | bwrap | none, settled once by :meth:`settle` (the run's or suite's choice, else the agent's)."""
+    token_budget: int | None = None
+    """Tokens one phase may spend (the recording proxy refuses the next model call past it), settled once by
+    :meth:`settle` (the run's or suite's choice, else the model's policy); None: no budget."""
 
     @property
     def case_id(self) -> str:
         return self.key.slug()
 
-    def settle(self, *, proxy_mode: str | None, sandbox: str | None) -> "PlannedCase":
-        """This case with its proxy mode and sandbox decided: the run's choice (command line, resumed run
-        or suite) when given, else the agent spec's (``telemetry_proxy_mode``, ``sandbox``, default auto)."""
+    def settle(self, *, proxy_mode: str | None, sandbox: str | None,
+               token_budget: int | None = None) -> "PlannedCase":
+        """This case with its proxy mode, sandbox and token budget decided: the run's choice (command line,
+        resumed run or suite) when given, else the agent spec's (``telemetry_proxy_mode``, ``sandbox``,
+        default auto) and the model's policy (``max_tokens_per_phase``, for this agent first)."""
         return replace(self, proxy_mode=proxy_mode or self.agent.telemetry_proxy_mode,
-                       sandbox=sandbox or self.agent.sandbox or "auto")
+                       sandbox=sandbox or self.agent.sandbox or "auto",
+                       token_budget=token_budget or self._policy_budget())
+
+    def _policy_budget(self) -> int | None:
+        """The model's ``max_tokens_per_phase`` for this agent (``policy.agents.<agent>``), else its general one."""
+        pol = self.model.policy
+        agent_pol = pol.agents.get(self.agent.id)
+        return (agent_pol.max_tokens_per_phase if agent_pol else None) or pol.max_tokens_per_phase
+
+
+def with_trials(cases: list[PlannedCase], trials: int) -> list[PlannedCase]:
+    """Every planned case ``trials`` times (trials ≥ 1), trial by trial: all cells' first trial, then all
+    second ones ..., so an interrupted run has a whole first pass first."""
+    if trials < 1:
+        raise UserError(f"--trials must be at least 1, not {trials}")
+    return [replace(case, key=case.key.model_copy(update={"trial": n})) for n in range(1, trials + 1)
+            for case in cases]
 
 
 def select_tests(tests: dict[str, TestSpec], selectors: list[str]) -> list[TestSpec]:

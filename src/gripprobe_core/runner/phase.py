@@ -38,7 +38,9 @@ from ..store import atomic_write_json, atomic_write_text
 from ..telemetry.summary import summarize_phase
 from .env import base_env, make_phase_dirs
 from .evidence import LISTING, copy_file, copy_workspace
-from .judge import derive_telemetry, phase_context_name, phase_context_record, proxy_evidence, proxy_record_name
+from .judge import (
+    Derived, derive_telemetry, phase_context_name, phase_context_record, proxy_evidence, proxy_record_name,
+)
 from .matrix import PlannedCase
 from .process import run_process
 from .proxy_session import ProxySession, open_proxy_session
@@ -122,7 +124,7 @@ async def prepare(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Pat
     endpoint = await backend.open(BackendPhase(
         spec=case.backend, url=run.settings.base_url_override or case.backend.base_url, phase=phase,
         format=case.format, reference=list(test.reference), dialects=run.registry.dialects,
-        record_path=artifacts / f"oracle.{phase}.jsonl"))
+        record_path=artifacts / f"oracle.{phase}.jsonl", trial=case.key.trial))
     servers.push_async_callback(endpoint.close)
     upstream = endpoint.base_url
 
@@ -135,7 +137,7 @@ async def prepare(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Pat
         agent_executable=getattr(run.settings.installed.get(case.agent.id), "executable", None))
     proxy = await open_proxy_session(run.hooks, driver, before_routing, mode=case.proxy_mode, upstream=upstream,
                                      record_path=artifacts / proxy_record_name(phase),
-                                     max_request_body=run.settings.proxy_max_body)
+                                     max_request_body=run.settings.proxy_max_body, token_budget=case.token_budget)
     servers.push_async_callback(proxy.stop)
     if proxy.harness_error:
         return await _not_run(before_routing, proxy, facts)
@@ -205,9 +207,12 @@ async def launch(setup: PhaseSetup, run: ActiveRun, case_dir: Path) -> ProcessRe
     cwd = command.cwd or ctx.workspace
     needs = [*([installed] if installed else []), *command.read_only]
     argv = box.wrap(argv, cwd=cwd, rw=[ctx.workspace, ctx.home, ctx.tmpdir], ro=needs)
+    budget = setup.proxy.token_budget
     return await run_process(argv, cwd=cwd, env=setup.env, stdin=command.stdin, timeout_s=ctx.timeout_s,
                              stdout_path=case_dir / f"{ctx.phase}.stdout", stderr_path=case_dir / f"{ctx.phase}.stderr",
-                             cap_bytes=run.settings.capture_cap, sandboxed=box.confined)
+                             cap_bytes=run.settings.capture_cap, sandboxed=box.confined,
+                             stop=(setup.proxy.token_budget_exceeded, f"the phase's token budget of {budget} tokens is spent")
+                             if budget is not None else None)
 
 
 def resolve_executable(name: str, path_env: str) -> str:
@@ -269,19 +274,21 @@ def _keep(ctx: PhaseContext, case_dir: Path, requests: list[dict[str, Any]] | No
 async def parse(setup: PhaseSetup, run: ActiveRun, collected: Collected, case_dir: Path) -> PhaseResult:
     """The phase's events and telemetry summary, from the proxy records, the driver and every parser."""
     ctx = setup.ctx
-    events, summary = await asyncio.to_thread(_derive, setup, run, collected)
-    record = PhaseRecord(phase=ctx.phase, process=collected.capture.process, summary=summary,
-                         proxy=setup.proxy.describe(), challenge=dict(setup.facts), backend_probe=collected.probe)
-    return PhaseResult(record, events, ctx.workspace, setup.facts, collected.requests)
+    derived = await asyncio.to_thread(_derive, setup, run, collected)
+    record = PhaseRecord(phase=ctx.phase, process=collected.capture.process, summary=derived.summary,
+                         usage=derived.usage, proxy=setup.proxy.describe(), challenge=dict(setup.facts),
+                         backend_probe=collected.probe)
+    return PhaseResult(record, derived.events, ctx.workspace, setup.facts, collected.requests)
 
 
-def _derive(setup: PhaseSetup, run: ActiveRun, collected: Collected) -> tuple[list[Event], TelemetrySummary]:
+def _derive(setup: PhaseSetup, run: ActiveRun, collected: Collected) -> Derived:
     ctx = setup.ctx
     proxy = proxy_evidence(ctx.phase, setup.proxy.describe(), setup.proxy.record_path, setup.driver)
-    events, summary, transcript = derive_telemetry(run.hooks, setup.driver, ctx, collected.capture, proxy,
-                                                   run_id=run.id, case_id=ctx.case_id)
-    if transcript.final_text:  # tier D events point into it
-        atomic_write_text(ctx.artifacts_dir / f"{ctx.phase}.final.txt", transcript.final_text, sync=False)
+    derived = derive_telemetry(run.hooks, setup.driver, ctx, collected.capture, proxy, run_id=run.id,
+                               case_id=ctx.case_id)
+    if derived.transcript.final_text:  # tier D events point into it
+        atomic_write_text(ctx.artifacts_dir / f"{ctx.phase}.final.txt", derived.transcript.final_text, sync=False)
     atomic_write_text(ctx.artifacts_dir / f"events.{ctx.phase}.jsonl", "".join(
-        json.dumps(e.model_dump(mode="json"), ensure_ascii=False, default=str) + "\n" for e in events), sync=False)
-    return events, summary
+        json.dumps(e.model_dump(mode="json"), ensure_ascii=False, default=str) + "\n" for e in derived.events),
+        sync=False)
+    return derived

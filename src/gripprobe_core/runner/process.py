@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from ..models.results import ProcessResult
 from ..timeutil import utc_now_iso
@@ -136,14 +136,15 @@ def _feed(stdin: IO[bytes], data: bytes) -> None:
             pass
 
 
-async def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+async def _wait_exit(proc: subprocess.Popen[bytes], timeout: float,
+                     stop: Callable[[], bool] | None = None) -> bool:
     """Wait for the child itself to exit, polling ``waitpid`` (a grandchild holding its pipes does not
-    delay this). Returns False on timeout."""
+    delay this). Returns False on timeout, or as soon as ``stop()`` says the harness wants it stopped."""
     deadline = time.monotonic() + timeout
     delay = 0.002
     while proc.poll() is None:
         left = deadline - time.monotonic()
-        if left <= 0:
+        if left <= 0 or (stop is not None and stop()):
             return False
         await asyncio.sleep(min(delay, left))
         delay = min(delay * 2, 0.05)
@@ -175,7 +176,8 @@ def _spawn(argv: list[str], cwd: Path, env: dict[str, str], with_stdin: bool) ->
 
 async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin: bytes | None,
                       timeout_s: float, stdout_path: Path, stderr_path: Path,
-                      cap_bytes: int = DEFAULT_CAPTURE_CAP, sandboxed: bool = False) -> ProcessResult:
+                      cap_bytes: int = DEFAULT_CAPTURE_CAP, sandboxed: bool = False,
+                      stop: tuple[Callable[[], bool], str] | None = None) -> ProcessResult:
     """Run ``argv`` in its own session and classify the outcome.
 
     ok: exit 0 · nonzero_exit: exit > 0 · timeout: still running at ``timeout_s`` (the whole process tree,
@@ -186,6 +188,9 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
     ``sandboxed``: ``argv`` starts bwrap (runner/sandbox.py), whose PID namespace takes every process of
     the tree down with it; otherwise the tree is also found through an environment token in /proc (a
     fallback a process that scrubs its environment, ``setsid env -i``, escapes).
+
+    ``stop``: ``(should_stop, why)``; when ``should_stop()`` turns true while the agent runs (its token
+    budget is spent), the tree is stopped as at a timeout, and the result is ``timeout`` saying ``why``.
     """
     token = None if sandboxed else secrets.token_hex(8)
     if token is not None:
@@ -207,9 +212,12 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
     if stdin is not None and proc.stdin is not None:
         threading.Thread(target=_feed, args=(proc.stdin, stdin), name="agent stdin", daemon=True).start()
     timed_out = False
+    stopped_why = None
     try:
-        if not await _wait_exit(proc, timeout_s):
+        if not await _wait_exit(proc, timeout_s, stop[0] if stop else None):
             timed_out = True
+            if stop is not None and stop[0]():
+                stopped_why = stop[1]
             await _terminate_tree(proc, pgid, token)
         # The agent is gone; a straggler may still hold the pipes. Drain briefly, then kill the tree.
         drained = await _wait_threads(captures, DRAIN_AFTER_EXIT_S)
@@ -229,6 +237,8 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
         stdout_bytes=out.written, stderr_bytes=err.written, stdout_truncated=out.truncated,
         stderr_truncated=err.truncated, command=list(argv), started_at=started_at,
     )
+    if timed_out and stopped_why:
+        return ProcessResult(status="timeout", error=f"stopped by the harness: {stopped_why}", **fields)
     if timed_out:
         return ProcessResult(status="timeout", error=f"no exit after {timeout_s:g}s; process group killed", **fields)
     if capture_error:

@@ -24,12 +24,15 @@ class ProxySession:
 
     mode: str
     record_path: Path
+    token_budget: int | None = None
     status: str = "skipped"  # collected | skipped | error
     skip_reason: str | None = None
     error: str | None = None
     handle: ProxyHandle | None = None
     harness_error: str | None = None
     """Set when ``force`` could not have its proxy: the phase must not run (HARNESS_ERROR)."""
+    token_budget_was_exceeded: bool = False
+    tokens_spent: int | None = None
     _stopped: bool = field(default=False, repr=False)
 
     @property
@@ -54,6 +57,9 @@ class ProxySession:
             stats = dict(self.handle.status())
         except Exception as exc:
             stats = {"error": f"status unavailable: {exc}", "reason": "proxy_connect_error"}
+        self.token_budget_was_exceeded = bool(stats.get("token_budget_exceeded")) or self.token_budget_exceeded()
+        spent = stats.get("tokens_spent")
+        self.tokens_spent = spent if type(spent) is int else None
         if stats.get("error"):
             self.status, self.skip_reason = "error", stats.get("reason") or "proxy_connect_error"
             self.error = stats.get("error")
@@ -66,10 +72,23 @@ class ProxySession:
     def started(self) -> bool:
         return self.handle is not None
 
+    def token_budget_exceeded(self) -> bool:
+        """Did the proxy refuse a model call for the phase's token budget (asked while the agent runs)?"""
+        if self.token_budget_was_exceeded:
+            return True
+        try:
+            return self.handle is not None and bool(self.handle.token_budget_exceeded())
+        except Exception:
+            return False
+
     def describe(self) -> dict[str, Any]:
         """What case.json records of it (``phases[].proxy``)."""
-        return {"mode": self.mode, "status": self.status, "skip_reason": self.skip_reason, "error": self.error,
-                "record": self.record_path.name if self.status == "collected" else None, "started": self.started}
+        out: dict[str, Any] = {"mode": self.mode, "status": self.status, "skip_reason": self.skip_reason, "error": self.error,
+               "record": self.record_path.name if self.status == "collected" else None, "started": self.started}
+        if self.token_budget is not None:
+            out.update(token_budget=self.token_budget, tokens_spent=self.tokens_spent,
+                       token_budget_exceeded=self.token_budget_exceeded())
+        return out
 
 
 def _has_traffic(path: Path) -> bool:
@@ -80,10 +99,12 @@ def _has_traffic(path: Path) -> bool:
 
 
 async def open_proxy_session(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, *, mode: str, upstream: str,
-                             record_path: Path, max_request_body: int | None = None) -> ProxySession:
+                             record_path: Path, max_request_body: int | None = None,
+                             token_budget: int | None = None) -> ProxySession:
     """The phase's proxy as ``mode`` wants it, started (``ctx`` is the phase before routing);
-    ``max_request_body``: the request body cap in bytes (``None``: the proxy's default)."""
-    session = ProxySession(mode=mode, record_path=record_path)
+    ``max_request_body``: the request body cap in bytes (``None``: the proxy's default); ``token_budget``:
+    the tokens the phase may spend (``None``: no budget)."""
+    session = ProxySession(mode=mode, record_path=record_path, token_budget=token_budget)
     if mode == "off":
         session.skip_reason = "disabled"
         return session
@@ -91,7 +112,7 @@ async def open_proxy_session(hooks: Hooks, driver: AgentDriver, ctx: PhaseContex
     if not route.routable:
         return _unavailable(session, route.reason or "unsupported_shell")
     try:
-        handle = hooks.start_proxy(ctx, upstream, record_path, max_request_body)
+        handle = hooks.start_proxy(ctx, upstream, record_path, max_request_body, token_budget)
         if handle is None:
             return _unavailable(session, "unsupported_backend")
         await handle.start()

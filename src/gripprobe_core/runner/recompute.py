@@ -28,10 +28,11 @@ from ..phase import PhaseCapture, PhaseContext
 from ..pluginmanager import GripProbePluginManager
 from ..store import RunFolder, atomic_write_text
 from ..telemetry.summary import summarize_phase
+from ..telemetry.usage import combine
 from ..validators.context import ValidatorContext
 from .evidence import verify_evidence
 from .judge import (
-    CASE_INPUTS, backend_was_unreachable, derive_telemetry, derive_verdict, harness_error_verdict,
+    CASE_INPUTS, backend_was_unreachable, budget_was_exceeded, derive_telemetry, derive_verdict, harness_error_verdict,
     phase_context_name, phase_harness_failure, proxy_evidence, proxy_record_name, run_validators,
 )
 
@@ -106,9 +107,8 @@ def _phase(plugins: GripProbePluginManager, res: CaseResult, rec: PhaseRecord, c
     capture = PhaseCapture(stdout_path=case_dir / f"{rec.phase}.stdout", stderr_path=case_dir / f"{rec.phase}.stderr",
                            process=rec.process, files=files)
     proxy = proxy_evidence(rec.phase, rec.proxy, artifacts / proxy_record_name(rec.phase), driver)
-    events, summary, _transcript = derive_telemetry(plugins.hook, driver, ctx, capture, proxy,
-                                                    run_id=res.run_id, case_id=res.case_id)
-    return rec.model_copy(update={"summary": summary}), events, pctx
+    derived = derive_telemetry(plugins.hook, driver, ctx, capture, proxy, run_id=res.run_id, case_id=res.case_id)
+    return rec.model_copy(update={"summary": derived.summary, "usage": derived.usage}), derived.events, pctx
 
 
 def _harness_case(plugins: GripProbePluginManager, base: CaseResult, problem: str,
@@ -181,9 +181,11 @@ def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir
     harness_error = phase_error or validator_error
     verdict = derive_verdict(plugins.hook, test, process=last.process, events=last_events, summary=last.summary,
                              validators=validators, harness_error=phase_harness_failure(phase_error, validator_error),
-                             backend_unreachable=backend_was_unreachable(last, case_dir / "artifacts"))
+                             backend_unreachable=backend_was_unreachable(last, case_dir / "artifacts"),
+                             budget_exceeded=budget_was_exceeded(last))
     res = orig.model_copy(update={"phases": phases, "validators": validators, "verdict": verdict,
-                                  "telemetry": last.summary, "harness_error": harness_error})
+                                  "telemetry": last.summary, "harness_error": harness_error,
+                                  "usage": combine(p.usage for p in phases)})
     return Recomputed(case_id, res, _changed(orig, res),
                       events={rec.phase: ev for rec, ev in zip(phases, events)})
 

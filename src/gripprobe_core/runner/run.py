@@ -60,7 +60,7 @@ def _manifest(run: ActiveRun, cases: list[PlannedCase], *, status: str, started_
         "jobs": opts.jobs, "hardware_profile": opts.hardware_profile, "telemetry_proxy_mode": opts.proxy_mode,
         "sandbox": opts.sandbox,
         "timeout_s": opts.timeout_s, "base_url_override": opts.base_url_override, "run_values": dict(run.values),
-        "proxy_max_body": opts.proxy_max_body,
+        "proxy_max_body": opts.proxy_max_body, "trials": opts.trials, "max_tokens_per_phase": opts.token_budget,
         "host": {"python": platform.python_version(), "platform": platform.platform(), "event_loop": loop_name()},
         "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version}
                     for p in run.plugins.records()],
@@ -126,7 +126,8 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
         run_id = folder.run_id
         started_at, values = resume.started_at, resume.run_values
         planned, history = resume.planned, [*resume.resumed_at, utc_now_iso()]
-    cases = [c.settle(proxy_mode=settings.proxy_mode, sandbox=settings.sandbox) for c in cases]
+    cases = [c.settle(proxy_mode=settings.proxy_mode, sandbox=settings.sandbox, token_budget=settings.token_budget)
+             for c in cases]
     results: list[CaseResult] = []
     with tempfile.TemporaryDirectory(prefix=f"gripprobe-{run_id}-") as scratch:
         run = ActiveRun(id=run_id, folder=folder, plugins=plugins, values=values, scratch=Path(scratch),
@@ -246,8 +247,16 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
                        done=done, resumed_at=[str(x) for x in manifest.get("resumed_at") or []], manifest=manifest)
 
 
+def planned_trials(manifest: dict) -> int:
+    """How many trials a run planned per cell (1 for runs written before trials)."""
+    found = [p.get("trial") for p in manifest.get("planned") or [] if isinstance(p, dict)]
+    numbers = [t for t in [manifest.get("trials"), *found] if type(t) is int and t >= 1]
+    return max(numbers, default=1)
+
+
 def planned_keys(manifest: dict) -> list:
-    """The case keys a run's manifest planned, as explicit suite cases ([] when it names none)."""
+    """The cells a run's manifest planned, as explicit suite cases ([] when it names none); their trials:
+    :func:`planned_trials`."""
     from ..models.specs import SuiteCase
 
     try:

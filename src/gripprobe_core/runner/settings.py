@@ -43,6 +43,10 @@ class RunSettings:
     """The recording proxy's request body cap in bytes (None: its default, 64 MiB)."""
     preflight: list[dict] | None = None
     """What the backend preflight saw (``BackendProbe`` dicts, see runner/preflight.py), for the manifest."""
+    trials: int = 1
+    """How many times each cell runs (recorded in the manifest; the cases are already expanded)."""
+    token_budget: int | None = None
+    """Tokens each phase may spend (--max-tokens-per-phase, else the suite's); None: each model's policy."""
     capture_cap: int = DEFAULT_CAPTURE_CAP
     """Bytes kept of each of an agent's stdout and stderr per phase."""
     source_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))

@@ -10,6 +10,7 @@ the opened file is the same regular file, and reads at most ``limit`` bytes.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path
@@ -25,6 +26,19 @@ NOT_REGULAR = errno.EINVAL
 
 class NotRegularFile(OSError):
     """The path exists but is a symlink, FIFO, device, socket or folder: it was not opened."""
+
+
+def json_kind(path: Path) -> str | None:
+    """The ``kind`` a report folder's JSON file declares (``aggregate.json``, ``compare.json``: how a command
+    knows a folder holds its own earlier output); None when the file is missing, a symlink, not a JSON object."""
+    try:
+        if path.is_symlink():
+            return None
+        obj = json.loads(read_regular(path, 1 << 30))
+    except (OSError, ValueError, RecursionError):
+        return None
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def kind_of(mode: int) -> str:

@@ -175,7 +175,8 @@ def phase_context(tmp_path: Path, agent: Any, *, prompt: str = "Run `pwd` and sa
 
 @asynccontextmanager
 async def oracle_server(actions: Sequence[Any], *, plugins: Any = None, format: str = "tool",
-                        profile: str = "perfect", record_path: Path | None = None) -> AsyncIterator[Any]:
+                        profile: str = "perfect", record_path: Path | None = None, trial: int = 1
+                        ) -> AsyncIterator[Any]:
     """The real oracle backend, started on 127.0.0.1 with ``actions`` (reference actions) and every
     installed driver's dialects: ``async with oracle_server(plan, format="whole") as oracle: oracle.base_url``.
     ``oracle.ground_truth`` lists the tool calls it asked for."""
@@ -184,7 +185,7 @@ async def oracle_server(actions: Sequence[Any], *, plugins: Any = None, format: 
 
     plugins = plugins or make_plugin_manager()
     server = OracleServer(list(actions), dialects=plugins.registry.dialects, record_path=record_path,
-                          default_profile=profile, format=format)
+                          default_profile=profile, format=format, trial=trial)
     await server.start()
     try:
         yield server

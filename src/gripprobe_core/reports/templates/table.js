@@ -45,23 +45,26 @@
     function apply() {
       var want = [];
       selects.forEach(function (s) { if (s.value !== "") want.push([s.getAttribute("data-filter"), s.value]); });
-      var shown = 0, strict = 0, overall = 0;
+      var shown = 0, scored = 0, strict = 0, overall = 0;
       rows.forEach(function (row, i) {
         var ok = want.every(function (w) { return values[i][w[0]].indexOf(w[1]) >= 0; });
         row.hidden = !ok;
         if (ok) {
           shown += 1;
-          if (scores) {
-            var s = row.querySelector('td[data-col="strict"]'), o = row.querySelector('td[data-col="overall"]');
-            strict += s ? asNumber(s.textContent) || 0 : 0;
+          var s = scores ? row.querySelector('td[data-col="strict"]') : null;
+          if (s && !s.hasAttribute("data-out-of-n")) {  // TOOL_UNSUPPORTED and SKIPPED are not in n
+            var o = row.querySelector('td[data-col="overall"]');
+            scored += 1;
+            strict += asNumber(s.textContent) || 0;
             overall += o ? asNumber(o.textContent) || 0 : 0;
           }
         }
       });
       if (counter) counter.textContent = shown + " of " + rows.length + " rows shown";
       if (scores) {
-        scores.textContent = want.length && shown
-          ? "shown: strict " + (strict / shown).toFixed(3) + ", overall " + (overall / shown).toFixed(3) : "";
+        scores.textContent = want.length && scored
+          ? "shown: strict " + (strict / scored).toFixed(3) + ", overall " + (overall / scored).toFixed(3)
+            + " (n = " + scored + ")" : "";
       }
     }
     selects.forEach(function (s) { s.addEventListener("change", apply); });

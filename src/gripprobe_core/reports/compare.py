@@ -1,0 +1,394 @@
+"""``gripprobe compare``: is B better or worse than A, case by case (docs/scores.md#compare).
+
+Each side is one or more runs (optionally narrowed to one agent or one model). Cases pair by their key —
+agent, model, backend, format, test — and, within a cell, trial by trial: a side's trials of a cell are
+its cases of that cell in (run id, trial) order, and the j-th trial of A pairs with the j-th of B. When
+the sides pick different agents (``--agent-a codex --agent-b aider``) the agent and format leave the
+key; different models, the model and backend: the same tests then pair head to head.
+
+What comes out, first things first:
+
+* **flips** — cells whose pass rate changed, regressions (B below A) before improvements, each with its
+  paired trials' statuses and McNemar's exact p-value over those pairs;
+* **summary** — McNemar's exact test over every pair both sides attempted (TOOL_UNSUPPORTED and SKIPPED
+  are out, as in every score), and paired bootstrap 95 % intervals of B − A in strict and overall score
+  over the cells both sides attempted;
+* **rows** — per agent × model × backend × format: both sides' scores, the paired difference, and the
+  deltas of tokens, cost and time per case.
+
+Nothing is written into the runs; ``write_compare`` writes three files into a folder of the user's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..models.results import STATUSES
+from ..stats import mcnemar_exact, paired_bootstrap_difference
+from ..store import RunFolder, atomic_write_json, atomic_write_text
+from ..store.files import json_kind
+from ..textsafe import safe_name
+from ..timeutil import utc_now_iso
+from .aggregate import CaseFacts, case_files, read_facts
+from .scores import OUT_OF_N, Spend, overall_of, score_text, usage_text
+
+__all__ = ["KIND", "OUTPUT_FILES", "Side", "compare_sides", "regressed_cells", "render_compare_md", "write_compare"]
+
+KIND = "gripprobe-compare"
+OUTPUT_FILES = ("compare.json", "compare.md", "compare.html")
+KEY_FIELDS = ("agent", "model", "backend", "format")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: its runs, and optionally only one agent's or one model's cases."""
+
+    label: str
+    runs: tuple[Path, ...]
+    agent: str | None = None
+    model: str | None = None
+
+    def selects(self, f: CaseFacts) -> bool:
+        return (self.agent is None or f.agent == self.agent) and (self.model is None or f.model == self.model)
+
+
+@dataclass
+class _Trial:
+    run_id: str
+    case_id: str
+    trial: int
+    status: str
+    overall: float
+
+    @property
+    def attempted(self) -> bool:
+        return self.status not in OUT_OF_N
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "PASS"
+
+
+@dataclass
+class _Loaded:
+    cells: dict[tuple, list[_Trial]] = field(default_factory=dict)
+    spend: dict[tuple, Spend] = field(default_factory=dict)
+    versions: dict[tuple, set[str]] = field(default_factory=dict)
+    cases: int = 0
+    unreadable: int = 0
+    run_ids: list[str] = field(default_factory=list)
+
+
+def _key_fields(a: Side, b: Side) -> tuple[str, ...]:
+    dropped = set()
+    if a.agent != b.agent:
+        dropped |= {"agent", "format"}
+    if a.model != b.model:
+        dropped |= {"model", "backend"}
+    return tuple(f for f in KEY_FIELDS if f not in dropped)
+
+
+def _load(side: Side, fields: Sequence[str]) -> _Loaded:
+    out = _Loaded()
+    for run_dir in side.runs:
+        manifest = RunFolder(run_dir).read_manifest()
+        hw = manifest.get("hardware_profile") if isinstance(manifest.get("hardware_profile"), str) else None
+        out.run_ids.append(safe_name(run_dir.name))
+        for path in case_files(run_dir):
+            f = read_facts(path, hw)
+            if f is None:
+                out.unreadable += 1
+                continue
+            if not side.selects(f):
+                continue
+            out.cases += 1
+            row = tuple(getattr(f, k) for k in fields)
+            out.cells.setdefault((*row, f.test), []).append(
+                _Trial(run_dir.name, f.case_id, f.trial, f.status, overall_of(f.status, f.overall)))
+            out.spend.setdefault(row, Spend()).add(f.usage, agent_s=f.agent_s, case_s=f.case_s)
+            out.versions.setdefault(row, set()).update(
+                v for v in (f.agent_version and f"{f.agent} {f.agent_version}", f.model_hash) if v)
+    for trials in out.cells.values():
+        trials.sort(key=lambda t: (t.run_id, t.trial, t.case_id))
+    return out
+
+
+def _rate(trials: Iterable[_Trial]) -> tuple[int, int, float]:
+    tried = [t for t in trials if t.attempted]
+    return len(tried), sum(t.passed for t in tried), sum(t.overall for t in tried)
+
+
+def _cell(key: tuple, fields: Sequence[str], a: list[_Trial], b: list[_Trial]) -> dict[str, Any]:
+    pairs = list(zip(a, b))
+    tried = [(x, y) for x, y in pairs if x.attempted and y.attempted]
+    only_a = sum(x.passed and not y.passed for x, y in tried)
+    only_b = sum(y.passed and not x.passed for x, y in tried)
+    (na, ca, oa), (nb, cb, ob) = _rate(a), _rate(b)
+    ra, rb = (ca / na if na else None), (cb / nb if nb else None)
+    change = "unscored"
+    if ra is not None and rb is not None:
+        change = "regressed" if rb < ra else "improved" if rb > ra else "same"
+    elif (ra is None) != (rb is None):
+        change = "coverage_lost" if rb is None else "coverage_gained"
+    return {
+        **dict(zip(fields, key[:-1])), "test": key[-1], "change": change,
+        "a": {"trials": len(a), "n": na, "passed": ca, "strict": _r(ra), "overall": _r(oa / na if na else None),
+              "statuses": [t.status for t in a]},
+        "b": {"trials": len(b), "n": nb, "passed": cb, "strict": _r(rb), "overall": _r(ob / nb if nb else None),
+              "statuses": [t.status for t in b]},
+        "pairs": len(pairs), "discordant": {"a_only": only_a, "b_only": only_b},
+        "p_value": _r(mcnemar_exact(only_a, only_b)) if tried else None,
+        "flips": [{"trial": j + 1, "a": x.status, "b": y.status, "a_case": f"{x.run_id}/{x.case_id}",
+                   "b_case": f"{y.run_id}/{y.case_id}"}
+                  for j, (x, y) in enumerate(pairs) if x.passed != y.passed],
+    }
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 6)
+
+
+def _difference(cells: list[dict[str, Any]], metric: str) -> dict[str, Any]:
+    pairs = [(c["a"][metric], c["b"][metric]) for c in cells
+             if c["a"][metric] is not None and c["b"][metric] is not None]
+    if not pairs:
+        return {"a": None, "b": None, "diff": None, "ci95": None, "cells": 0}
+    diff, low, high = paired_bootstrap_difference(pairs)
+    return {"a": _r(sum(a for a, _ in pairs) / len(pairs)), "b": _r(sum(b for _, b in pairs) / len(pairs)),
+            "diff": _r(diff), "ci95": [_r(low), _r(high)], "cells": len(pairs)}
+
+
+_DELTA_KEYS = ("model_calls", "total_tokens", "cost", "agent_s", "ttft_ms")
+
+
+def _per_case(usage: dict[str, Any]) -> dict[str, float | None]:
+    cases = usage.get("cases") or 0
+    out: dict[str, float | None] = {}
+    for k in _DELTA_KEYS:
+        v = usage.get(k)
+        if k == "ttft_ms":
+            out[k] = v
+        elif k == "agent_s":
+            out[k] = usage.get("agent_s_mean")
+        else:
+            out[k] = round(v / cases, 6) if isinstance(v, (int, float)) and cases else None
+    return out
+
+
+def _row(row: tuple, fields: Sequence[str], cells: list[dict[str, Any]], a: _Loaded, b: _Loaded) -> dict[str, Any]:
+    ua = a.spend.get(row, Spend()).as_dict()
+    ub = b.spend.get(row, Spend()).as_dict()
+    pa, pb = _per_case(ua), _per_case(ub)
+    return {
+        **dict(zip(fields, row)),
+        "versions": {"a": sorted(a.versions.get(row, ())), "b": sorted(b.versions.get(row, ()))},
+        "coverage": {side: f"{sum(1 for c in cells if c[side]['n'])}/{sum(1 for c in cells if c[side]['trials'])}"
+                     for side in ("a", "b")},
+        "strict": _difference(cells, "strict"), "overall": _difference(cells, "overall"),
+        "regressed": sum(c["change"] == "regressed" for c in cells),
+        "improved": sum(c["change"] == "improved" for c in cells),
+        "usage": {"a": ua, "b": ub},
+        "per_case": {k: {"a": pa[k], "b": pb[k], "delta": _delta(pa[k], pb[k])} for k in _DELTA_KEYS},
+    }
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(b - a, 6)
+
+
+_ORDER = {"regressed": 0, "improved": 1, "coverage_lost": 2, "coverage_gained": 3, "same": 4, "unscored": 5}
+
+
+def compare_sides(a: Side, b: Side) -> dict[str, Any]:
+    """The comparison data (what ``compare.json`` holds; docs/scores.md#compare)."""
+    fields = _key_fields(a, b)
+    la, lb = _load(a, fields), _load(b, fields)
+    if not la.cases or not lb.cases:
+        empty = a if not la.cases else b
+        raise UserError(f"side {empty.label} holds no case{_narrowed(empty)}; check the run folders with "
+                        f"`gripprobe list-runs`")
+    keys = sorted(set(la.cells) & set(lb.cells))
+    cells = [_cell(k, fields, la.cells[k], lb.cells[k]) for k in keys]
+    cells.sort(key=lambda c: (_ORDER[c["change"]], c["p_value"] if c["p_value"] is not None else 2.0,
+                              tuple(str(c.get(f, "")) for f in (*fields, "test"))))
+    tried_pairs = [(x, y) for k in keys for x, y in zip(la.cells[k], lb.cells[k]) if x.attempted and y.attempted]
+    only_a = sum(x.passed and not y.passed for x, y in tried_pairs)
+    only_b = sum(y.passed and not x.passed for x, y in tried_pairs)
+    rows = []
+    for row in sorted({k[:-1] for k in keys}):
+        rows.append(_row(row, fields, [c for c in cells if tuple(c[f] for f in fields) == row], la, lb))
+    unpaired_a = sorted(set(la.cells) - set(lb.cells))
+    unpaired_b = sorted(set(lb.cells) - set(la.cells))
+    from .. import __version__
+    return {
+        "kind": KIND, "generated_at": utc_now_iso(), "gripprobe_version": __version__,
+        "a": _side(a, la), "b": _side(b, lb), "pairing": [*fields, "test", "trial"],
+        "summary": {
+            "cells": len(cells), "pairs": len(tried_pairs),
+            "both_pass": sum(x.passed and y.passed for x, y in tried_pairs),
+            "neither": sum(not x.passed and not y.passed for x, y in tried_pairs),
+            "a_only": only_a, "b_only": only_b, "mcnemar_p": _r(mcnemar_exact(only_a, only_b)),
+            "strict": _difference(cells, "strict"), "overall": _difference(cells, "overall"),
+            **{name: sum(c["change"] == name for c in cells) for name in _ORDER},
+            "unpaired_cells": {"a": len(unpaired_a), "b": len(unpaired_b)},
+        },
+        "cells": cells,
+        "rows": rows,
+        "unpaired": {"a": [_cell_name(k) for k in unpaired_a[:200]],
+                     "b": [_cell_name(k) for k in unpaired_b[:200]]},
+        "statuses": list(STATUSES),
+    }
+
+
+def _narrowed(side: Side) -> str:
+    parts = [f"agent {side.agent}"] * bool(side.agent) + [f"model {side.model}"] * bool(side.model)
+    return f" for {' and '.join(parts)}" if parts else ""
+
+
+def _side(side: Side, loaded: _Loaded) -> dict[str, Any]:
+    return {"label": side.label, "runs": loaded.run_ids, "agent": side.agent, "model": side.model,
+            "cases": loaded.cases, "unreadable": loaded.unreadable}
+
+
+def _cell_name(key: tuple) -> str:
+    return " / ".join(str(v) for v in key)
+
+
+def regressed_cells(data: dict[str, Any], significance: float | None = None) -> list[dict[str, Any]]:
+    """Cells whose pass rate dropped (with ``significance``: only those whose McNemar p-value is below it)."""
+    return [c for c in data["cells"] if c["change"] == "regressed"
+            and (significance is None or (c["p_value"] is not None and c["p_value"] < significance))]
+
+
+# ---------------------------------------------------------------------------------------------- markdown
+
+def _md(v: Any) -> str:
+    s = "" if v is None else str(v)
+    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+            .replace("\r", " ").replace("\n", " "))
+
+
+def cell_label(cell: dict[str, Any], fields: Sequence[str]) -> str:
+    return " · ".join(str(cell[f]) for f in (*fields, "test"))
+
+
+def rate_text(side: dict[str, Any]) -> str:
+    """``2/3`` (PASS / attempted; ``—`` when nothing was attempted)."""
+    return f"{side['passed']}/{side['n']}" if side["n"] else "—"
+
+
+def statuses_text(cell: dict[str, Any]) -> str:
+    """``PASS → NO_TOOL_CALL, PASS → PASS`` (paired trials) plus any unpaired ones."""
+    a, b = cell["a"]["statuses"], cell["b"]["statuses"]
+    parts = [f"{x} → {y}" for x, y in zip(a, b)]
+    parts += [f"{x} → (none)" for x in a[len(b):]] + [f"(none) → {y}" for y in b[len(a):]]
+    return ", ".join(parts)
+
+
+def diff_text(d: dict[str, Any]) -> str:
+    if d["diff"] is None:
+        return "—"
+    return f"{d['diff']:+.3f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}]"
+
+
+def p_text(p: float | None) -> str:
+    return "—" if p is None else f"{p:.3g}"
+
+
+def delta_text(entry: dict[str, Any], unit: str = "", digits: int = 0) -> str:
+    a, b, d = entry["a"], entry["b"], entry["delta"]
+    if a is None and b is None:
+        return "—"
+    fmt = (lambda v: "?" if v is None else f"{v:.{digits}f}{unit}")
+    return f"{fmt(a)} → {fmt(b)}" + ("" if d is None else f" ({d:+.{digits}f})")
+
+
+def render_compare_md(data: dict[str, Any]) -> str:
+    fields = data["pairing"][:-2]
+    s = data["summary"]
+    a, b = data["a"], data["b"]
+    lines = [
+        f"# GripProbe compare: {_md(a['label'])} vs {_md(b['label'])}", "",
+        f"- A: {_md(', '.join(a['runs']))} ({a['cases']} cases{_md(_narrow_md(a))}); "
+        f"B: {_md(', '.join(b['runs']))} ({b['cases']} cases{_md(_narrow_md(b))})",
+        f"- paired by {', '.join(data['pairing'])}: {s['cells']} cells, {s['pairs']} attempted pairs; "
+        f"regressed {s['regressed']}, improved {s['improved']}, same {s['same']}, coverage lost "
+        f"{s['coverage_lost']}, gained {s['coverage_gained']}; unpaired cells A {s['unpaired_cells']['a']}, "
+        f"B {s['unpaired_cells']['b']}",
+        f"- McNemar exact: PASS only in A {s['a_only']}, only in B {s['b_only']}, both {s['both_pass']}, "
+        f"neither {s['neither']}: p = {p_text(s['mcnemar_p'])}",
+        f"- strict B − A: {diff_text(s['strict'])} (A {score_text(s['strict']['a'])}, B "
+        f"{score_text(s['strict']['b'])}); overall B − A: {diff_text(s['overall'])} — paired bootstrap 95% "
+        f"intervals over {s['strict']['cells']} cells",
+        "",
+        "## Flips", "",
+    ]
+    flips = [c for c in data["cells"] if c["change"] in ("regressed", "improved", "coverage_lost", "coverage_gained")]
+    if flips:
+        lines += ["| change | cell | A | B | p (McNemar) | trials A → B |", "|---|---|---|---|---|---|"]
+        for c in flips:
+            lines.append("| " + " | ".join(_md(v) for v in (
+                c["change"], cell_label(c, fields), rate_text(c["a"]), rate_text(c["b"]), p_text(c["p_value"]),
+                statuses_text(c))) + " |")
+    else:
+        lines.append("No cell changed its pass rate.")
+    lines += ["", "## Rows", "",
+              "| " + " | ".join([*fields, "coverage A → B", "strict A → B", "strict B − A [95%]", "overall B − A [95%]",
+                               "regressed", "improved", "tokens/case", "cost/case", "agent s/case"]) + " |",
+              "|" + "---|" * (len(fields) + 9)]
+    for r in data["rows"]:
+        lines.append("| " + " | ".join(_md(v) for v in (
+            *(r[f] for f in fields), f"{r['coverage']['a']} → {r['coverage']['b']}",
+            f"{score_text(r['strict']['a'])} → {score_text(r['strict']['b'])}", diff_text(r["strict"]),
+            diff_text(r["overall"]), r["regressed"], r["improved"],
+            delta_text(r["per_case"]["total_tokens"]), delta_text(r["per_case"]["cost"], digits=4),
+            delta_text(r["per_case"]["agent_s"], digits=2))) + " |")
+    lines += ["", "## Usage", ""]
+    for r in data["rows"]:
+        name = " · ".join(str(r[f]) for f in fields)
+        lines += [f"- {_md(name)}: A {_md(usage_text(r['usage']['a']))}; B {_md(usage_text(r['usage']['b']))}"]
+    if data["unpaired"]["a"] or data["unpaired"]["b"]:
+        lines += ["", f"Cells in one side only: A {len(data['unpaired']['a'])}, B {len(data['unpaired']['b'])} "
+                      "(not compared; see compare.json)"]
+    return "\n".join(lines) + "\n"
+
+
+def _narrow_md(side: dict[str, Any]) -> str:
+    parts = [f"agent {side['agent']}"] * bool(side.get("agent")) + [f"model {side['model']}"] * bool(side.get("model"))
+    return f", {' and '.join(parts)}" if parts else ""
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+def check_output(output: Path, run_dirs: Iterable[Path]) -> Path:
+    """The resolved output folder, or :class:`UserError` when it is inside a run or holds files this
+    command did not write."""
+    out = output.resolve()
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--output {output} is a file; pass a folder (it is created if missing)")
+    for run_dir in run_dirs:
+        r = run_dir.resolve()
+        if out == r or r in out.parents or (r.parent.name == "runs" and (out == r.parent or r.parent in out.parents)):
+            raise UserError(f"--output {output} is inside the runs being compared; pass a folder outside "
+                            f"{r.parent}")
+    present = [n for n in OUTPUT_FILES if (out / n).exists() or (out / n).is_symlink()]
+    if present and json_kind(out / "compare.json") != KIND:
+        raise UserError(f"--output {output} already holds {', '.join(present)} not written by compare; pass an "
+                        f"empty or new folder")
+    return out
+
+
+def write_compare(data: dict[str, Any], out: Path) -> list[Path]:
+    """``compare.json`` (first: it marks the folder as ours), ``compare.md`` and ``compare.html``."""
+    from .html import render_compare_html
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / name for name in OUTPUT_FILES]
+    atomic_write_json(paths[0], data)
+    atomic_write_text(paths[1], render_compare_md(data))
+    atomic_write_text(paths[2], render_compare_html(data))
+    return paths

@@ -1,0 +1,129 @@
+"""Model calls, tokens, latency and cost of a phase, from the wire.
+
+With the recording proxy (tier A) every model call is a record: its usage (prompt, completion, cached
+tokens as the backend reported them), the time to its first response byte (``ttfb_ms``: time to first
+token for a streamed reply) and its duration. Without the proxy, the agent's own ``model_response`` events
+(tier B) may carry usage; then there is no timing. Cost comes from the model spec's optional ``pricing``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ..models.events import Event
+from ..models.results import Usage
+from ..models.specs import Pricing
+from ..proxy.protocols import MODEL_PROTOCOLS
+
+__all__ = ["ModelCall", "calls_from_events", "calls_from_records", "combine", "summarize"]
+
+P = "x_gripprobe_"
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    prompt: int | None = None
+    completion: int | None = None
+    cached: int | None = None
+    total: int | None = None
+    ttfb_ms: float | None = None
+    duration_ms: float | None = None
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v >= 0 else None
+
+
+def _first(u: dict, *keys: str) -> int | None:
+    for k in keys:
+        if (v := _int(u.get(k))) is not None:
+            return v
+    return None
+
+
+def _call(usage: Any, ttfb: Any = None, duration: Any = None) -> ModelCall:
+    """One call's tokens from any shape a backend or an agent reports: Chat Completions (``prompt_tokens``),
+    Responses and Anthropic-style (``input_tokens``, ``cached_input_tokens``, ``cache_read_input_tokens``),
+    opencode's ``{input, output, total, cache: {read}}``."""
+    u = usage if isinstance(usage, dict) else {}
+    cache = u.get("cache") if isinstance(u.get("cache"), dict) else {}
+    cached = _first(u, "cached_tokens", "cached_input_tokens", "cache_read_input_tokens")
+    if cached is None:
+        cached = _int(cache.get("read"))
+    return ModelCall(_first(u, "prompt_tokens", "input_tokens", "input"),
+                     _first(u, "completion_tokens", "output_tokens", "output"), cached,
+                     _first(u, "total_tokens", "total"), _num(ttfb), _num(duration))
+
+
+def calls_from_records(records: Iterable[Any]) -> list[ModelCall]:
+    """One call per proxy record of a model protocol (listings and other requests are not model calls)."""
+    return [_call(r.get(P + "usage"), r.get(P + "ttfb_ms"), r.get(P + "duration_ms")) for r in records
+            if isinstance(r, dict) and r.get(P + "protocol") in MODEL_PROTOCOLS]
+
+
+def calls_from_events(events: Iterable[Event]) -> list[ModelCall]:
+    """One call per ``model_response`` an agent reported (tier B), with the usage it reported, if any."""
+    return [_call(e.payload.get("usage") if isinstance(e.payload, dict) else None, duration=e.latency_ms)
+            for e in events if e.event_type == "model_response" and e.source_tier == "B"]
+
+
+def _sum(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def summarize(calls: list[ModelCall], source: str, pricing: Pricing | None = None) -> Usage:
+    """The usage of one phase from its model calls."""
+    if not calls:
+        return Usage(source=source if source == "A" else "none")  # type: ignore[arg-type]
+    prompt, completion = _sum([c.prompt for c in calls]), _sum([c.completion for c in calls])
+    cached = _sum([c.cached for c in calls])
+    total = _sum([c.total if c.total is not None else
+                  (c.prompt or 0) + (c.completion or 0) if c.prompt is not None or c.completion is not None else None
+                  for c in calls])  # a call without a total counts its prompt + completion
+    ttfbs = [c.ttfb_ms for c in calls if c.ttfb_ms is not None]
+    durations = [c.duration_ms for c in calls if c.duration_ms is not None]
+    gen = [c.duration_ms - c.ttfb_ms for c in calls if c.duration_ms is not None and c.ttfb_ms is not None]
+    generation_s = sum(max(0.0, g) for g in gen) / 1000 if gen else None
+    out_rate = None
+    if generation_s and completion:
+        out_rate = round(completion / generation_s, 1)
+    cost = None
+    if pricing is not None and (prompt is not None or completion is not None):
+        cost = round(pricing.cost(prompt or 0, completion or 0, cached or 0), 8)
+    return Usage(source=source, model_calls=len(calls), prompt_tokens=prompt,  # type: ignore[arg-type]
+                 completion_tokens=completion, cached_tokens=cached, total_tokens=total,
+                 ttft_ms=round(statistics.median(ttfbs), 3) if ttfbs else None,
+                 model_time_s=round(sum(durations) / 1000, 4) if durations else None,
+                 generation_s=round(generation_s, 4) if generation_s is not None else None,
+                 output_tokens_per_s=out_rate, cost=cost, currency=pricing.currency if cost is not None else None)
+
+
+def combine(usages: Iterable[Usage | None]) -> Usage | None:
+    """Phases (or cases) added up: calls, tokens, times and cost summed; time to first token averaged over
+    the calls; the output rate recomputed from the sums. None when none is known."""
+    parts = [u for u in usages if u is not None]
+    if not parts:
+        return None
+    calls = sum(u.model_calls for u in parts)
+    ttfts = [(u.ttft_ms, u.model_calls) for u in parts if u.ttft_ms is not None and u.model_calls]
+    completion = _sum([u.completion_tokens for u in parts])
+    generation = sum(u.generation_s or 0.0 for u in parts) or None
+    model_time = sum(u.model_time_s or 0.0 for u in parts) or None
+    costs = [u.cost for u in parts if u.cost is not None]
+    sources = {u.source for u in parts if u.source != "none"}
+    return Usage(
+        source=min(sources) if sources else "none",  # type: ignore[arg-type]
+        model_calls=calls, prompt_tokens=_sum([u.prompt_tokens for u in parts]), completion_tokens=completion,
+        cached_tokens=_sum([u.cached_tokens for u in parts]), total_tokens=_sum([u.total_tokens for u in parts]),
+        ttft_ms=round(sum(t * n for t, n in ttfts) / sum(n for _, n in ttfts), 3) if ttfts else None,
+        model_time_s=round(model_time, 4) if model_time else None,
+        generation_s=round(generation, 4) if generation else None,
+        output_tokens_per_s=round(completion / generation, 1) if completion and generation else None,
+        cost=round(sum(costs), 8) if costs else None, currency=next((u.currency for u in parts if u.currency), None))
