@@ -11,6 +11,7 @@ An install takes a while (about a minute for codex), so it reports as it goes to
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import queue
@@ -120,16 +121,24 @@ class AgentCache:
         done = self.installed(agent, recipe)
         if done:
             return done
-        progress = progress or _LogProgress(log)
-        d = self.directory(agent, recipe)
-        progress.start(agent, recipe, d)
-        try:
-            inst = self._install(agent, recipe, d, progress)
-        except BaseException as exc:
-            progress.finish(None, exc)
-            raise
-        progress.finish(inst)
-        return inst
+        # One install at a time per agent and version on this machine (several runs, or several cluster
+        # tasks on one node): the second waits, then finds it installed.
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / f".{agent}-{recipe.version}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = self.installed(agent, recipe)
+            if done:
+                return done
+            progress = progress or _LogProgress(log)
+            d = self.directory(agent, recipe)
+            progress.start(agent, recipe, d)
+            try:
+                inst = self._install(agent, recipe, d, progress)
+            except BaseException as exc:
+                progress.finish(None, exc)
+                raise
+            progress.finish(inst)
+            return inst
 
     def _install(self, agent: str, recipe: InstallRecipe, d: Path, progress: InstallProgress) -> InstalledAgent:
         if d.exists():

@@ -72,6 +72,15 @@ def _common_options(fn):
                           "is refused, the agent stopped, the case TIMEOUT / budget_exceeded. Default: the suite's "
                           "`max_tokens_per_phase`, else each model's policy, else none."),
         click.option("--backend", help="Backend id of the model specs to use (default: each model's first)."),
+        click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                     help="Run the cases in this process (local) or as tasks on a Ray cluster (ray: needs "
+                          "gripprobe-core[ray]; placement by the specs' `resources`; docs/scale.md)."),
+        click.option("--ray-address", "ray_address", metavar="auto|HOST:PORT",
+                     help="The Ray cluster to use with --executor ray: auto (the one started on this machine with "
+                          "`ray start`) or the head's HOST:PORT. Default: RAY_ADDRESS, else a one-machine cluster "
+                          "started for this run."),
+        click.option("--ray-max-attempts", "ray_max_attempts", type=click.IntRange(1, 20), default=None,
+                     help="Tries per case when its Ray worker or node is lost (default 3)."),
     ]
     for o in opts:
         fn = o(fn)
@@ -113,7 +122,7 @@ def run_suite_command(suite, resume, **common) -> None:
 
 def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, proxy_mode, proxy_max_body, timeout_s,
              base_url, specs_root, hardware, no_install, results_root, sandbox, trials, token_budget,
-             whole_suite: bool = False) -> None:
+             executor, ray_address, ray_max_attempts, whole_suite: bool = False) -> None:
     from ..proxy import DEFAULT_MAX_REQUEST_BODY
     from ..runner import RunSettings, execute_run, plan_cases, plan_suite
     from ..runner.matrix import with_trials
@@ -197,38 +206,61 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         proxy_max_body = proxy_max_body or (resumed_cap if type(resumed_cap) is int and resumed_cap > 0 else None)
         resumed_budget = state.option("max_tokens_per_phase")
         token_budget = token_budget or (resumed_budget if type(resumed_budget) is int and resumed_budget > 0 else None)
+    from ..runner.executors import make_executor
     from ..runner.preflight import preflight
-    # Before anything is installed or written: a dead backend is exit 2 with the fix, not a matrix of errors.
-    probes = preflight(cases, plugins.registry.backends, base_url_override=base_url, env=os.environ,
-                       locate=lambda case: specs.where("model", case.model.id, "backends",
-                                                     case.model.backends.index(case.backend), "base_url"))
-    sandbox = sandbox or (s.sandbox if s is not None else None)
-    _check_sandbox(sandbox, cases)
-    from ..agents import AgentCache
-    from .agents_cmd import ensure_agents_installed, find_installed_agents
-    agents_used = list({c.agent.id: c.agent for c in cases}.values())
-    if no_install:  # use what the cache already has; the others' cases are SKIPPED with the fix
-        installed = find_installed_agents(plugins.registry, agents_used, AgentCache.default())
-    else:
-        from .progress import make_install_progress
+    from ..runner.rayexec import RayExecutor  # imports Ray only when it runs
 
-        installed = ensure_agents_installed(plugins.registry, agents_used, AgentCache.default(),
-                                            log=lambda m: click.echo(m, err=True), progress=make_install_progress())
-    opts = RunSettings(results_root=results_root, jobs=jobs or (s.jobs if s is not None else None) or 1,
-                      installed=installed, sandbox=sandbox,
-                      proxy_mode=proxy_mode or (s.telemetry_proxy_mode if s is not None else None), timeout_s=timeout_s,
-                      base_url_override=base_url, suite=recorded_suite, selection=selection, specs_root=root,
-                      argv=sys.argv[1:],
-                      hardware_profile=hardware, proxy_max_body=proxy_max_body or DEFAULT_MAX_REQUEST_BODY,
-                      preflight=[p.model_dump(mode="json") for p in probes], trials=trials,
-                      token_budget=token_budget or (s.max_tokens_per_phase if s is not None else None))
+    jobs = jobs or (s.jobs if s is not None else None) or (0 if executor == "ray" else 1)
+    if executor != "ray" and (ray_address or ray_max_attempts):
+        raise UserError(f"{'--ray-address' if ray_address else '--ray-max-attempts'} needs --executor ray")
+    runner = make_executor(executor, jobs=jobs, ray_address=ray_address, max_attempts=ray_max_attempts)
+    try:
+        locate = lambda case: specs.where("model", case.model.id, "backends",  # noqa: E731
+                                          case.model.backends.index(case.backend), "base_url")
+        cluster = runner if isinstance(runner, RayExecutor) else None
+        if cluster is not None:
+            cluster.check_placement(cases)
+        # Before anything is installed or written: a dead backend is exit 2 with the fix, not a matrix of errors.
+        probes = preflight(cases, plugins.registry.backends, base_url_override=base_url, env=os.environ, locate=locate,
+                           probe=(lambda targets: cluster.probe(targets, plugins.registry.backends, os.environ))
+                           if cluster is not None else None)
+        sandbox = sandbox or (s.sandbox if s is not None else None)
+        if cluster is not None:  # the nodes install their agents and probe their own sandbox
+            installed = {}
+        else:
+            _check_sandbox(sandbox, cases)
+            installed = _install_agents(plugins, cases, no_install)
+        opts = RunSettings(results_root=results_root, jobs=jobs,
+                          installed=installed, install_missing=not no_install, sandbox=sandbox,
+                          proxy_mode=proxy_mode or (s.telemetry_proxy_mode if s is not None else None),
+                          timeout_s=timeout_s, base_url_override=base_url, suite=recorded_suite, selection=selection,
+                          specs_root=root, argv=sys.argv[1:],
+                          hardware_profile=hardware, proxy_max_body=proxy_max_body or DEFAULT_MAX_REQUEST_BODY,
+                          preflight=[p.model_dump(mode="json") for p in probes], trials=trials,
+                          token_budget=token_budget or (s.max_tokens_per_phase if s is not None else None))
+    except BaseException:
+        runner.close()
+        raise
     reporter = make_reporter(total=len(cases))
     with reporter:
-        outcome = execute_run(cases, plugins, opts, on_done=reporter.case_done, resume=state)
+        outcome = execute_run(cases, plugins, opts, on_done=reporter.case_done, resume=state, executor=runner)
     reporter.final(outcome)
     click.echo(safe_name(outcome.run_dir.path))
     if outcome.interrupted:
         sys.exit(128 + outcome.signal)  # 130 after Ctrl-C (SIGINT), 143 after SIGTERM
+
+
+def _install_agents(plugins, cases, no_install: bool) -> dict:
+    """This machine's installs of the cases' agents (``--no-install``: only those already in the cache)."""
+    from ..agents import AgentCache
+    from .agents_cmd import ensure_agents_installed, find_installed_agents
+    agents_used = list({c.agent.id: c.agent for c in cases}.values())
+    if no_install:  # use what the cache already has; the others' cases are SKIPPED with the fix
+        return find_installed_agents(plugins.registry, agents_used, AgentCache.default())
+    from .progress import make_install_progress
+
+    return ensure_agents_installed(plugins.registry, agents_used, AgentCache.default(),
+                                   log=lambda m: click.echo(m, err=True), progress=make_install_progress())
 
 
 _HINT = {"--agent": "-a AGENT", "--model": "-m MODEL", "--test": "-t TEST|tag:TAG"}

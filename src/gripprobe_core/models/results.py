@@ -191,6 +191,25 @@ class PhaseRecord(_M):
         default=None, description="The backend probed by the harness right after the phase (not for the oracle).")
 
 
+class Attempt(_M):
+    """One try at running a case on a cluster node (``--executor ray``)."""
+
+    attempt: int = Field(ge=1)
+    node_id: str | None = Field(default=None, description="The Ray node that ran it, when it reported back.")
+    error: str | None = Field(default=None, description="Why it delivered nothing (its node or worker lost); "
+                                                        "None for the attempt whose result this is.")
+
+
+class Placement(_M):
+    """Where a case ran when an executor other than the local one ran it."""
+
+    executor: Literal["ray"]
+    node_id: str
+    node_ip: str | None = None
+    hostname: str | None = None
+    attempts: list[Attempt] = Field(default_factory=list, description="Every try, the last one delivered.")
+
+
 class CaseResult(_M):
     """``case.json``: the whole result contract of one case."""
 
@@ -221,6 +240,9 @@ class CaseResult(_M):
     sandbox: Literal["bwrap", "none"] | None = Field(
         default=None, description="How the agent's phases were confined (bwrap) or not (none); None when nothing ran.")
     usage: Usage | None = Field(default=None, description="The phases' usage summed (tokens, calls, time, cost).")
+    placement: Placement | None = Field(
+        default=None, description="The cluster node that ran it and every attempt (--executor ray); None: this "
+                                  "machine, in the run's own process (--executor local).")
     evidence: dict[str, str] | None = Field(
         default=None, description="sha256 of every evidence file (path relative to the case directory), "
                                   "checked by rebuild-reports --recompute (artifact_tampered).")

@@ -50,6 +50,27 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
 
+RESOURCE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
+_RESOURCE_RE = re.compile(RESOURCE_NAME_PATTERN)
+
+
+def _check_resources(value: dict[str, float]) -> dict[str, float]:
+    """Ray resources a case needs: names like ``ollama-qwen3-8b`` (``CPU`` and ``GPU`` are Ray's own);
+    amounts positive, a fraction of one unit or a whole number of them (what Ray's scheduler accepts)."""
+    for name, amount in value.items():
+        if not _RESOURCE_RE.match(name):
+            raise ValueError(f"{name!r} is not a resource name: use letters, digits and . _ : / - "
+                             f"(e.g. ollama-qwen3-8b)")
+        if not amount > 0 or (amount > 1 and amount != int(amount)):
+            raise ValueError(f"resource {name!r}: {amount!r} is not an amount Ray can schedule: give a fraction "
+                             f"up to 1 (0.25) or a whole number (2)")
+    return value
+
+
+Resources = Annotated[dict[str, float], AfterValidator(_check_resources)]
+"""Ray resources (``--executor ray``): the cases need them on the node that runs them (docs/scale.md)."""
+
+
 # --------------------------------------------------------------------------- models
 
 class BackendSpec(_Strict):
@@ -69,6 +90,10 @@ class BackendSpec(_Strict):
         description="Name of the environment variable holding the API key. The key is passed only to the agent.")
     model_hash: str | None = None
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the agent.")
+    resources: Resources = Field(
+        default_factory=dict,
+        description="Ray resources a case with this backend needs (--executor ray): its cases run only on nodes "
+                    "that offer them, at most as many at once as the nodes hold (e.g. {ollama-qwen3-8b: 1}).")
 
     @model_validator(mode="after")
     def _base_url_needed(self) -> "BackendSpec":
@@ -136,6 +161,10 @@ class CliAgentSpec(_Strict):
         default=None, description="auto | bwrap | none: how its phases are confined (default auto; a suite's "
                                   "or the command line's choice wins).")
     version: str | None = Field(default=None, description="Pinned version, when the agent is installed by GripProbe.")
+    resources: Resources = Field(
+        default_factory=dict,
+        description="Ray resources each of its cases needs (--executor ray), e.g. {GPU: 1} or {CPU: 0.5}; "
+                    "default one CPU per case.")
 
 
 # --------------------------------------------------------------------------- tests

@@ -38,6 +38,9 @@ class BackendTarget:
     """Ids of the model specs that use it (to find the spec to fix)."""
     where: str | None = None
     """``file:line`` of its ``base_url`` in the first model spec that uses it, when known."""
+    resources: dict[str, float] = field(default_factory=dict)
+    """The Ray resources its backend spec asks for: with ``--executor ray`` it is probed from a node that
+    offers them (the node that will reach it), not from the driver."""
 
 
 def backend_targets(cases: Iterable[PlannedCase], backends: Mapping[str, Backend], *,
@@ -52,9 +55,10 @@ def backend_targets(cases: Iterable[PlannedCase], backends: Mapping[str, Backend
         if kind is None or not kind.remote or case.skip_reason or missing_tool_kinds(case.agent, case.test):
             continue
         url = server_root(base_url_override or be.base_url or "")
-        key = (be.id, be.kind, url, be.api_key_env)
+        key = (be.id, be.kind, url, be.api_key_env, tuple(sorted(be.resources.items())))
         if key not in out:
-            out[key] = BackendTarget(be.id, be.kind, url, be.api_key_env, where=locate(case) if locate else None)
+            out[key] = BackendTarget(be.id, be.kind, url, be.api_key_env, where=locate(case) if locate else None,
+                                     resources=dict(be.resources))
         target = out[key]
         if case.model.id not in target.models:
             target.models.append(case.model.id)
@@ -102,15 +106,17 @@ async def probe_targets(targets: list[BackendTarget], backends: Mapping[str, Bac
 
 def preflight(cases: Iterable[PlannedCase], backends: Mapping[str, Backend], *, base_url_override: str | None,
               env: Mapping[str, str], locate: Callable[[PlannedCase], str | None] | None = None,
-              timeout_s: float = PROBE_TIMEOUT_S) -> list[BackendProbe]:
+              timeout_s: float = PROBE_TIMEOUT_S,
+              probe: Callable[[list[BackendTarget]], list[BackendProbe]] | None = None) -> list[BackendProbe]:
     """Probe the remote backends ``cases`` use; raise :class:`BackendUnreachable` naming each one that did
-    not answer, else return what every probe saw (for manifest.json). No backend to probe: ``[]``."""
+    not answer, else return what every probe saw (for manifest.json). No backend to probe: ``[]``.
+    ``probe`` probes the targets elsewhere (a cluster executor: from the nodes that will reach them)."""
     from .eventloop import run as run_loop
 
     targets = backend_targets(cases, backends, base_url_override=base_url_override, locate=locate)
     if not targets:
         return []
-    probes = run_loop(probe_targets(targets, backends, env, timeout_s))
+    probes = probe(targets) if probe is not None else run_loop(probe_targets(targets, backends, env, timeout_s))
     bad = [unreachable_line(p, t, fix_for(p, t, override=bool(base_url_override), env=env))
            for p, t in zip(probes, targets) if not p.reachable]
     if bad:

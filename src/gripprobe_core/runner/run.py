@@ -23,9 +23,8 @@ from ..pluginmanager import GripProbePluginManager
 from ..runvalues import make_run_values
 from ..store import RunFolder, allocate_run_dir, atomic_write_json
 from ..timeutil import utc_now_iso
-from .case import run_case, write_case
 from .eventloop import StopSignals, Terminated, loop_name
-from .judge import harness_error_verdict
+from .executors import Executor, LocalExecutor
 from .matrix import PlannedCase
 from .settings import ActiveRun, RunSettings
 
@@ -49,9 +48,11 @@ class RunResult:
 
 
 def _manifest(run: ActiveRun, cases: list[PlannedCase], *, status: str, started_at: str,
-              results: list[CaseResult] | None = None, finished_at: str | None = None) -> dict:
+              results: list[CaseResult] | None = None, finished_at: str | None = None,
+              executor: Executor | None = None) -> dict:
     from .. import __version__
     opts = run.settings
+    placed = sorted((r for r in results or [] if r.placement is not None), key=lambda r: r.case_id)
     return {
         "run_id": run.id, "status": status, "started_at": started_at, "finished_at": finished_at,
         "gripprobe_version": __version__, "suite": opts.suite,
@@ -68,54 +69,21 @@ def _manifest(run: ActiveRun, cases: list[PlannedCase], *, status: str, started_
         "counts": dict(sorted(Counter(r.verdict.status for r in results or []).items())),
         "completed": len(results or []),
         "preflight": list(opts.preflight or []),
+        **(executor.manifest_fields() if executor is not None else {"executor": "local"}),
+        "placement": {r.case_id: {"node_id": r.placement.node_id, "hostname": r.placement.hostname,
+                                  "attempts": len(r.placement.attempts)} for r in placed if r.placement},
     }
-
-
-async def _guarded(case: PlannedCase, run: ActiveRun) -> CaseResult:
-    """run_case, but a bug in the harness becomes a HARNESS_ERROR case instead of a lost result."""
-    try:
-        return await run_case(case, run)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        verdict, summary = harness_error_verdict(run.hooks, "harness_exception")
-        now = utc_now_iso()
-        res = CaseResult(run_id=run.id, case_id=case.case_id, key=case.key, started_at=now, finished_at=now,
-                         duration_s=0.0, verdict=verdict, telemetry=summary, tags=list(case.test.tags),
-                         run_values=dict(run.values), harness_error=f"{type(exc).__name__}: {exc}",
-                         hardware_profile=run.settings.hardware_profile)
-        case_dir = run.folder.case(case.case_id)
-        await asyncio.to_thread(write_case, case_dir, res)
-        return res
-
-
-async def _run_all(cases: list[PlannedCase], run: ActiveRun, on_done: Callable[[CaseResult], None],
-                   results: list[CaseResult]) -> None:
-    sem = asyncio.Semaphore(max(1, run.settings.jobs))
-
-    async def one(case: PlannedCase) -> None:
-        async with sem:
-            res = await _guarded(case, run)
-            results.append(res)
-            on_done(res)
-
-    tasks = [asyncio.ensure_future(one(case)) for case in cases]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 
 def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, settings: RunSettings,
                 on_done: Callable[[CaseResult], None] = lambda r: None,
-                resume: ResumeState | None = None) -> RunResult:
-    """Run ``cases`` into a new run directory, or into ``resume.run_dir`` (see :func:`prepare_resume`).
-    Each case's proxy mode and sandbox are settled here, once (:meth:`PlannedCase.settle`). Returns even
-    when interrupted by Ctrl-C or SIGTERM."""
+                resume: ResumeState | None = None, executor: Executor | None = None) -> RunResult:
+    """Run ``cases`` into a new run directory, or into ``resume.run_dir`` (see :func:`prepare_resume`), on
+    ``executor`` (default: this process, ``settings.jobs`` at once), which is closed at the end. Each
+    case's proxy mode and sandbox are settled here, once (:meth:`PlannedCase.settle`). Returns even when
+    interrupted by Ctrl-C or SIGTERM."""
     t0 = time.monotonic()
+    executor = executor or LocalExecutor(settings.jobs)
     if resume is None:
         # Absolute from here on: agents run with the workspace as cwd, so a relative path would point nowhere.
         run_id, path = allocate_run_dir(settings.results_root.resolve())
@@ -136,7 +104,7 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
         def manifest(status: str, finished_at: str | None = None) -> dict:
             present = folder.case_results() if resume is not None else results
             m = _manifest(run, planned, status=status, started_at=started_at, results=present,
-                          finished_at=finished_at)
+                          finished_at=finished_at, executor=executor)
             if history:
                 m["resumed_at"] = history
                 # earlier sessions' probes stay, each with its checked_at
@@ -148,14 +116,13 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
         with StopSignals() as stop:
             atomic_write_json(folder.manifest, manifest("running"))
             try:
-                stop.run(_run_all(cases, run, on_done, results))
+                stop.run(executor.run_cases(cases, run, on_done, results))
             except KeyboardInterrupt:
                 stopped_by = signal.SIGINT
             except Terminated:
                 stopped_by = signal.SIGTERM
             finally:
-                from ..proxy import close_recorder
-                close_recorder()  # the telemetry proxies' recorder process (one per run, shared by every phase)
+                executor.close()
             status = "incomplete" if stopped_by or len(results) < len(cases) else "complete"
             m = manifest(status, utc_now_iso())
             if stopped_by:

@@ -36,6 +36,9 @@ class RunSettings:
     argv: list[str] | None = None
     installed: Mapping[str, Any] = field(default_factory=dict)
     """agent id -> InstalledAgent, for agents installed from a registry (see cli/agents_cmd.py)."""
+    install_missing: bool = True
+    """Whether an executor that installs on its own nodes (``--executor ray``) may install a missing agent
+    (``--no-install``: False, its cases are SKIPPED there)."""
     hardware_profile: str | None = None
     sandbox: str | None = None
     """auto | bwrap | none for every case; None: each agent spec's ``sandbox`` (default auto)."""

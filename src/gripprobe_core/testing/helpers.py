@@ -103,12 +103,13 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def agent_spec(name: str, plugins: Any = None, *, specs: Path | None = None) -> Any:
     """The cli_agents spec of the agent whose driver is ``name``: ``specs/cli_agents/<name>.yaml`` of
-    ``specs`` (or of the checkout this file lies in), validated; else a minimal spec built from the driver
-    (every tool kind, its install recipe's executable)."""
+    ``specs`` (or of the checkout the tests run in, or this file lies in: a plugin tested with gripprobe-core
+    installed, not editable, still finds its repository's spec), validated; else a minimal spec built from
+    the driver (every tool kind, its install recipe's executable)."""
     from ..models.specs import TOOL_KINDS, CliAgentSpec
     from ..specs.yaml_source import load_yaml_file
 
-    root = specs if specs is not None else repo_specs(Path(__file__))
+    root = specs if specs is not None else repo_specs(Path.cwd()) or repo_specs(Path(__file__))
     path = root / "cli_agents" / f"{name}.yaml" if root is not None else None
     if path is not None and path.is_file():
         return CliAgentSpec.model_validate(load_yaml_file(path)[0])
