@@ -10,7 +10,9 @@ the real CLI, timed from outside the process (start-up, cluster join, every case
   case, join excluded.
 * **throughput**: cases per second with no in-flight cap on a one-node cluster (head, 2 CPUs) and a
   two-node cluster (head + second node, 2 CPUs each) on this machine, and the local executor at
-  ``--jobs 2`` and ``--jobs 4`` for comparison. Every node is a real ``ray start`` (tests/raycluster.py).
+  ``--jobs 2`` and ``--jobs 4`` for comparison; then the same for 24 latency-bound cases
+  (``oracle-slow-stream``: replies take time, as a model server's do). Every node is a real
+  ``ray start`` (tests/raycluster.py).
 
 Rounds alternate the order of the local and Ray runs.
 
@@ -35,6 +37,9 @@ TARGET_MS = 50.0
 SELECTION = ["-a", "reference", "-m", "oracle-perfect", "-m", "oracle-lazy", "-m", "oracle-error-then-recover",
              "-m", "oracle-text-tools", "-t", "tag:sanity", "--trials", "2", "--specs", str(ROOT / "specs")]
 CASES = 48
+SLOW = ["-a", "reference", "-m", "oracle-slow-stream", "-t", "tag:sanity", "--trials", "4",
+        "--specs", str(ROOT / "specs")]
+SLOW_CASES = 24
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -43,19 +48,19 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def timed_run(args: list[str], env: dict[str, str]) -> float:
-    """Wall seconds of one whole ``gripprobe run`` (48 cases), checked to have run them all."""
+def timed_run(args: list[str], env: dict[str, str], selection: list[str] = SELECTION, cases: int = CASES) -> float:
+    """Wall seconds of one whole ``gripprobe run``, checked to have run every case."""
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "gripprobe_core.cli", "run", *SELECTION, *args, "--results", out],
+        p = subprocess.run([sys.executable, "-m", "gripprobe_core.cli", "run", *selection, *args, "--results", out],
                            capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
         wall = time.perf_counter() - t0
         if p.returncode != 0:
             raise SystemExit(f"run failed ({' '.join(args)}): {p.stderr[-3000:]}")
         run = Path(p.stdout.strip().splitlines()[-1])
         done = len(list((run / "cases").glob("*/case.json")))
-        if done != CASES:
-            raise SystemExit(f"{done} of {CASES} cases in {run}")
+        if done != cases:
+            raise SystemExit(f"{done} of {cases} cases in {run}")
         return wall
 
 
@@ -75,7 +80,8 @@ def main() -> int:
     from raycluster import new_cluster
 
     cluster = new_cluster()
-    figures: dict[str, list[float]] = {k: [] for k in ("local1", "ray1", "join", "local2", "local4", "one", "two")}
+    figures: dict[str, list[float]] = {k: [] for k in ("local1", "ray1", "join", "local2", "local4", "one", "two",
+                                                        "slow_one", "slow_two")}
     try:
         cluster.start({"bench": 1})
         cluster.wait_for(1)
@@ -90,11 +96,13 @@ def main() -> int:
             figures["one"].append(timed_run(ray, env))
             figures["local2"].append(timed_run(["--jobs", "2"], env))
             figures["local4"].append(timed_run(["--jobs", "4"], env))
+            figures["slow_one"].append(timed_run(ray, env, SLOW, SLOW_CASES))
         cluster.add_node("second", {"bench": 1})
         cluster.wait_for(2)
         timed_run(ray, env)  # warm-up of the second node
         for _ in range(args.rounds):
             figures["two"].append(timed_run(ray, env))
+            figures["slow_two"].append(timed_run(ray, env, SLOW, SLOW_CASES))
     finally:
         cluster.stop()
 
@@ -112,7 +120,13 @@ def main() -> int:
     for name, label in (("local2", "local --jobs 2"), ("local4", "local --jobs 4"),
                         ("one", "ray, 1 node (2 CPUs)"), ("two", "ray, 2 nodes (2 CPUs each)")):
         print(f"  {label:28} {CASES / med[name]:5.2f} /s  ({med[name]:6.2f} s)")
-    print(f"  two nodes vs one: {med['one'] / med['two']:.2f}x (this machine has {os.cpu_count()} cores)")
+    print(f"  two nodes vs one: {med['one'] / med['two']:.2f}x (this machine has {os.cpu_count()} cores: "
+          f"the agent and oracle processes of these cases compete for them)")
+    print(f"latency-bound ({SLOW_CASES} cases on oracle-slow-stream, whose replies take time the way a model "
+          f"server's do):")
+    print(f"  ray, 1 node                  {SLOW_CASES / med['slow_one']:5.2f} /s  ({med['slow_one']:6.2f} s)")
+    print(f"  ray, 2 nodes                 {SLOW_CASES / med['slow_two']:5.2f} /s  ({med['slow_two']:6.2f} s)")
+    print(f"  two nodes vs one: {med['slow_one'] / med['slow_two']:.2f}x")
     print(json.dumps({"figures": figures, "per_case_ms": per_case, "per_case_ms_without_join": per_case_no_join}))
     return 0 if per_case_no_join <= TARGET_MS else 1
 

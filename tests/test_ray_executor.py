@@ -199,6 +199,9 @@ def test_a_node_lost_mid_run_loses_no_case(cluster, tmp_path):
             assert all(a["error"] for a in attempts[:-1]) and attempts[-1]["error"] is None
             assert case["placement"]["node_id"] == head  # the only other node offering `shared`
     assert retried, "no case was running on the killed node"
+    page = (run / "reports" / "cases" / f"{retried[0]}.html").read_text()
+    assert 'id="placement"' in page and f"attempt {len(cases[retried[0]]['placement']['attempts'])}" in page
+    assert "lost before" in page
     assert all(manifest["placement"][cid]["attempts"] >= 2 for cid in retried)
 
 

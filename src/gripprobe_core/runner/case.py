@@ -57,7 +57,7 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
     not_run = why_not_run(case, run)
     if not_run is not None:
         res = result(**not_run)
-        await asyncio.to_thread(write_case, case_dir, res)
+        await asyncio.to_thread(write_case, case_dir, res, durable=run.settings.durable)
         return res
 
     await asyncio.to_thread(atomic_write_json, case_dir / "artifacts" / CASE_INPUTS, {
@@ -77,7 +77,7 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
     res = result(phases=[p.record for p in phases], validators=judged.validators, verdict=judged.verdict,
                  telemetry=last.summary, harness_error=judged.harness_error,
                  sandbox=resolve_sandbox(case.sandbox).kind, usage=combine(p.record.usage for p in phases))
-    await asyncio.to_thread(write_case, case_dir, res)
+    await asyncio.to_thread(write_case, case_dir, res, durable=run.settings.durable)
     return res
 
 
@@ -149,12 +149,14 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path, onerror=fix)
 
 
-def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False) -> None:
+def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False, durable: bool = True) -> None:
     """Write the case's summary files, make everything durable at once, then case.json last: its presence
     means the case is complete (resume relies on this).
 
     The sha256 of every evidence file goes into case.json (``evidence``) unless ``keep_evidence`` (a
-    recompute keeps what the run recorded, so tampering stays detectable on every later recompute)."""
+    recompute keeps what the run recorded, so tampering stays detectable on every later recompute).
+    ``durable=False`` skips the flushes: a cluster worker's copy is temporary, the driver makes its own
+    durable (runner/rayexec.py)."""
     artifacts = case_dir / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
     phases = {p.phase: p.summary.model_dump(mode="json") for p in res.phases}
@@ -166,5 +168,6 @@ def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False) 
         f"## {v.kind}: {'pass' if v.passed else 'fail'}\n{v.observed}\n" for v in res.validators), sync=False)
     if not keep_evidence:
         res.evidence = evidence_digests(case_dir) if res.phases else None
-    flush_folder(case_dir)
-    atomic_write_json(case_dir / "case.json", res.model_dump(mode="json"))
+    if durable:
+        flush_folder(case_dir)
+    atomic_write_json(case_dir / "case.json", res.model_dump(mode="json"), sync=durable)

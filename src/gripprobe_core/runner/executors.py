@@ -50,7 +50,7 @@ def case_failed(case: PlannedCase, run: ActiveRun, reason: str, detail: str) -> 
                      duration_s=0.0, verdict=verdict, telemetry=summary, tags=list(case.test.tags),
                      run_values=dict(run.values), harness_error=detail,
                      hardware_profile=run.settings.hardware_profile)
-    write_case(run.folder.case(case.case_id), res)
+    write_case(run.folder.case(case.case_id), res, durable=run.settings.durable)
     return res
 
 

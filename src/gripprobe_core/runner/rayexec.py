@@ -166,7 +166,7 @@ def run_job(job: CaseJob) -> Delivery:
         (root / "scratch").mkdir()
 
         def open_run(installed: dict) -> ActiveRun:
-            settings = replace(job.settings, results_root=root, installed=installed,
+            settings = replace(job.settings, results_root=root, installed=installed, durable=False,
                                source_env={**os.environ, **job.api_keys})
             return ActiveRun(id=job.run_id, folder=RunFolder(root / "runs" / job.run_id), plugins=plugins,
                              values=job.run_values, scratch=root / "scratch", settings=settings)
@@ -187,7 +187,7 @@ def run_job(job: CaseJob) -> Delivery:
                                  run_values=dict(run.values), hardware_profile=run.settings.hardware_profile,
                                  **skipped(f"agent {job.case.agent.id!r} could not be installed on node "
                                            f"{node['hostname']}: {_first_line(exc)}"))
-                write_case(run.folder.case(job.case.case_id), res)
+                write_case(run.folder.case(job.case.case_id), res, durable=False)
             else:
                 run_loop(guarded_case(job.case, run))
         return Delivery(pack_case(run.folder.case(job.case.case_id)), node)

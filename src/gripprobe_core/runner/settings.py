@@ -50,6 +50,9 @@ class RunSettings:
     """How many times each cell runs (recorded in the manifest; the cases are already expanded)."""
     token_budget: int | None = None
     """Tokens each phase may spend (--max-tokens-per-phase, else the suite's); None: each model's policy."""
+    durable: bool = True
+    """Whether case files are made durable as they are written (False on a cluster worker, whose copy is
+    temporary: the driver makes the delivered case durable)."""
     capture_cap: int = DEFAULT_CAPTURE_CAP
     """Bytes kept of each of an agent's stdout and stderr per phase."""
     source_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
