@@ -20,7 +20,7 @@ backend how to speak to it. :class:`BaseAgentDriver` gives every member a sensib
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -36,7 +36,7 @@ Observability = Literal["structured", "markers", "none"]
 
 __all__ = [
     "AgentDriver", "Backend", "BackendEndpoint", "BackendPhase", "BaseAgentDriver", "ListedModel", "Observability",
-    "ProxyHandle", "ProxyStatus",
+    "ProxyHandle", "ProxyStatus", "ToolCallOutcome", "ToolCallProbe",
 ]
 
 
@@ -193,10 +193,53 @@ class ListedModel:
     """Content hash of its weights (``sha256:…``) when the backend says it; None otherwise."""
 
 
+ToolCallOutcome = Literal["structured", "malformed", "text", "error"]
+
+
+@dataclass(frozen=True)
+class ToolCallProbe:
+    """What a model did when asked, in one real request offering one tool, to call it
+    (``gripprobe doctor --model``; the request is :mod:`gripprobe_core.backends.toolprobe`'s).
+
+    ``outcome``: ``structured`` (the answer carries a structured call of the offered tool with valid
+    arguments), ``malformed`` (a structured call, but of another tool or with arguments that are not a
+    JSON object holding the required parameter), ``text`` (no structured call: the model answered in
+    text, possibly writing the call as text, which the server's tool-call parser did not recognize),
+    ``error`` (no answer: HTTP error, timeout, connection failure, a body that is not the protocol's)."""
+
+    outcome: ToolCallOutcome
+    endpoint: str
+    """``POST <url>`` of the request (credentials removed)."""
+    http_status: int | None = None
+    tool_name: str | None = None
+    arguments: Any = None
+    """The call's arguments: parsed when they are JSON, else the raw string."""
+    text: str | None = None
+    """The start of the answer's text (at most 300 characters), when it has text."""
+    text_tool_calls: tuple[str, ...] = ()
+    """Names of the tool calls the model wrote as text (``<tool_call>{…}</tool_call>`` …)."""
+    error: str | None = None
+    """Why the outcome is not ``structured``, in one clause (the server's error message for ``error``)."""
+    latency_ms: float = 0.0
+    served_by: str | None = None
+    """The ``model`` the answer names, when it names one."""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "structured"
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["text_tool_calls"] = list(self.text_tool_calls)
+        out["ok"] = self.ok
+        return out
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A kind of model backend (``kind:`` in a model spec's backends): how to reach or start it, check it,
-    list its models and learn a model's hash."""
+    list its models and learn a model's hash, and (``gripprobe doctor --model``) whether a model gives
+    structured tool calls through it."""
 
     kind: str
     description: str
@@ -214,6 +257,13 @@ class Backend(Protocol):
 
     async def list_models(self, url: str, *, api_key: str | None, timeout_s: float) -> list[ListedModel]:
         """The models it serves. Raises ``LookupError`` (with the reason) when it cannot say."""
+        ...
+
+    async def probe_tool_call(self, url: str, *, model_id: str, api_key: str | None,
+                              timeout_s: float) -> ToolCallProbe:
+        """Ask ``model_id`` for one tool call in one real request on the backend's own protocol (the
+        request of :mod:`gripprobe_core.backends.toolprobe`) and say whether a *structured* call came
+        back. Never raises for what the server does (``outcome="error"`` says it)."""
         ...
 
 

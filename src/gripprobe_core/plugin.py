@@ -33,7 +33,7 @@ from __future__ import annotations
 from . import hookimpl
 from .drivers import (
     AgentDriver, Backend, BackendEndpoint, BackendPhase, BaseAgentDriver, ListedModel, Observability, ProxyHandle,
-    ProxyStatus,
+    ProxyStatus, ToolCallProbe,
 )
 # ---------------------------------------------------------------------------- what a phase is made of
 from .phase import AgentCommand, InstallRecipe, MarkerPattern, PhaseCapture, PhaseContext, RouteDecision, Transcript
@@ -73,7 +73,8 @@ __all__ = [
     "ListedModel", "MISSING_FILE", "MarkerPattern", "ModelSpec", "Observability", "PATH_PARAMS", "PhaseCapture",
     "PhaseContext", "ProcessResult", "ProxyHandle", "ProxyStatus", "ReferenceAction", "ReferenceEdit",
     "ReferenceRead", "ReferenceShell", "ReferenceWrite", "RouteDecision", "SourcePointer", "TIER_ORDER",
-    "TOOL_KINDS", "TestSpec", "TextCall", "TextToolCall", "ToolCall", "ToolInfo", "ToolNames", "ToolsDialect",
+    "TOOL_KINDS", "TestSpec", "TextCall", "TextToolCall", "ToolCall", "ToolCallProbe", "ToolInfo", "ToolNames",
+    "ToolsDialect",
     "Transcript", "Turn", "UserError", "Validator", "ValidatorContext", "ValidatorResult", "Verdict",
     "WrapperParseError", "accepts_type", "action_kind", "canonical_key", "describe_action", "detect_retry_loop",
     "fill_required", "find_param", "find_text_tool_calls", "hookimpl", "iso", "json_lines", "known_content",

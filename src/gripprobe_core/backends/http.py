@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..drivers import BackendPhase, ListedModel
+from ..drivers import BackendPhase, ListedModel, ToolCallProbe
 from ..models.results import BackendProbe
 from ..timeutil import utc_now_iso
 
@@ -105,6 +105,14 @@ class OpenAICompatibleBackend(_Listing):
         """``/api/tags`` first (a server that also speaks Ollama's API says digests there), then ``/v1/models``."""
         return await _listing(server_root(url), api_key, timeout_s, [("/api/tags", "models"), (self.path, self.key)])
 
+    async def probe_tool_call(self, url: str, *, model_id: str, api_key: str | None = None,
+                              timeout_s: float = 120.0) -> ToolCallProbe:
+        """``POST /v1/chat/completions`` offering one tool (``gripprobe doctor --model``; backends/toolprobe.py)."""
+        from .toolprobe import chat_completions_request, judge_chat_completions, post_probe
+
+        return await post_probe(url, "/v1/chat/completions", chat_completions_request(model_id),
+                                judge_chat_completions, api_key=api_key, timeout_s=timeout_s)
+
 
 class OllamaBackend(_Listing):
     """An Ollama server (native API; its digests are the model hashes)."""
@@ -112,6 +120,14 @@ class OllamaBackend(_Listing):
     kind = "ollama"
     description = "an Ollama server at base_url (GET /api/tags as its health check; digests as model hashes)"
     path, key = "/api/tags", "models"
+
+    async def probe_tool_call(self, url: str, *, model_id: str, api_key: str | None = None,
+                              timeout_s: float = 120.0) -> ToolCallProbe:
+        """``POST /api/chat`` offering one tool (``gripprobe doctor --model``; backends/toolprobe.py)."""
+        from .toolprobe import judge_ollama_chat, ollama_chat_request, post_probe
+
+        return await post_probe(url, "/api/chat", ollama_chat_request(model_id), judge_ollama_chat,
+                                api_key=api_key, timeout_s=timeout_s)
 
 
 async def _get(url: str, api_key: str | None, timeout_s: float) -> tuple[int, bytes]:

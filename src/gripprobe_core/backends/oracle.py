@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..drivers import BackendPhase, ListedModel
+from ..drivers import BackendPhase, ListedModel, ToolCallProbe
 from ..models.results import BackendProbe
 from ..timeutil import utc_now_iso
 
@@ -54,3 +54,23 @@ class OracleBackend:
         from ..oracle.profiles import builtin_profiles
 
         return [ListedModel(name, f"sha256:{profile_digest(name)}") for name in sorted(builtin_profiles())]
+
+    async def probe_tool_call(self, url: str = "", *, model_id: str, api_key: str | None = None,
+                              timeout_s: float = 120.0) -> ToolCallProbe:
+        """Start an oracle as a phase would (no reference solution: the probe prompt brings its own) and
+        probe it through its OpenAI Chat Completions endpoint; stopped afterwards."""
+        from dataclasses import replace
+
+        from ..oracle.profiles import builtin_profiles
+        from ..oracle.server import OracleServer
+        from .http import OpenAICompatibleBackend
+
+        profile = model_id if model_id in builtin_profiles() else "perfect"
+        server = OracleServer([], default_profile=profile)
+        await server.start()
+        try:
+            probe = await OpenAICompatibleBackend().probe_tool_call(server.base_url, model_id=model_id,
+                                                                    timeout_s=timeout_s)
+        finally:
+            await server.stop()
+        return replace(probe, endpoint="POST /v1/chat/completions of the embedded oracle")

@@ -18,12 +18,13 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from aiohttp import web
 
-from ..models.specs import ReferenceAction
+from ..backends.toolprobe import PROBE_PATH, PROBE_PROMPT
+from ..models.specs import ReadArgs, ReferenceAction, ReferenceRead
 from ..timeutil import utc_now_iso
 from .chat_api import ChatCompletionsWire, chat_completion_json, chat_stream_chunks
 from .dialects import Dialect, ToolsDialect
 from .ollama_api import OLLAMA_VERSION, OllamaChatWire, OllamaGenerateWire, ps_json, show_json, tags_json
-from .conversation import ChatRequest, Reply, RequestError, Turn
+from .conversation import ChatRequest, Reply, RequestError, Turn, message_text
 from .profiles import Profile, ProfileContext, builtin_profiles
 from .responses_api import ResponsesWire
 from .wire import JSONDict, ReplyMeta, WireProtocol, estimate_usage, openai_error, split_pieces
@@ -155,9 +156,14 @@ class OracleServer:
         name = next((n for n in request.profile_candidates if n in self.profiles), self.default_profile)
         return name, self.profiles[name]
 
+    def actions_for(self, request: ChatRequest) -> list[ReferenceAction]:
+        """What the profile performs: the case's reference actions, or, for the tool-call probe of
+        ``gripprobe doctor --model`` (its prompt as the last user message), one read of the probe's file."""
+        return PROBE_PLAN if is_tool_probe(request) else self.actions
+
     def decide(self, request: ChatRequest) -> tuple[str, Reply]:
         name, profile = self.profile_for(request)
-        ctx = ProfileContext(request=request, actions=self.actions, dialect=self.dialect_for(request),
+        ctx = ProfileContext(request=request, actions=self.actions_for(request), dialect=self.dialect_for(request),
                              trial=self.trial)
         return name, profile.respond(ctx)
 
@@ -308,6 +314,17 @@ class OracleServer:
 
     async def _root(self, request: web.Request) -> web.Response:
         return web.Response(text="Ollama is running")
+
+
+def is_tool_probe(request: ChatRequest) -> bool:
+    """Is this the tool-call probe of ``gripprobe doctor --model`` (backends/toolprobe.py)? Its prompt
+    is the last user message, whatever the protocol."""
+    last = next((m for m in reversed(request.messages) if m.get("role") == "user"), None)
+    return last is not None and message_text(last).strip() == PROBE_PROMPT
+
+
+PROBE_PLAN: list[ReferenceAction] = [ReferenceRead(read=ReadArgs(path=PROBE_PATH))]
+"""The plan every profile follows for the tool-call probe: read its file."""
 
 
 def error_response(status: int, message: str, kind: str | None = None) -> web.Response:
