@@ -1,4 +1,4 @@
-"""``gripprobe agents list|install`` and ``gripprobe doctor``."""
+"""``gripprobe agents list|install`` and ``gripprobe doctor`` (with ``--model``: cli/model_doctor.py)."""
 
 from __future__ import annotations
 
@@ -117,9 +117,38 @@ def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None)
 @click.option("--test", "test_id", default=None,
               help="Test for the self-check (default: the first of shell_pwd, save_file and the sanity tests "
                    "that the agent can attempt).")
-def doctor_command(specs_root: Path | None, no_check: bool, test_id: str) -> None:
+@click.option("-m", "--model", "models", multiple=True,
+              help="Probe this model's backend instead (repeatable): reachable, model served, a structured tool "
+                   "call back from one real request offering a tool, model hash.")
+@click.option("--backend", "backend_id", default=None, help="With --model: the backend id to probe (default: each "
+                                                             "model's first).")
+@click.option("--base-url", default=None, help="With --model: probe this URL instead of the spec's base_url.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=None,
+              help="With --model: seconds to wait for the tool-call answer (default 120; a cold model loads first).")
+@click.option("--json", "as_json", is_flag=True, help="With --model: print the findings as JSON.")
+def doctor_command(specs_root: Path | None, no_check: bool, test_id: str, models: tuple[str, ...],
+                   backend_id: str | None, base_url: str | None, timeout_s: float | None, as_json: bool) -> None:
     """The sandbox (does bubblewrap work here?), then per agent: installed or not, version, and a
-    self-check against the oracle (one real case, sandboxed when bubblewrap works)."""
+    self-check against the oracle (one real case, sandboxed when bubblewrap works).
+
+    With --model M: M's backend instead, as a table of checks (docs/backends.md). Exit 0 when every model is
+    reachable, served and answers a tool request with a structured tool call; 1 when a check failed; 2 for
+    bad input or an unreachable backend (one line: the URL, the error, the fix)."""
+    if not models:
+        given = [o for o, v in (("--backend", backend_id), ("--base-url", base_url), ("--timeout", timeout_s),
+                                ("--json", as_json)) if v]
+        if given:
+            raise UserError(f"{', '.join(given)} only work{'s' if len(given) == 1 else ''} with --model: "
+                            f"name the model to probe (-m MODEL)")
+    else:
+        from .model_doctor import run_model_doctor
+
+        plugins, specs = _load(specs_root)
+        code = run_model_doctor(specs, plugins.registry, models, backend_id=backend_id, base_url=base_url,
+                                as_json=as_json, timeout_s=timeout_s)
+        if code:
+            raise SystemExit(code)
+        return
     from ..runner import RunSettings, execute_run, plan_cases
     from ..runner.sandbox import probe_report
     plugins, specs = _load(specs_root)
