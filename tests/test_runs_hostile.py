@@ -197,7 +197,8 @@ def test_unknown_statuses_are_invalid_everywhere_and_escapes_never_reach_the_ter
     data = json.loads((out / "aggregate.json").read_text())
     assert data["unreadable"] == 3 and data["rows"] == []
 
-    # an error quoting the manifest's suite is escaped
+    # an error quoting the manifest's suite is escaped (a manifest without its plan needs the suite's file)
+    (run / "manifest.json").write_text(json.dumps({**manifest, "planned": []}))
     res = gripprobe("run-suite", "--resume", str(run), timeout=120)
     assert res.returncode == 2 and "unknown suite 'suite\\x1b]0;pwned" in res.stderr, res.stderr
     _no_control(res.stdout + res.stderr)

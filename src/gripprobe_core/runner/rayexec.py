@@ -396,7 +396,9 @@ class RayExecutor:
             done, _ = await asyncio.wait({fut}, timeout=WATCH_PERIOD_S)
             if done:
                 break
-            nodes = await asyncio.to_thread(self.live_nodes)
+            at, nodes = self._nodes
+            if time.monotonic() - at > NODE_INFO_TTL_S:  # one GCS call a second, however many cases wait
+                nodes = await asyncio.to_thread(self.live_nodes)
             if fits(need, nodes):
                 infeasible_since = None
                 continue
