@@ -172,3 +172,22 @@ def test_doctor_self_checks_a_test_the_agent_can_attempt(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
     assert re.search(r"^aider .* self-check save_file: PASS", res.stdout, re.M), res.stdout
     assert re.search(r"^reference .* self-check shell_pwd: PASS", res.stdout, re.M), res.stdout
+
+
+@pytest.mark.parametrize("usage, prompt, completion, cached", [
+    ({"prompt_tokens": 2858, "completion_tokens": 17, "cached_tokens": 2787}, 2858, 17, 2787),   # Chat Completions
+    ({"input_tokens": 2858, "output_tokens": 17, "cached_input_tokens": 2787}, 2858, 17, 2787),  # Responses (codex)
+    ({"input_tokens": 71, "output_tokens": 17, "cache_read_tokens": 2787}, 2858, 17, 2787),      # gptme's log
+    ({"input_tokens": 61, "output_tokens": 17, "cache_read_input_tokens": 2787,                  # Anthropic-style
+      "cache_creation_input_tokens": 10}, 2858, 17, 2787),
+    ({"input": 2858, "output": 17, "total": 2875, "cache": {"read": 2787}}, 2858, 17, 2787),     # opencode
+    ({"output_tokens": 3}, None, 3, None), ("garbage", None, None, None),
+])
+def test_every_usage_shape_counts_the_whole_prompt(usage, prompt, completion, cached):
+    """The proxy's record of a reply and an agent's log of it agree on its prompt tokens, whichever of them
+    counts cache reads apart (the merge pairs them by these numbers, docs/telemetry.md)."""
+    from gripprobe_core.telemetry.usage import _call, call_tokens
+
+    call = _call(usage)
+    assert (call.prompt, call.completion, call.cached) == (prompt, completion, cached)
+    assert call_tokens(usage) == (prompt, completion)

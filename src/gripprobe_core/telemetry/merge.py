@@ -271,18 +271,11 @@ class _Reply:
 
 
 def _usage(value: Any) -> tuple[int, int] | None:
-    """(input tokens, output tokens) whatever the protocol or agent calls them; None when not both known."""
-    if not isinstance(value, dict):
-        return None
+    """(prompt tokens with cached ones, output tokens) whatever the protocol or agent calls them
+    (telemetry/usage.py); None when not both known."""
+    from .usage import call_tokens
 
-    def first(*keys: str) -> int | None:
-        for key in keys:
-            v = value.get(key)
-            if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
-                return v
-        return None
-    tokens_in = first("prompt_tokens", "input_tokens", "prompt_eval_count", "input")
-    tokens_out = first("completion_tokens", "output_tokens", "eval_count", "output")
+    tokens_in, tokens_out = call_tokens(value)
     return (tokens_in, tokens_out) if tokens_in is not None and tokens_out is not None else None
 
 

@@ -48,17 +48,33 @@ def _first(u: dict, *keys: str) -> int | None:
 
 
 def _call(usage: Any, ttfb: Any = None, duration: Any = None) -> ModelCall:
-    """One call's tokens from any shape a backend or an agent reports: Chat Completions (``prompt_tokens``),
-    Responses and Anthropic-style (``input_tokens``, ``cached_input_tokens``, ``cache_read_input_tokens``),
-    opencode's ``{input, output, total, cache: {read}}``."""
+    """One call's tokens from any shape a backend or an agent reports: Chat Completions (``prompt_tokens``,
+    cached ones among them), Responses (``input_tokens`` with ``cached_input_tokens`` among them),
+    Anthropic-style and gptme's log (``input_tokens`` *apart from* ``cache_read[_input]_tokens`` and
+    ``cache_creation[_input]_tokens``: the prompt is their sum), opencode's ``{input, output, total,
+    cache: {read}}``, Ollama's ``prompt_eval_count``/``eval_count``. The prompt always counts every prompt
+    token, cached or not."""
     u = usage if isinstance(usage, dict) else {}
     cache = u.get("cache") if isinstance(u.get("cache"), dict) else {}
-    cached = _first(u, "cached_tokens", "cached_input_tokens", "cache_read_input_tokens")
+    prompt, completion = call_tokens(u)
+    cached = _first(u, "cached_tokens", "cached_input_tokens", "cache_read_input_tokens", "cache_read_tokens")
     if cached is None:
         cached = _int(cache.get("read"))
-    return ModelCall(_first(u, "prompt_tokens", "input_tokens", "input"),
-                     _first(u, "completion_tokens", "output_tokens", "output"), cached,
-                     _first(u, "total_tokens", "total"), _num(ttfb), _num(duration))
+    return ModelCall(prompt, completion, cached, _first(u, "total_tokens", "total"), _num(ttfb), _num(duration))
+
+
+def call_tokens(usage: Any) -> tuple[int | None, int | None]:
+    """(prompt tokens, completion tokens) of one call's usage in any shape :func:`_call` reads, the prompt
+    counting cached tokens too (so the proxy's and an agent's record of one reply agree)."""
+    u = usage if isinstance(usage, dict) else {}
+    prompt = _first(u, "prompt_tokens", "prompt_eval_count")
+    if prompt is None:
+        prompt = _first(u, "input_tokens", "input")
+        apart = [_first(u, "cache_read_input_tokens", "cache_read_tokens"),
+                 _first(u, "cache_creation_input_tokens", "cache_creation_tokens")]
+        if prompt is not None and "cached_input_tokens" not in u:
+            prompt += sum(v for v in apart if v is not None)
+    return prompt, _first(u, "completion_tokens", "output_tokens", "eval_count", "output")
 
 
 def calls_from_records(records: Iterable[Any]) -> list[ModelCall]:
