@@ -96,7 +96,9 @@ def test_an_install_reports_its_progress_on_stderr_in_plain_lines(tmp_path, capf
 
     assert type(make_install_progress()) is PlainInstallProgress  # captured stderr is not a terminal
     cache = AgentCache(tmp_path / "agents")
-    inst = cache.install("tool", PYPI, progress=PlainInstallProgress(interval=0.2))
+    # interval 0: a periodic line after every line pip prints (with a real interval a fast mirror can finish
+    # pip's whole output between two ticks, and which of its lines a tick shows depends on timing)
+    inst = cache.install("tool", PYPI, progress=PlainInstallProgress(interval=0.0))
     out, err = capfd.readouterr()
     assert out == ""
     lines = err.splitlines()
