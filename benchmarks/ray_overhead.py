@@ -84,7 +84,7 @@ def main() -> int:
                                                         "slow_one", "slow_two")}
     try:
         cluster.start({"bench": 1})
-        cluster.wait_for(1)
+        cluster.wait_for()
         env = _env({k: cluster.env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_USAGE_STATS_ENABLED")})
         ray = ["--executor", "ray", "--ray-address", cluster.address]
         timed_run(ray + ["--jobs", "1"], env)  # warm-up: the node's worker processes and imports
@@ -98,7 +98,7 @@ def main() -> int:
             figures["local4"].append(timed_run(["--jobs", "4"], env))
             figures["slow_one"].append(timed_run(ray, env, SLOW, SLOW_CASES))
         cluster.add_node("second", {"bench": 1})
-        cluster.wait_for(2)
+        cluster.wait_for()
         timed_run(ray, env)  # warm-up of the second node
         for _ in range(args.rounds):
             figures["two"].append(timed_run(ray, env))

@@ -40,6 +40,13 @@ def require_ray() -> None:
         pytest.fail(f"{RAY_BIN} is missing although ray imports", pytrace=False)
 
 
+MARKER = "gp-node-"
+
+
+def marker(name: str) -> str:
+    return MARKER + name
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -93,6 +100,7 @@ class RayCluster:
                "RAY_health_check_failure_threshold": "3", "RAY_health_check_initial_delay_ms": "0"}
         if not env["GRIPPROBE_AGENT_CACHE"]:
             del env["GRIPPROBE_AGENT_CACHE"]
+        resources = {**resources, marker(name): 1}  # tells this node apart in ray.nodes()
         log = open(self.base / f"{name}.log", "wb")
         proc = subprocess.Popen(
             [str(RAY_BIN), "start", *args, "--node-ip-address", "127.0.0.1", "--num-cpus", str(cpus),
@@ -125,22 +133,26 @@ class RayCluster:
             raise RuntimeError(f"cannot list the cluster's nodes: {out.stderr[-2000:]}")
         return json.loads(out.stdout.strip().splitlines()[-1])
 
-    def wait_for(self, count: int, timeout_s: float = 90) -> list[dict]:
-        """Until ``count`` nodes are alive (and each registered its resources)."""
+    def wait_for(self, timeout_s: float = 90) -> list[dict]:
+        """Until the cluster's live nodes are exactly the nodes started here and still running (a node
+        killed a moment ago must be noticed dead, one just started must have joined); their ``ray.nodes()``."""
         deadline = time.monotonic() + timeout_s
-        last: list[dict] = []
+        have: set[str] = set()
         while time.monotonic() < deadline:
             for n in self.nodes:
                 if not n.alive and n.name == "head":
                     raise RuntimeError(f"the head died: {(self.base / 'head.log').read_text()[-3000:]}")
+            want = {marker(n.name) for n in self.nodes if n.alive}
             try:
-                last = self.live_nodes()
+                live = self.live_nodes()
             except (RuntimeError, subprocess.TimeoutExpired, ValueError):
-                last = []
-            if len(last) == count:
-                return last
+                live = []
+            have = {k for n in live for k in n["resources"] if k.startswith(MARKER)}
+            if have == want:
+                return live
             time.sleep(0.5)
-        raise RuntimeError(f"{count} Ray nodes expected, {len(last)} alive after {timeout_s}s; logs in {self.base}")
+        raise RuntimeError(f"live Ray nodes {sorted(have)}, expected {sorted(want)} after {timeout_s}s; "
+                           f"logs in {self.base}")
 
     def node_with(self, resource: str, nodes: list[dict]) -> str:
         hits = [n["node_id"] for n in nodes if resource in n["resources"]]

@@ -33,7 +33,7 @@ def cluster():
     try:
         c.start({"node-head": 4, "shared": 4})
         c.add_node("two", {"node-two": 1})
-        c.wait_for(2)
+        c.wait_for()
         yield c
     finally:
         c.stop()
@@ -93,7 +93,7 @@ def test_cases_run_where_their_resources_are_with_the_local_statuses(cluster, tm
     assert _statuses(ray_run) == _statuses(local_run)
     assert set(_statuses(ray_run).values()) == {"PASS", "NO_TOOL_CALL"}
 
-    nodes = cluster.wait_for(2)
+    nodes = cluster.wait_for()
     head, two = cluster.node_with("node-head", nodes), cluster.node_with("node-two", nodes)
     cases = _cases(ray_run)
     assert len(cases) == 18
@@ -136,7 +136,7 @@ def test_a_node_running_other_plugins_refuses_its_cases(cluster, tmp_path, insta
     other = cluster.add_node("other", {"other-build": 1},
                              env={"PYTHONPATH": str(installed_plugins["gripprobe_fixture_agent"])})
     try:
-        cluster.wait_for(3)
+        cluster.wait_for()
         specs = _specs(tmp_path, {"oracle-other": ("perfect", {"other-build": 1}),
                                   "oracle-on-head": ("perfect", {"node-head": 1})})
         out = gripprobe("run", "-a", "reference", "-m", "oracle-other", "-m", "oracle-on-head", "-t", "shell_pwd",
@@ -161,7 +161,7 @@ def test_a_node_lost_mid_run_loses_no_case(cluster, tmp_path):
     end as HARNESS_ERROR executor_lost; every planned case is there exactly once."""
     doomed = cluster.add_node("doomed", {"shared": 2, "gate": 1})
     try:
-        cluster.wait_for(3)
+        cluster.wait_for()
         specs = _specs(tmp_path, {"oracle-slow-shared": ("slow-stream", {"shared": 1}),
                                   "oracle-gated": ("slow-stream", {"gate": 1})})
         proc = _popen(["run", "-a", "reference", "-m", "oracle-slow-shared", "-t", "tag:sanity",
@@ -184,7 +184,7 @@ def test_a_node_lost_mid_run_loses_no_case(cluster, tmp_path):
     planned = {p["case_id"] for p in manifest["planned"]}
     cases = _cases(run)
     assert len(planned) == 12 and set(cases) == planned and manifest["status"] == "complete"
-    head = cluster.node_with("node-head", cluster.wait_for(2))
+    head = cluster.node_with("node-head", cluster.wait_for())
     retried = []
     for cid, case in cases.items():
         if "oracle-gated" in cid:
