@@ -67,5 +67,15 @@ def run_reference(results: Path, *extra_plugins, models=("oracle-perfect",), tes
     return execute_run(cases, plugins, RunSettings(results_root=results, **settings))
 
 
+def planted_specs(dest: Path) -> Path:
+    """The shipped specs with a planted regression: ``oracle-perfect`` answers as the lazy profile."""
+    import shutil
+
+    shutil.copytree(SPECS, dest)
+    model = dest / "models" / "oracle-perfect.yaml"
+    model.write_text(model.read_text().replace("model_id: perfect", "model_id: lazy"))
+    return dest
+
+
 def read_json(path: Path):
     return json.loads(Path(path).read_text())

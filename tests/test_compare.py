@@ -7,13 +7,12 @@ PASS on all three trials to NO_TOOL_CALL on all three."""
 from __future__ import annotations
 
 import json
-import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-from conftest import SPECS, gripprobe
+from conftest import SPECS, gripprobe, planted_specs
 from gripprobe_core.stats import mcnemar_exact
 
 MODELS = ("oracle-perfect", "oracle-error-then-recover", "oracle-lazy", "oracle-tools-unsupported")
@@ -33,10 +32,7 @@ def run(results: Path, specs: Path = SPECS) -> Path:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("compare")
-    planted = base / "specs-planted"
-    shutil.copytree(SPECS, planted)
-    model = planted / "models" / "oracle-perfect.yaml"
-    model.write_text(model.read_text().replace("model_id: perfect", "model_id: lazy"))
+    planted = planted_specs(base / "specs-planted")
     return {"A": run(base / "a"), "A2": run(base / "a2"), "B": run(base / "b", planted), "base": base}
 
 

@@ -5,13 +5,12 @@ second, oracle-perfect's profile is swapped to lazy, so one cell regresses."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from browser.chromium_fixtures import browser, page  # noqa: F401  (pytest fixtures)
-from conftest import SPECS, gripprobe
+from conftest import SPECS, gripprobe, planted_specs
 
 pytestmark = pytest.mark.e2e
 
@@ -26,10 +25,7 @@ def _run(results: Path, specs: Path) -> Path:
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("cmp")
-    planted = base / "specs"
-    shutil.copytree(SPECS, planted)
-    model = planted / "models" / "oracle-perfect.yaml"
-    model.write_text(model.read_text().replace("model_id: perfect", "model_id: lazy"))
+    planted = planted_specs(base / "specs")
     a, b = _run(base / "a", SPECS), _run(base / "b", planted)
     res = gripprobe("compare", str(a), str(b), "--output", str(base / "out"))
     assert res.returncode == 0, res.stderr

@@ -9,7 +9,7 @@ run around it (manifest, signals, reports, resume) is the same for every executo
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from ..errors import UserError
 from ..models.results import CaseResult
@@ -41,17 +41,22 @@ class Executor(Protocol):
         ...
 
 
-def case_failed(case: PlannedCase, run: ActiveRun, reason: str, detail: str) -> CaseResult:
-    """A case the harness could not run or bring back, as a HARNESS_ERROR result written to its case
-    directory (``reason`` is its failure reason, ``detail`` the harness_error text): never a lost case."""
-    verdict, summary = harness_error_verdict(run.hooks, reason)
+def write_not_run(case: PlannedCase, run: ActiveRun, **fields: Any) -> CaseResult:
+    """A case that did not run (or did not come back), written to its case directory with ``fields``
+    (verdict, telemetry, harness_error or skip_reason): never a lost case."""
     now = utc_now_iso()
     res = CaseResult(run_id=run.id, case_id=case.case_id, key=case.key, started_at=now, finished_at=now,
-                     duration_s=0.0, verdict=verdict, telemetry=summary, tags=list(case.test.tags),
-                     run_values=dict(run.values), harness_error=detail,
-                     hardware_profile=run.settings.hardware_profile)
+                     duration_s=0.0, tags=list(case.test.tags), run_values=dict(run.values),
+                     hardware_profile=run.settings.hardware_profile, **fields)
     write_case(run.folder.case(case.case_id), res, durable=run.settings.durable)
     return res
+
+
+def case_failed(case: PlannedCase, run: ActiveRun, reason: str, detail: str) -> CaseResult:
+    """A case the harness could not run or bring back: HARNESS_ERROR with failure reason ``reason`` and
+    ``detail`` as its harness_error."""
+    verdict, summary = harness_error_verdict(run.hooks, reason)
+    return write_not_run(case, run, verdict=verdict, telemetry=summary, harness_error=detail)
 
 
 async def guarded_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
@@ -113,8 +118,6 @@ def make_executor(name: str, *, jobs: int, ray_address: str | None = None, max_a
     """The executor ``--executor NAME`` asks for; the Ray one connects to its cluster here (a one-line
     :class:`UserError` when Ray is missing or the cluster does not answer)."""
     if name == "local":
-        if ray_address:
-            raise UserError("--ray-address needs --executor ray")
         return LocalExecutor(jobs)
     if name == "ray":
         from .rayexec import RayExecutor

@@ -35,7 +35,7 @@ from ..errors import UserError
 from ..models.results import Attempt, CaseResult, Placement
 from ..store import RunFolder, atomic_write_bytes
 from ..store.archive import ArchiveError, pack_case, unpack_case
-from .executors import case_failed, guarded_case, run_each
+from .executors import case_failed, guarded_case, run_each, write_not_run
 from .matrix import PlannedCase
 from .settings import ActiveRun, RunSettings
 
@@ -77,7 +77,6 @@ class CaseJob:
     api_keys: dict[str, str]
     """The driver's value of the case's ``api_key_env``, when set there."""
     versions: dict[str, Any]
-    attempt: int
 
 
 @dataclass(frozen=True)
@@ -86,6 +85,14 @@ class Delivery:
 
     archive: bytes
     node: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Lost:
+    """Why an attempt delivered nothing, and whether another attempt could."""
+
+    error: str
+    retry: bool
 
 
 def versions_of(plugins: Any) -> dict[str, Any]:
@@ -156,7 +163,7 @@ def _node_facts() -> dict[str, str | None]:
 
 def run_job(job: CaseJob) -> Delivery:
     """Run one case on this node (the body of the Ray task) and pack its directory."""
-    from .case import skipped, write_case
+    from .case import skipped
     from .eventloop import run as run_loop
 
     node = _node_facts()
@@ -182,20 +189,11 @@ def run_job(job: CaseJob) -> Delivery:
                 run = open_run(_install(plugins, job))
             except Exception as exc:  # the install failed on this node: the case says so, nothing is lost
                 run = open_run({})
-                res = CaseResult(run_id=run.id, case_id=job.case.case_id, key=job.case.key, started_at=_now(),
-                                 finished_at=_now(), duration_s=0.0, tags=list(job.case.test.tags),
-                                 run_values=dict(run.values), hardware_profile=run.settings.hardware_profile,
-                                 **skipped(f"agent {job.case.agent.id!r} could not be installed on node "
-                                           f"{node['hostname']}: {_first_line(exc)}"))
-                write_case(run.folder.case(job.case.case_id), res, durable=False)
+                write_not_run(job.case, run, **skipped(f"agent {job.case.agent.id!r} could not be installed on "
+                                                       f"node {node['hostname']}: {_first_line(exc)}"))
             else:
                 run_loop(guarded_case(job.case, run))
         return Delivery(pack_case(run.folder.case(job.case.case_id)), node)
-
-
-def _now() -> str:
-    from ..timeutil import utc_now_iso
-    return utc_now_iso()
 
 
 def probe_on_node(targets: list, api_keys: dict[str, str], timeout_s: float) -> list:
@@ -345,11 +343,11 @@ class RayExecutor:
         versions = versions_of(run.plugins)
         live: dict[str, Any] = {}
 
-        def job(case: PlannedCase, attempt: int) -> CaseJob:
+        def job(case: PlannedCase) -> CaseJob:
             env_name = case.backend.api_key_env
             keys = {env_name: run.settings.source_env[env_name]} if env_name and env_name in run.settings.source_env else {}
             return CaseJob(case=case, run_id=run.id, run_values=dict(run.values), settings=shipped, api_keys=keys,
-                           versions=versions, attempt=attempt)
+                           versions=versions)
 
         try:
             await run_each(cases, self.jobs, lambda case: self._one(case, run, job, live), on_done, results)
@@ -357,7 +355,7 @@ class RayExecutor:
             if live:
                 await asyncio.to_thread(self._cancel, list(live.values()))
 
-    async def _one(self, case: PlannedCase, run: ActiveRun, job: Callable[[PlannedCase, int], CaseJob],
+    async def _one(self, case: PlannedCase, run: ActiveRun, job: Callable[[PlannedCase], CaseJob],
                    live: dict[str, Any]) -> CaseResult:
         """One case through the cluster; whatever goes wrong on the way ends as a classified case."""
         try:
@@ -367,28 +365,28 @@ class RayExecutor:
         except Exception as exc:  # a bug on either side, a write that failed: a HARNESS_ERROR case, never a lost one
             return await asyncio.to_thread(case_failed, case, run, "harness_exception", _first_line(exc))
 
-    async def _attempts(self, case: PlannedCase, run: ActiveRun, job: Callable[[PlannedCase, int], CaseJob],
+    async def _attempts(self, case: PlannedCase, run: ActiveRun, job: Callable[[PlannedCase], CaseJob],
                         live: dict[str, Any]) -> CaseResult:
         opts = requirement(case)
         need = needed(opts)
         attempts: list[Attempt] = []
         for n in range(1, self.max_attempts + 1):
-            ref = self._remote().options(**opts, scheduling_strategy="SPREAD").remote(job(case, n))
+            ref = self._remote().options(**opts, scheduling_strategy="SPREAD").remote(job(case))
             live[case.case_id] = ref
             try:
-                delivery, lost = await self._wait(ref, need)
+                got = await self._wait(ref, need)
             finally:
                 live.pop(case.case_id, None)
-            if delivery is not None:
-                return await asyncio.to_thread(self._deliver, case, run, delivery, attempts)
-            attempts.append(Attempt(attempt=n, error=lost))
-            if lost and lost.startswith("no live node"):
+            if isinstance(got, Delivery):
+                return await asyncio.to_thread(self._deliver, case, run, got, attempts)
+            attempts.append(Attempt(attempt=n, error=got.error))
+            if not got.retry:
                 break
         detail = "; ".join(f"attempt {a.attempt}: {a.error}" for a in attempts)
         return await asyncio.to_thread(case_failed, case, run, "executor_lost",
                                        f"the case was lost {len(attempts)} time(s) on the Ray cluster: {detail}")
 
-    async def _wait(self, ref: Any, need: dict[str, float]) -> tuple[Delivery | None, str | None]:
+    async def _wait(self, ref: Any, need: dict[str, float]) -> "Delivery | Lost":
         """The task's delivery, or why it delivered none (its worker or node lost, no live node to run it)."""
         fut = asyncio.wrap_future(ref.future())
         infeasible_since: float | None = None
@@ -406,14 +404,14 @@ class RayExecutor:
             if time.monotonic() - infeasible_since >= INFEASIBLE_GRACE_S:
                 await asyncio.to_thread(self.ray.cancel, ref, force=True)
                 fut.cancel()
-                return None, f"no live node offers {{{describe_need(need)}}} any more"
+                return Lost(f"no live node offers {{{describe_need(need)}}} any more", retry=False)
         exc = fut.exception()
         if exc is None:
-            return fut.result(), None
+            return fut.result()
         if isinstance(exc, self.ray.exceptions.RayTaskError):
             # the worker's own code raised (not a lost node): trying again would do the same
             raise WorkerFailed(f"the Ray worker failed: {_first_line(exc)}")
-        return None, _first_line(exc)
+        return Lost(_first_line(exc), retry=True)
 
     def _deliver(self, case: PlannedCase, run: ActiveRun, delivery: Delivery, attempts: list[Attempt]) -> CaseResult:
         """Write a delivered case into the run directory, case.json last, with where it ran."""
