@@ -206,14 +206,16 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         proxy_max_body = proxy_max_body or (resumed_cap if type(resumed_cap) is int and resumed_cap > 0 else None)
         resumed_budget = state.option("max_tokens_per_phase")
         token_budget = token_budget or (resumed_budget if type(resumed_budget) is int and resumed_budget > 0 else None)
-    from ..runner.executors import make_executor
+    from ..runner.executors import Executor, LocalExecutor
     from ..runner.preflight import preflight
     from ..runner.rayexec import RayExecutor  # imports Ray only when it runs
 
     jobs = jobs or (s.jobs if s is not None else None) or (0 if executor == "ray" else 1)
     if executor != "ray" and (ray_address or ray_max_attempts):
         raise UserError(f"{'--ray-address' if ray_address else '--ray-max-attempts'} needs --executor ray")
-    runner = make_executor(executor, jobs=jobs, ray_address=ray_address, max_attempts=ray_max_attempts)
+    # the Ray executor joins its cluster here: Ray missing or a head that does not answer is one line, exit 2
+    runner: Executor = (RayExecutor.connect(ray_address, jobs=jobs, max_attempts=ray_max_attempts)
+                        if executor == "ray" else LocalExecutor(jobs))
     try:
         locate = lambda case: specs.where("model", case.model.id, "backends",  # noqa: E731
                                           case.model.backends.index(case.backend), "base_url")

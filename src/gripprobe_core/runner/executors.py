@@ -11,16 +11,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Protocol
 
-from ..errors import UserError
 from ..models.results import CaseResult
 from ..timeutil import utc_now_iso
 from .case import run_case, write_case
 from .judge import harness_error_verdict
 from .matrix import PlannedCase
 from .settings import ActiveRun
-
-EXECUTORS: tuple[str, ...] = ("local", "ray")
-
 
 class Executor(Protocol):
     name: str
@@ -112,14 +108,3 @@ class LocalExecutor:
     def close(self) -> None:
         from ..proxy import close_recorder
         close_recorder()  # the telemetry proxies' recorder process (one per run, shared by every phase)
-
-
-def make_executor(name: str, *, jobs: int, ray_address: str | None = None, max_attempts: int | None = None) -> Executor:
-    """The executor ``--executor NAME`` asks for; the Ray one connects to its cluster here (a one-line
-    :class:`UserError` when Ray is missing or the cluster does not answer)."""
-    if name == "local":
-        return LocalExecutor(jobs)
-    if name == "ray":
-        from .rayexec import RayExecutor
-        return RayExecutor.connect(ray_address, jobs=jobs, max_attempts=max_attempts)
-    raise UserError(f"unknown executor {name!r}; executors: {', '.join(EXECUTORS)}")
