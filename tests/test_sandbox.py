@@ -71,8 +71,9 @@ def test_filesystem_holds_only_what_the_agent_needs(box, tmp_path):
     for leak in ("SEES-SPECS", "SEES-REPO", "SEES-REAL-HOME", "SEES-OUTSIDE", "WROTE-ETC", "WROTE-USR"):
         assert leak not in out, (leak, out)
     assert (ws / "ws.txt").read_text() == "ws\n"
-    # bwrap's init (PID 1) stays out of the workspace: agents that look for other agents there (gptme) see none
-    assert f"pid1-cwd=/ cwd={ws}" in out
+    # the sandbox's init (PID 1) stays out of the workspace: agents that look for other agents there (gptme) see
+    # none (it is untraceable, so its cwd is not even readable)
+    assert f"pid1-cwd=/ cwd={ws}" in out or f"pid1-cwd= cwd={ws}" in out, out
     assert not Path("/tmp/private").exists()  # /tmp inside is private
     assert int(out.strip().splitlines()[-1]) < 10  # its own PID namespace: only its own processes
 
@@ -103,27 +104,6 @@ def test_timeout_kills_the_whole_namespace(box, tmp_path):
     assert time.monotonic() - t0 < 8
     time.sleep(5)
     assert not marker.exists()
-
-
-def test_loopback_is_shared(box, tmp_path):
-    """The proxy and oracle on 127.0.0.1 stay reachable from inside."""
-    import socket
-
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    port = srv.getsockname()[1]
-    script = (f"{sys.executable} -c \"import socket; s=socket.create_connection(('127.0.0.1', {port})); "
-              f"s.sendall(b'hi'); print('sent')\"")
-    try:
-        res, out, err, _ws = _run(box, tmp_path, script)
-        conn, _ = srv.accept()
-        conn.settimeout(5)
-        assert conn.recv(2) == b"hi"
-        conn.close()
-    finally:
-        srv.close()
-    assert res.status == "ok" and "sent" in out, err
 
 
 def test_the_harness_python_runs_inside(box, tmp_path):
@@ -159,22 +139,50 @@ def test_bwrap_that_cannot_run_is_a_clear_exit_2(tmp_path):
 
 
 def test_auto_without_bwrap_warns_and_marks_cases_unsandboxed(tmp_path):
+    """Only where bubblewrap is absent does auto run agents unconfined; the run's first line, the case, the
+    summaries say so."""
     from conftest import gripprobe, read_json
 
-    env = {"PATH": "/usr/local/sbin:/sbin:/nonexistent"}
     bindir = tmp_path / "bin"
     bindir.mkdir()
     for tool in ("sh",):  # the agent is a Python entry point; nothing else is needed on PATH
         os.symlink(shutil.which(tool), bindir / tool)
-    env["PATH"] = str(bindir)
-    proc = gripprobe("run", "--results", str(tmp_path / "r"), "-t", "save_file", "-m", "oracle-perfect", env=env)
+    proc = gripprobe("run", "--results", str(tmp_path / "r"), "-t", "save_file", "-m", "oracle-perfect",
+                     env={"PATH": str(bindir)})
     assert proc.returncode == 0, proc.stderr
-    assert "UNSANDBOXED" in proc.stderr
+    first = (proc.stderr + proc.stdout).strip().splitlines()[0]
+    assert "UNSANDBOXED" in first and "bwrap is not installed" in first, first
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
     (case,) = [read_json(p) for p in run_dir.glob("cases/*/case.json")]
     assert case["sandbox"] == "none" and case["verdict"]["status"] == "PASS"
-    html = (run_dir / "reports" / "summary.html").read_text()
-    assert "unsandboxed" in html
+    assert "unsandboxed" in (run_dir / "reports" / "summary.html").read_text()
+    assert "ran unsandboxed" in (run_dir / "reports" / "summary.md").read_text()
+
+
+def test_auto_with_a_broken_bwrap_stops_instead_of_running_unconfined(tmp_path):
+    """bubblewrap installed but failing its probe: tried twice, then exit 2 with the reason; nothing runs."""
+    from conftest import gripprobe
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(shutil.which("sh"), bindir / "sh")
+    tries = tmp_path / "tries"
+    bwrap = bindir / "bwrap"
+    bwrap.write_text(f"#!/bin/sh\necho try >> {tries}\n"
+                     "echo 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    bwrap.chmod(0o755)
+    proc = gripprobe("run", "--results", str(tmp_path / "r"), "-t", "save_file", "-m", "oracle-perfect",
+                     env={"PATH": str(bindir)})
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "failed its probe twice" in last and "Permission denied" in last and "--sandbox none" in last, last
+    assert tries.read_text().count("try") == 2
+    assert not (tmp_path / "r" / "runs").exists() or not any((tmp_path / "r" / "runs").iterdir())
+    # --sandbox none still runs, on purpose
+    proc = gripprobe("run", "--results", str(tmp_path / "r"), "-t", "save_file", "-m", "oracle-perfect",
+                     "--sandbox", "none", env={"PATH": str(bindir)})
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_outermost_drops_nested_binds():

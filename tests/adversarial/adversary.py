@@ -35,7 +35,7 @@ MODES = ("bwrap", "none", "auto", "default")
 MODE = os.environ.get("GRIPPROBE_ADVERSARIAL_SANDBOX", "bwrap")
 BWRAP = "/usr/bin/bwrap"
 ATTACKS = ("forge", "escape", "secrets", "daemon", "symlinks", "fifos", "names", "bigfiles", "bigout",
-           "xss", "chunked", "probe")
+           "xss", "chunked", "probe", "netscan")
 ENV_CANARY_VAR = "GRIPPROBE_CANARY_SECRET"
 #: Harness address-space limit: an unfixed harness reading /dev/zero or buffering an endless body
 #: hits this instead of the shared machine's memory.
@@ -97,6 +97,7 @@ def _suite(id_: str, cases: list[tuple[str, str, str]]) -> str:
 
 BASICS = [("reference", "oracle-perfect", "hello"), ("reference", "oracle-lazy", "hello"),
           ("reference", "oracle-perfect", "victim"), ("adv_probe", "oracle-lazy", "hello")]
+NET = [("adv_netscan", "oracle-lazy", "hello"), ("reference", "oracle-perfect", "victim")]
 ESCAPE = [("adv_forge", "oracle-lazy", "hello"), ("adv_escape", "oracle-lazy", "hello"),
           ("adv_secrets", "oracle-lazy", "hello"), ("adv_xss", "oracle-lazy", "hello"),
           ("reference", "oracle-perfect", "victim")]
@@ -260,6 +261,7 @@ class Arena:
             (s / kind).mkdir(parents=True, exist_ok=True)
         (s / "models" / "oracle-lazy.yaml").write_text(_model("oracle-lazy", "lazy", c["spec"]))
         (s / "models" / "oracle-perfect.yaml").write_text(_model("oracle-perfect", "perfect", c["spec"]))
+        (s / "models" / "oracle-stall.yaml").write_text(_model("oracle-stall", "stall", c["spec"]))
         (s / "cli_agents" / "reference.yaml").write_text(_agent("reference", "gripprobe-refagent"))
         for name in ATTACKS:
             exe = self.build_agent(name)
@@ -271,6 +273,7 @@ class Arena:
             "id: default\ntitle: basics\nagents: [reference]\nmodels: [oracle-lazy]\ntests: [hello]\n")
         (s / "suites" / "adv-basics.yaml").write_text(_suite("adv-basics", BASICS))
         (s / "suites" / "adv-escape.yaml").write_text(_suite("adv-escape", ESCAPE))
+        (s / "suites" / "adv-net.yaml").write_text(_suite("adv-net", NET))
 
     def build_agent(self, name: str) -> Path:
         """One self-contained executable: shebang, CONFIG, the shared recon code, the attack."""

@@ -57,8 +57,10 @@ def _common_options(fn):
         click.option("--telemetry-proxy", "proxy_mode", type=click.Choice(["off", "auto", "force"]), default=None,
                      help="Recording proxy mode (default: the agent spec's telemetry_proxy_mode)."),
         click.option("--sandbox", "sandbox", type=click.Choice(["auto", "bwrap", "none"]), default=None,
-                     help="Confine each agent phase with bubblewrap: auto (when a start-of-run probe shows it works, "
-                          "else unsandboxed with a warning), bwrap (required: exit 2 when it cannot run), none. "
+                     help="Confine each agent phase with bubblewrap (its own network: only its proxy): auto "
+                          "(sandboxed when a start-of-run probe shows it works; unsandboxed, said in the run's first "
+                          "line, only where bubblewrap is absent; exit 2 when it is installed but fails), bwrap "
+                          "(required: exit 2 when it cannot run), none (unsandboxed on purpose). "
                           "Default: the suite's, else each agent spec's `sandbox`, else auto."),
         click.option("--proxy-max-body", "proxy_max_body", type=_ByteSize(), default=None,
                      help="Largest request body the recording proxy accepts: bytes, or K/M/G (KiB/MiB/GiB). "

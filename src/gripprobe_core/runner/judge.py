@@ -205,12 +205,12 @@ def budget_was_exceeded(rec: PhaseRecord) -> bool:
 
 
 def phase_harness_failure(phase_error: str | None, validator_error: str | None) -> str | None:
-    """The failure_reason of a case the harness could not measure: its phase never ran because the proxy
-    it required was not available, or a validator could not judge (the spec, not the agent)."""
+    """The failure_reason of a case the harness could not measure: its phase never ran (the proxy it
+    required was not available, ``proxy_required_but_not_available``; a sandboxed agent could not reach
+    its backend, ``backend_unreachable_in_sandbox``: the phase's error starts with the reason), or a
+    validator could not judge (the spec, not the agent)."""
     if phase_error:
-        from .proxy_session import PROXY_REQUIRED
-
-        return PROXY_REQUIRED
+        return phase_error.split(":", 1)[0].strip()
     return "validator_error" if validator_error else None
 
 

@@ -42,6 +42,7 @@ from .judge import (
     Derived, derive_telemetry, phase_context_name, phase_context_record, proxy_evidence, proxy_record_name,
 )
 from .matrix import PlannedCase
+from .netbridge import NetBridge, loopback_port
 from .process import run_process
 from .proxy_session import ProxySession, open_proxy_session
 from .sandbox import Sandbox, resolve_sandbox
@@ -78,6 +79,9 @@ class PhaseSetup:
     sandbox: Sandbox
     challenge: ChallengeServer | None
     facts: Mapping[str, Any]
+    forwards: Mapping[int, Path] = field(default_factory=dict)
+    """Sandboxed: the ports the agent may reach (its proxy, its challenge server) → the harness's Unix
+    socket behind each (:class:`~.netbridge.NetBridge`)."""
 
 
 @dataclass(frozen=True)
@@ -140,11 +144,41 @@ async def prepare(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Pat
                                      max_request_body=run.settings.proxy_max_body, token_budget=case.token_budget)
     servers.push_async_callback(proxy.stop)
     if proxy.harness_error:
-        return await _not_run(before_routing, proxy, facts)
+        return await _not_run(before_routing, proxy, facts, proxy.harness_error)
     ctx = replace(before_routing, base_url=proxy.base_url or upstream)
+    box = resolve_sandbox(case.sandbox)
+    forwards: dict[int, Path] = {}
+    if box.confined:  # a network of its own: only its proxy (or local backend) and its challenge server
+        ports, unreachable = reachable_ports(ctx.base_url, proxied=proxy.started, challenge=challenge)
+        if unreachable:
+            return await _not_run(ctx, proxy, facts, unreachable)
+        bridge = NetBridge(ports)
+        await bridge.start()
+        servers.push_async_callback(bridge.close)
+        forwards = bridge.forwards
     env, command = await asyncio.to_thread(_agent_setup, run, case, driver, ctx)
-    return PhaseSetup(ctx, driver, backend, upstream, proxy, env, command, resolve_sandbox(case.sandbox),
-                      challenge, facts)
+    return PhaseSetup(ctx, driver, backend, upstream, proxy, env, command, box, challenge, facts, forwards)
+
+
+#: A sandboxed agent whose backend is neither proxied nor on this machine's loopback cannot reach it.
+UNREACHABLE_BACKEND = "backend_unreachable_in_sandbox"
+
+
+def reachable_ports(base_url: str, *, proxied: bool, challenge: ChallengeServer | None) -> tuple[set[int], str | None]:
+    """The loopback ports a sandboxed agent may reach: its base URL's (the proxy, or with no proxy a
+    backend on this machine's loopback) and its challenge server's; and why not, when its backend is
+    elsewhere (a remote backend is reached only through the proxy)."""
+    ports: set[int] = set()
+    port = loopback_port(base_url)
+    if port is None:
+        what = "its recording proxy" if proxied else "its backend"
+        return ports, (f"{UNREACHABLE_BACKEND}: {what} at {base_url} is not on this machine's loopback, and a "
+                       f"sandboxed agent reaches nothing else; a remote backend is reached through the recording "
+                       f"proxy (--telemetry-proxy auto or force), or run --sandbox none")
+    ports.add(port)
+    if challenge is not None and (cport := loopback_port(challenge.url)) is not None:
+        ports.add(cport)
+    return ports, None
 
 
 def _lay_out(workspace: Path, test: TestSpec, keep_prompt_in: Path | None) -> None:
@@ -172,15 +206,17 @@ def _agent_setup(run: ActiveRun, case: PlannedCase, driver: AgentDriver,
     return env, driver.command(ctx)
 
 
-async def _not_run(ctx: PhaseContext, proxy: ProxySession, facts: Mapping[str, Any]) -> PhaseResult:
-    """The phase that never ran because its proxy was required (``force``) and is not available."""
+async def _not_run(ctx: PhaseContext, proxy: ProxySession, facts: Mapping[str, Any], error: str) -> PhaseResult:
+    """The phase that never ran: its proxy was required (``force``) and is not available, or a sandboxed
+    agent could not reach its backend."""
     summary = summarize_phase([], observability="none", capture_missing=False, parse_error=False,
-                              proxy_status="error", proxy_skip_reason=proxy.skip_reason)
-    record = PhaseRecord(phase=ctx.phase, process=ProcessResult(status="ok", error=proxy.harness_error),
+                              proxy_status="error" if proxy.harness_error or proxy.status == "error" else "skipped",
+                              proxy_skip_reason=proxy.skip_reason)
+    record = PhaseRecord(phase=ctx.phase, process=ProcessResult(status="ok", error=error),
                          summary=summary, proxy=proxy.describe(), challenge=dict(facts))
     await asyncio.to_thread(atomic_write_json, ctx.artifacts_dir / phase_context_name(ctx.phase),
-                            phase_context_record(ctx, kept=[], harness_error=proxy.harness_error), sync=False)
-    return PhaseResult(record, [], ctx.workspace, facts, [], harness_error=proxy.harness_error)
+                            phase_context_record(ctx, kept=[], harness_error=error), sync=False)
+    return PhaseResult(record, [], ctx.workspace, facts, [], harness_error=error)
 
 
 def phase_timeout(case: PlannedCase, run: ActiveRun) -> float:
@@ -206,7 +242,7 @@ async def launch(setup: PhaseSetup, run: ActiveRun, case_dir: Path) -> ProcessRe
     installed = getattr(run.settings.installed.get(ctx.agent.id), "path", None)
     cwd = command.cwd or ctx.workspace
     needs = [*([installed] if installed else []), *command.read_only]
-    argv = box.wrap(argv, cwd=cwd, rw=[ctx.workspace, ctx.home, ctx.tmpdir], ro=needs)
+    argv = box.wrap(argv, cwd=cwd, rw=[ctx.workspace, ctx.home, ctx.tmpdir], ro=needs, forwards=setup.forwards)
     budget = setup.proxy.token_budget
     return await run_process(argv, cwd=cwd, env=setup.env, stdin=command.stdin, timeout_s=ctx.timeout_s,
                              stdout_path=case_dir / f"{ctx.phase}.stdout", stderr_path=case_dir / f"{ctx.phase}.stderr",

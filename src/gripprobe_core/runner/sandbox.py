@@ -1,16 +1,19 @@
 """The agent's sandbox: every phase (and every command a validator runs on the agent's work) under bubblewrap.
 
 What the sandboxed process gets (SPEC §9, threat model in docs/sandbox.md):
-- its own PID namespace, ended with the phase: when the agent's first process exits, or bwrap is killed
-  (timeout), every process it started dies with it, whatever it did (setsid, ``env -i``, double fork);
+- its own PID namespace, whose PID 1 is GripProbe's own init (:mod:`.sandbox_init`, untraceable):
+  when the agent's first process exits, or bwrap is killed (timeout), the namespace ends and every
+  process it started dies with it, whatever it did (setsid, ``env -i``, double fork, ptrace, SIGSTOP);
   ``--die-with-parent`` ends it if the harness itself dies;
+- its own network namespace: a loopback with nothing on it but the phase's own endpoints (the case's
+  recording proxy, the test's challenge servers), each at its host port and relayed by the init to a
+  Unix socket the harness serves (:mod:`.netbridge`); no other interface, no route, so no backend,
+  other case, other run or cluster is reachable;
 - its own user, IPC, UTS and cgroup namespaces, no capabilities, no further user namespaces;
 - a filesystem with only the system read-only (``/usr``, ``/etc`` and the ``/bin``-style links), the
   agent's install read-only (the harness's Python runtime for Python agents, the agent's cached install,
   the executable itself), a private ``/tmp``, a fresh ``/proc`` and minimal ``/dev``, and read-write only
-  the phase's workspace, HOME (with its XDG dirs) and TMPDIR, at the same paths as outside;
-- the host's network namespace: the proxy, oracle and challenge servers on 127.0.0.1 stay reachable.
-  Egress beyond loopback is NOT confined (docs/sandbox.md).
+  the phase's workspace, HOME (with its XDG dirs) and TMPDIR, at the same paths as outside.
 
 ``--sandbox none`` runs unsandboxed; then the runner falls back to sweeping the process tree by an
 environment token (runner/process.py), which a process that scrubs its environment escapes.
@@ -25,7 +28,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Literal
+from typing import Iterable, Literal, Mapping
 
 from ..errors import UserError
 
@@ -36,8 +39,10 @@ SANDBOX_MODES: tuple[str, ...] = ("auto", "bwrap", "none")
 #: recreated as symlinks).
 SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
-#: Runs the command in its working directory (coreutils ``env -C``) inside the sandbox.
-ENV = "/usr/bin/env"
+#: PID 1 inside the sandbox (run by path with the harness's interpreter, ``-I -S``).
+INIT = Path(__file__).with_name("sandbox_init.py")
+#: Where the Unix sockets of the phase's endpoints appear inside the sandbox.
+NET_INSIDE = "/run/gripprobe"
 
 #: How long the start-of-run probe may take before bwrap counts as unusable.
 PROBE_TIMEOUT_S = 10.0
@@ -58,29 +63,39 @@ class Sandbox:
     runtime: tuple[Path, ...] = field(default_factory=tuple)
     """Read-only paths every sandboxed process gets besides the system: the Python runtime the
     harness runs on (Python agents' venvs point at it) and the gripprobe_core package (the reference agent)."""
+    python: str | None = None
+    """The interpreter that runs the sandbox's init (:mod:`.sandbox_init`): the harness's own, resolved."""
 
     @property
     def confined(self) -> bool:
         return self.kind == "bwrap"
 
     def wrap(self, argv: list[str], *, cwd: Path, rw: Iterable[Path], ro: Iterable[Path] = (),
-             rw_at: Iterable[tuple[Path, Path]] = ()) -> list[str]:
+             rw_at: Iterable[tuple[Path, Path]] = (), forwards: Mapping[int, Path] | None = None) -> list[str]:
         """``argv`` as run inside the sandbox, with ``cwd`` as its working directory; unchanged for none.
 
-        ``rw`` and ``ro`` appear at their own paths; ``rw_at`` pairs (source, where it appears inside)."""
+        ``rw`` and ``ro`` appear at their own paths; ``rw_at`` pairs (source, where it appears inside).
+        ``forwards`` maps a port to the harness's Unix socket behind it: inside, ``127.0.0.1:PORT`` leads
+        there, and nothing else is reachable (no forwards: no network at all)."""
         if not self.confined:
             return list(argv)
         args = self._args(rw=rw, ro=[*self.runtime, *ro, *_argv_files(argv)])
         for src, dst in rw_at:
             args += ["--bind", str(src), str(dst)]
-        # bwrap's own init (PID 1 inside) keeps the command line and the --chdir directory: an agent that
-        # looks for other agents in its workspace (gptme does, and then changes its prompt) would find it.
-        # So PID 1 stays in /, and the command enters its working directory itself. bwrap exports PWD=/ for
-        # its own --chdir and `env -C` leaves PWD alone; agents that trust $PWD (opencode) would work in /.
-        return [*args, "--chdir", "/", "--", ENV, "-C", str(cwd), f"PWD={cwd}", *argv]
+        init = [self.python or sys.executable, "-I", "-S", str(INIT)]
+        sockets: dict[Path, str] = {}
+        for port, sock in sorted((forwards or {}).items()):
+            inside = sockets.setdefault(Path(sock).parent, f"{NET_INSIDE}/{len(sockets)}")
+            init += ["--forward", f"{int(port)}={inside}/{Path(sock).name}"]
+        for folder, at in sockets.items():
+            args += ["--ro-bind", str(folder), at]
+        # PID 1 is our init: bwrap's own keeps no secret from the agent, but an agent that ptrace-stops it
+        # holds the namespace open. Our init stays in / (an agent that looks for other agents working in its
+        # workspace, as gptme does, would find a PID 1 there) and starts the command in its directory.
+        return [*args, "--as-pid-1", "--chdir", "/", "--", *init, "-C", str(cwd), "--", *argv]
 
     def _args(self, *, rw: Iterable[Path], ro: Iterable[Path]) -> list[str]:
-        args = [self.bwrap or "bwrap", "--unshare-all", "--unshare-user", "--share-net", "--disable-userns",
+        args = [self.bwrap or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
                 "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
         for system in SYSTEM_PATHS:
             if os.path.islink(system):
@@ -155,10 +170,10 @@ def _runtime_paths() -> tuple[Path, ...]:
     return tuple(sorted(paths))
 
 
-def _probe(bwrap: str, runtime: tuple[Path, ...]) -> str | None:
-    """Run a trivial process in the real sandbox shape; None when it works, else why not."""
+def _probe(bwrap: str, runtime: tuple[Path, ...], python: str) -> str | None:
+    """Run a trivial process in the real sandbox shape (our init, no network); None when it works, else why not."""
     with tempfile.TemporaryDirectory(prefix="gripprobe-sandbox-probe-") as d:
-        box = Sandbox("bwrap", bwrap=bwrap, runtime=runtime)
+        box = Sandbox("bwrap", bwrap=bwrap, runtime=runtime, python=python)
         ws = Path(d)
         argv = box.wrap(["/bin/sh", "-c", "echo ok > probe && cat probe"], cwd=ws, rw=[ws])
         try:
@@ -172,35 +187,60 @@ def _probe(bwrap: str, runtime: tuple[Path, ...]) -> str | None:
     return None
 
 
-_resolved: dict[str, Sandbox] = {}
+@dataclass(frozen=True)
+class _Probe:
+    box: Sandbox
+    installed: bool
+    problem: str | None
+
+
+_resolved: dict[str, _Probe] = {}
+
+
+def _probe_once() -> _Probe:
+    """bwrap's probe, once per process: absent; present and working; present and broken (after a retry:
+    a freshly started machine once failed the first probe)."""
+    if "probe" not in _resolved:
+        runtime, python = _runtime_paths(), os.path.realpath(sys.executable)
+        exe = shutil.which("bwrap")
+        if exe is None:
+            _resolved["probe"] = _Probe(Sandbox("none"), installed=False, problem="bwrap is not installed")
+        else:
+            problem = _probe(exe, runtime, python)
+            if problem is not None:
+                problem = _probe(exe, runtime, python)
+            box = Sandbox("bwrap", bwrap=exe, runtime=runtime, python=python) if problem is None else Sandbox("none")
+            _resolved["probe"] = _Probe(box, installed=True, problem=problem)
+    return _resolved["probe"]
 
 
 def resolve_sandbox(mode: str) -> Sandbox:
     """Turn ``auto|bwrap|none`` into the sandbox this run uses, probing bwrap once per process.
 
-    ``bwrap`` that cannot run → :class:`UserError` (exit 2, with the fix); ``auto`` → none with a warning.
+    ``none`` runs unconfined on purpose. ``bwrap`` that cannot run → :class:`UserError` (exit 2, with the
+    fix). ``auto`` runs unconfined only where bubblewrap is absent (with a warning every caller shows);
+    bubblewrap installed but failing its probe twice is exit 2 with the reason, never a silent fallback.
     """
     if mode not in SANDBOX_MODES:
         raise UserError(f"unknown sandbox {mode!r}; use one of {', '.join(SANDBOX_MODES)}")
     if mode == "none":
         return Sandbox("none")
-    if "probe" not in _resolved:
-        runtime = _runtime_paths()
-        exe = shutil.which("bwrap")
-        problem = "bwrap is not installed" if exe is None else _probe(exe, runtime)
-        _resolved["probe"] = (Sandbox("bwrap", bwrap=exe, runtime=runtime) if problem is None
-                              else Sandbox("none", warning=problem))
-    found = _resolved["probe"]
-    if found.confined:
-        return found
+    found = _probe_once()
+    if found.box.confined:
+        return found.box
     if mode == "bwrap":
-        raise UserError(f"--sandbox bwrap: {found.warning}; fix: {INSTALL_FIX}")
-    return Sandbox("none", warning=f"sandbox auto: {found.warning}; agents run UNSANDBOXED ({INSTALL_FIX})")
+        raise UserError(f"--sandbox bwrap: {found.problem}; fix: {INSTALL_FIX}")
+    if found.installed:
+        raise UserError(f"--sandbox auto: bubblewrap is installed but failed its probe twice ({found.problem}); "
+                        f"agents are not run unconfined behind your back. Fix: {INSTALL_FIX}")
+    return Sandbox("none", warning=f"sandbox auto: {found.problem}: agents run UNSANDBOXED ({INSTALL_FIX})")
 
 
 def probe_report() -> tuple[bool, str]:
     """For ``gripprobe doctor``: does bwrap work here, and what did the probe say."""
-    box = resolve_sandbox("auto")
-    if box.confined:
-        return True, f"bubblewrap works ({box.bwrap})"
-    return False, box.warning or "bubblewrap does not work"
+    found = _probe_once()
+    if found.box.confined:
+        return True, f"bubblewrap works ({found.box.bwrap})"
+    if found.installed:
+        return False, f"bubblewrap is installed but does not work: {found.problem}; fix: {INSTALL_FIX}"
+    return False, f"{found.problem}: agents would run UNSANDBOXED; fix: {INSTALL_FIX}"
