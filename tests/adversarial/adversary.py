@@ -35,7 +35,7 @@ MODES = ("bwrap", "none", "auto", "default")
 MODE = os.environ.get("GRIPPROBE_ADVERSARIAL_SANDBOX", "bwrap")
 BWRAP = "/usr/bin/bwrap"
 ATTACKS = ("forge", "escape", "secrets", "daemon", "symlinks", "fifos", "names", "bigfiles", "bigout",
-           "xss", "chunked", "probe", "netscan")
+           "xss", "chunked", "probe", "netscan", "holdopen")
 ENV_CANARY_VAR = "GRIPPROBE_CANARY_SECRET"
 #: Harness address-space limit: an unfixed harness reading /dev/zero or buffering an endless body
 #: hits this instead of the shared machine's memory.
