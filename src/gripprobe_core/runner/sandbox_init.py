@@ -22,6 +22,7 @@ Standalone on purpose: only modules the interpreter has already loaded or that a
 
 import os
 import sys
+import time
 
 import _signal
 import _socket
@@ -97,14 +98,16 @@ def _accept(listener, path: str) -> None:
     while True:
         try:
             fd, _ = listener._accept()
-        except OSError:
+        except OSError:  # out of descriptors (a flood): the backlog waits, nothing spins
+            time.sleep(0.05)
             continue
         try:
             conn = _socket.socket(fileno=fd)
             conn.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
             _thread.start_new_thread(_bridge, (conn, path))
-        except Exception:
+        except Exception:  # no thread to be had: this connection is refused, the next may do better
             os.close(fd)
+            time.sleep(0.01)
 
 
 def _bridge(conn, path: str) -> None:
