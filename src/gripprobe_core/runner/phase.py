@@ -35,6 +35,7 @@ from ..models.specs import TestSpec
 from ..phase import AgentCommand, Phase, PhaseCapture, PhaseContext
 from ..runvalues import render_test, template_vars
 from ..store import atomic_write_json, atomic_write_text
+from ..store.trees import remove_tree
 from ..telemetry.summary import summarize_phase
 from .env import base_env, make_phase_dirs
 from .evidence import LISTING, copy_file, copy_workspace
@@ -119,6 +120,7 @@ async def prepare(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Pat
         servers.push_async_callback(challenge.stop)
         facts = dict(challenge.facts)
     test = render_test(case.test, template_vars(run.values, workspace=workspace, challenge_facts=facts))
+    await asyncio.to_thread(_fresh_folder, scratch)
     await asyncio.to_thread(_lay_out, workspace, test, case_dir if phase == "measured" else None)
 
     endpoint = await backend.open(BackendPhase(
@@ -145,6 +147,14 @@ async def prepare(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Pat
     env, command = await asyncio.to_thread(_agent_setup, run, case, driver, ctx)
     return PhaseSetup(ctx, driver, backend, upstream, proxy, env, command, resolve_sandbox(case.sandbox),
                       challenge, facts)
+
+
+def _fresh_folder(scratch: Path) -> None:
+    """The phase's own folder, made now: whatever was there (an unsandboxed warmup agent may have planted
+    links where the measured phase's HOME will be) goes first, so config files are never written through it."""
+    remove_tree(scratch)
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    scratch.mkdir(mode=0o700)
 
 
 def _lay_out(workspace: Path, test: TestSpec, keep_prompt_in: Path | None) -> None:
