@@ -1,4 +1,5 @@
-"""Trees an agent wrote (gripprobe_core.store.trees): removing them whole — 3,000 folders deep and deeper, chmod 000, names that are not text, FIFOs,
+"""Trees an agent wrote (gripprobe_core.store.trees): opening a path in them without following a link,
+and removing them whole — 3,000 folders deep and deeper, chmod 000, names that are not text, FIFOs,
 sockets, links to host folders — without recursion, without following a link, without raising."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gripprobe_core.store.trees import remove_tree, scratch_folder
+from gripprobe_core.store.trees import Refused, open_beneath, open_dir, remove_tree, scratch_folder
 
 NOBODY = 65534
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -254,3 +255,65 @@ def test_any_tree_goes_and_nothing_outside_changes(tmp_path_factory, tree):
     assert remove_tree(base / "scratch") == []
     assert not os.path.lexists(root)
     assert snapshot(host) == before
+
+
+# --------------------------------------------------------------------------------------- open_beneath
+
+
+def test_open_beneath_refuses_a_link_in_any_component(tmp_path):
+    host = host_folder(tmp_path)
+    home = tmp_path / "home"
+    (home / ".config" / "agent").mkdir(parents=True)
+    (home / ".config" / "agent" / "log.txt").write_text("mine")
+    fd = open_dir(home)
+    try:
+        got = open_beneath(fd, [".config", "agent", "log.txt"])
+        assert os.read(got, 100) == b"mine"
+        os.close(got)
+        for planted in (home / ".config", home / ".config" / "agent"):
+            real = planted.with_name(planted.name + ".real")
+            planted.rename(real)
+            os.symlink(host, planted)
+            (host / "agent").mkdir(exist_ok=True)
+            (host / "agent" / "log.txt").write_text("host canary")
+            (host / "log.txt").write_text("host canary")
+            with pytest.raises(Refused) as exc:
+                open_beneath(fd, [".config", "agent", "log.txt"], prefix="home")
+            assert exc.value.reason == "symlink_in_path"
+            assert exc.value.where == "home/" + str(planted.relative_to(home))
+            os.unlink(planted)
+            real.rename(planted)
+    finally:
+        os.close(fd)
+
+
+def test_open_beneath_never_opens_a_fifo_or_device_and_names_the_reason(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    os.mkfifo(d / "pipe")
+    (d / "dir").mkdir()
+    os.symlink("/etc/hostname", d / "link")
+    fd = open_dir(d)
+    try:
+        reasons = {}
+        for name in ("pipe", "dir", "link", "missing"):
+            with pytest.raises(Refused) as exc:
+                open_beneath(fd, [name])
+            reasons[name] = exc.value.reason
+        with pytest.raises(Refused):
+            open_beneath(fd, [".."])
+    finally:
+        os.close(fd)
+    assert reasons == {"pipe": "not_a_regular_file", "dir": "not_a_regular_file", "link": "symlink_in_path",
+                       "missing": "missing"}
+
+
+def test_open_dir_walks_from_the_root_with_no_link(tmp_path):
+    (tmp_path / "real" / "x").mkdir(parents=True)
+    os.symlink(tmp_path / "real", tmp_path / "alias")
+    os.close(open_dir(tmp_path / "real" / "x"))
+    with pytest.raises(Refused) as exc:
+        open_dir(tmp_path / "alias" / "x")
+    assert exc.value.reason == "symlink_in_path" and exc.value.where.endswith("alias")
+    with pytest.raises(Refused):
+        open_dir("relative/path")

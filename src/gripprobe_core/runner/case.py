@@ -73,7 +73,7 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
         left = await asyncio.to_thread(remove_tree, run.scratch / case.case_id)
     judged = await asyncio.to_thread(judge, case, run, phases[-1], case_dir)
     last = phases[-1].record
-    warnings = [f"scratch_not_removed: {problem}" for problem in left]
+    warnings = [w for p in phases for w in p.warnings] + [f"scratch_not_removed: {problem}" for problem in left]
     res = result(phases=[p.record for p in phases], validators=judged.validators, verdict=judged.verdict,
                  telemetry=last.summary, harness_error=judged.harness_error,
                  sandbox=resolve_sandbox(case.sandbox).kind, usage=combine(p.record.usage for p in phases),

@@ -1,9 +1,13 @@
-"""Trees an agent wrote: removing them whole.
+"""Trees an agent wrote: reaching a path in them without following a link, and removing them whole.
 
 An agent's workspace, HOME and TMPDIR are the agent's own: by the time the harness looks, any folder in
 them may be a symlink to a host folder, any entry a FIFO, a socket or a name that is not UTF-8, and a
-tree may be thousands of folders deep with some of them ``chmod 000``.
+tree may be thousands of folders deep with some of them ``chmod 000``. Two operations on such trees:
 
+* :func:`open_dir` / :func:`open_beneath` — open a path one component at a time (``openat`` with
+  ``O_NOFOLLOW``): a symlink anywhere on the way is :class:`Refused`, never followed. The harness lays
+  out every phase under a folder whose path holds no link (``tempfile`` resolved), so a walk from ``/``
+  is a walk from a root the harness created.
 * :func:`remove_tree` — remove a tree without recursion and without following a link. It empties one
   folder at a time and moves every subfolder it meets up to the top of the tree (``renameat``), so depth
   never matters: no recursion, no path longer than one name, two folder descriptors open. A folder the
@@ -13,6 +17,7 @@ tree may be thousands of folders deep with some of them ``chmod 000``.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -20,18 +25,103 @@ import tempfile
 from contextlib import contextmanager
 from itertools import count
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ..textsafe import safe_name
 
-__all__ = ["DIR_FLAGS", "remove_tree", "scratch_folder"]
+__all__ = ["DIR_FLAGS", "FILE_FLAGS", "Refused", "open_beneath", "open_dir", "remove_tree", "scratch_folder"]
 
 log = logging.getLogger(__name__)
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 """A folder, never through a symlink."""
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+"""A file, never through a symlink, never blocking on a FIFO (check ``S_ISREG`` on what was opened)."""
 _PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OWN = 0o700
+
+
+class Refused(OSError):
+    """A path was not opened: ``reason`` is ``symlink_in_path``, ``not_a_directory``, ``not_a_regular_file``,
+    ``missing`` or ``unreadable``; ``where`` the component it stopped at (as the caller named it)."""
+
+    def __init__(self, reason: str, where: str) -> None:
+        super().__init__(errno.EPERM, f"{reason}: {safe_name(where)}")
+        self.reason = reason
+        self.where = where
+
+
+def _refusal(exc: OSError, st: os.stat_result | None, where: str) -> Refused:
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        return Refused("symlink_in_path", where)
+    if isinstance(exc, FileNotFoundError) or exc.errno == errno.ENOENT:
+        return Refused("missing", where)
+    if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+        return Refused("symlink_in_path" if exc.errno == errno.ELOOP else "not_a_directory", where)
+    return Refused("unreadable", where)
+
+
+def _open_child(dir_fd: int, name: str, *, final_file: bool, where: str) -> int:
+    """Open ``name`` in ``dir_fd``: a folder, or (``final_file``) a regular file; never a symlink."""
+    st = None
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            raise Refused("symlink_in_path", where)
+        if final_file and not stat.S_ISREG(st.st_mode):
+            raise Refused("not_a_regular_file", where)
+        if not final_file and not stat.S_ISDIR(st.st_mode):
+            raise Refused("not_a_directory", where)
+        fd = os.open(name, FILE_FLAGS if final_file else DIR_FLAGS, dir_fd=dir_fd)
+    except Refused:
+        raise
+    except OSError as exc:
+        raise _refusal(exc, st, where) from None
+    now = os.fstat(fd)
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or (final_file and not stat.S_ISREG(now.st_mode)):
+        os.close(fd)
+        raise Refused("not_a_regular_file" if final_file else "not_a_directory", where)  # swapped meanwhile
+    return fd
+
+
+def open_beneath(dir_fd: int, parts: Iterable[str], *, file: bool = True, prefix: str = "") -> int:
+    """Open ``parts`` (names, no ``..``) below the open folder ``dir_fd``, one ``openat`` with ``O_NOFOLLOW``
+    per name: the last a regular file (``file``, opened ``O_NONBLOCK``) or a folder. Raises :class:`Refused`
+    (``where`` is ``prefix`` joined with the names up to the one it stopped at). The caller closes the fd."""
+    names = list(parts)
+    if any(n in ("", ".", "..") or "/" in n for n in names):
+        raise Refused("not_a_directory", "/".join([prefix, *names]).strip("/"))
+    if not names:
+        if file:
+            raise Refused("not_a_regular_file", prefix)
+        return os.dup(dir_fd)
+    fd = dir_fd
+    try:
+        for i, name in enumerate(names):
+            last = i == len(names) - 1
+            where = "/".join([prefix, *names[:i + 1]]).strip("/")
+            child = _open_child(fd, name, final_file=file and last, where=where)
+            if fd != dir_fd:
+                os.close(fd)
+            fd = child
+        return fd
+    except BaseException:
+        if fd != dir_fd:
+            os.close(fd)
+        raise
+
+
+def open_dir(path: Path | str) -> int:
+    """Open the folder at the absolute ``path`` walking from ``/`` with ``O_NOFOLLOW`` at every component:
+    :class:`Refused` when any component is a symlink (or missing, or not a folder)."""
+    p = os.path.normpath(os.fspath(path))
+    if not os.path.isabs(p):
+        raise Refused("not_a_directory", p)
+    root = os.open("/", DIR_FLAGS)
+    try:
+        return open_beneath(root, [n for n in p.split("/") if n], file=False, prefix="/")
+    finally:
+        os.close(root)
 
 
 # ------------------------------------------------------------------------------------------ removal
@@ -56,7 +146,8 @@ def remove_tree(path: Path | str) -> list[str]:
 
 @contextmanager
 def scratch_folder(prefix: str) -> Iterator[Path]:
-    """A fresh private folder in the temporary directory, its path resolved (no link in it), removed with :func:`remove_tree` on the way out; what could not be removed is logged as a
+    """A fresh private folder in the temporary directory, its path resolved (no link in it: walks from ``/``
+    hold), removed with :func:`remove_tree` on the way out; what could not be removed is logged as a
     ``scratch_not_removed`` warning, never raised (unlike ``tempfile.TemporaryDirectory``, whose cleanup
     recurses and raises on what agents leave)."""
     path = Path(tempfile.mkdtemp(prefix=prefix)).resolve()
