@@ -3,6 +3,7 @@ plugin manager and a phase context laid out like the runner's)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,7 @@ def test_artifacts_are_this_phases_conversation(agent_driver, make_phase_ctx):
     (logs / "gripprobe-warmup-bbb" / "events.jsonl").write_text("{}\n")
     assert agent_driver.artifacts(ctx) == {"conversation.jsonl": logs / "gripprobe-warmup-bbb" / "conversation.jsonl",
                                            "events.jsonl": logs / "gripprobe-warmup-bbb" / "events.jsonl"}
-    assert find_conversation(ctx.home, "measured") == logs / "gripprobe-measured-aaa" / "conversation.jsonl"
+    assert find_conversation(replace(ctx, phase="measured")) == logs / "gripprobe-measured-aaa" / "conversation.jsonl"
 
 
 def test_parse_reads_the_kept_conversation_and_the_final_text(agent_driver, make_phase_ctx, tmp_path):
