@@ -27,6 +27,7 @@ class TestContinueContract(DriverContract):
     What is particular to cn end to end is in test_e2e.py."""
 
     kept_files = (SESSION_ARTIFACT, LOG_ARTIFACT)
+    kept_paths = ("home/.continue/sessions/0b5e2a7c-1d2e-4f3a-8b9c-0d1e2f3a4b5c.json", "home/.continue/logs/cn.log")
     e2e_tests = ("shell_pwd", "save_file")
 
 

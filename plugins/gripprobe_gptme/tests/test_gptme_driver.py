@@ -26,6 +26,8 @@ class TestGptmeContract(DriverContract):
     (the other two formats end to end: test_gptme_e2e.py)."""
 
     kept_files = (CONVERSATION_ARTIFACT, EVENTS_ARTIFACT)
+    kept_paths = ("home/.local/share/gptme/logs/gripprobe-measured-0123456789ab/conversation.jsonl",
+                  "home/.local/share/gptme/logs/gripprobe-measured-0123456789ab/events.jsonl")
     e2e_tests = ("shell_pwd", "save_file")
     e2e_format = "tool"
 
