@@ -5,7 +5,9 @@ name that is not UTF-8, a 1 GB file or 100,000 files, and under ``--sandbox none
 be changing them. So after a phase the harness copies only what validators and reports need, walking
 by directory file descriptor (``O_NOFOLLOW``: a path swapped for a symlink mid-walk is not followed),
 opening only regular files (``O_NONBLOCK``: a FIFO never blocks it), within size and count caps.
-Symlinks, FIFOs, sockets and devices are listed, never recreated.
+Symlinks, FIFOs, sockets and devices are listed, never recreated. The files a driver asks to keep
+(:func:`keep_files`) come only from the phase's own folders, reached with no symlink followed in any
+component of their path (:mod:`gripprobe_core.agentfiles`); what is refused is listed.
 
 case.json records the sha256 of every evidence file (:func:`evidence_digests`); ``rebuild-reports
 --recompute`` checks them (:func:`verify_evidence`) and a case whose evidence changed becomes
