@@ -1,4 +1,4 @@
-"""Attack 13: kept files through a symlinked folder. A real opencode, driven by its model, replaced its
+"""Attack 16: kept files through a symlinked folder. A real opencode, driven by its model, replaced its
 log folder with a symlink to a host folder, and the harness copied a host file into the case's
 artifacts. Here the agent does the same to every folder the harness keeps files from — a log folder and
 an XDG folder in HOME, a folder in TMPDIR, one in the workspace, and (measured phase, where it can) its

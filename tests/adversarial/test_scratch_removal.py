@@ -1,4 +1,4 @@
-"""Attack 14: scratch that resists removal. The agent leaves, in its HOME, TMPDIR and workspace, a
+"""Attack 17: scratch that resists removal. The agent leaves, in its HOME, TMPDIR and workspace, a
 3,000-deep folder chain, chmod-000 folders, names that are not text, FIFOs and a socket, a fake API key
 in HOME; the script it leaves for the command_output validator does the same in the validator's scratch
 copy and HOME. A recursive removal raised RecursionError here: the case was HARNESS_ERROR, `gripprobe

@@ -1,4 +1,4 @@
-# Attack 14, scratch that resists removal: in its HOME, its TMPDIR and its workspace the agent leaves a
+# Attack 17, scratch that resists removal: in its HOME, its TMPDIR and its workspace the agent leaves a
 # 3,000-deep folder chain (a path far past PATH_MAX: built by descriptor, as a recursive remover would
 # need 3,000 frames and 3,000 descriptors to walk it), chmod-000 folders holding files, names that are
 # not text (0xff, a newline, an escape, 255 bytes), FIFOs and a socket; a fake API key in HOME. It

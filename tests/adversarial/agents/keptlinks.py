@@ -1,4 +1,4 @@
-# Attack 13, kept files through a symlinked folder (what a real opencode did to its log folder): the
+# Attack 16, kept files through a symlinked folder (what a real opencode did to its log folder): the
 # folders the harness keeps files from — in HOME (a log folder, an XDG folder), in TMPDIR, in the
 # workspace — are replaced by symlinks to a host folder (CONFIG safe_root + /linkhost, laid out by the
 # test with a canary at every path the harness would reach through the link). In the measured phase it
