@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gripprobe_core.runner.evidence import (
-    CopyLimits, _key, copy_file, copy_workspace, display_name, evidence_digests, verify_evidence,
+    CopyLimits, _key, copy_workspace, display_name, evidence_digests, verify_evidence,
 )
 
 
@@ -80,16 +80,18 @@ def test_a_file_that_grows_past_its_cap_is_cut_and_marked(tmp_path):
     assert listing.entries[0]["size"] == 100 and "truncated" not in listing.entries[0]
 
 
-def test_copy_file_refuses_symlinks_fifos_and_missing(tmp_path):
-    (tmp_path / "real").write_text("session")
-    os.symlink("/etc/hostname", tmp_path / "link")
-    os.mkfifo(tmp_path / "fifo")
-    assert copy_file(tmp_path / "real", tmp_path / "out" / "a")
-    assert (tmp_path / "out" / "a").read_text() == "session"
-    assert not copy_file(tmp_path / "link", tmp_path / "out" / "b")
-    assert not copy_file(tmp_path / "fifo", tmp_path / "out" / "c")  # returns at once: never blocks
-    assert not copy_file(tmp_path / "missing", tmp_path / "out" / "d")
-    assert sorted(os.listdir(tmp_path / "out")) == ["a"]
+def test_a_workspace_swapped_for_a_link_is_not_copied(tmp_path):
+    """Unsandboxed, an agent can replace its workspace (or a folder above it) with a link to a host folder."""
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "hello.txt").write_text("hello world\n")
+    (tmp_path / "phase").mkdir()
+    os.symlink(host, tmp_path / "phase" / "ws")
+    os.symlink(tmp_path / "phase", tmp_path / "alias")
+    for src in (tmp_path / "phase" / "ws", tmp_path / "alias" / "ws"):
+        listing = copy_workspace(src, tmp_path / "copy")
+        assert listing.error and "symlink_in_path" in listing.error and listing.files == 0
+        assert os.listdir(tmp_path / "copy") == []
 
 
 def _case(tmp_path: Path) -> Path:

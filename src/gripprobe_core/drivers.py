@@ -10,7 +10,8 @@ A phase, as the runner drives it (docs/architecture.md)::
     driver.environment(ctx)    env vars for the agent; writes its config files under ctx.home
     driver.command(ctx)        the command line (and stdin)
     ... the agent runs, sandboxed ...
-    driver.artifacts(ctx)      files to keep (session logs ...): copied by the harness, then
+    driver.artifacts(ctx)      files to keep (session logs ...): copied by the harness, from the
+                               phase's own folders only, never through a link; then
     driver.parse(ctx, capture) → Transcript(events, final_text)
 
 ``driver.route`` says whether the agent can be pointed at the recording proxy, ``driver.markers`` lists
@@ -77,9 +78,16 @@ class AgentDriver(Protocol):
         """Can this agent be pointed at an arbitrary base URL (the recording proxy's)?"""
         ...
 
-    def artifacts(self, ctx: PhaseContext) -> Mapping[str, Path]:
-        """Files the agent left outside stdout/stderr that parsing needs, by name (called after it exited).
-        The harness copies each (regular files only) into the case's artifacts as ``<phase>.<name>``."""
+    def artifacts(self, ctx: PhaseContext) -> Mapping[str, Path | bytes]:
+        """Files the agent left outside stdout/stderr that parsing needs, by name (called after it exited);
+        the harness keeps each as ``<phase>.<name>`` in the case's artifacts.
+
+        A path is kept only when it lies in the phase's workspace, HOME (XDG folders included) or TMPDIR
+        and is a regular file reached from there with no symlink in any component; anything else is
+        refused and listed (``<phase>.context.json`` → ``kept_refused``, a ``kept_file_refused`` warning),
+        never followed. ``bytes`` are kept as they are: a copy the driver derived itself (read with
+        :func:`gripprobe_core.plugin.read_agent_file`, e.g. a log with the API key redacted). Never write
+        into the agent's folders here (find with :func:`~gripprobe_core.plugin.find_agent_files`)."""
         ...
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
@@ -134,7 +142,7 @@ class BaseAgentDriver:
     def route(self, agent: CliAgentSpec, backend: BackendSpec) -> RouteDecision:
         return RouteDecision(True)
 
-    def artifacts(self, ctx: PhaseContext) -> Mapping[str, Path]:
+    def artifacts(self, ctx: PhaseContext) -> Mapping[str, Path | bytes]:
         return {}
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:

@@ -23,7 +23,8 @@ An agent plugin registers a driver::
     def register_agents(register):
         register(MyDriver())
 
-Groups below: hooks and drivers; what a phase is made of; specs, events and results; parsing helpers;
+Groups below: hooks and drivers; what a phase is made of; specs, events and results; the agent's files
+(read and found without following a link); parsing helpers;
 oracle dialects (how the oracle speaks to an agent); validators, challenges, evaluators.
 """
 
@@ -45,6 +46,8 @@ from .models.specs import (
     TOOL_KINDS, BackendSpec, CliAgentSpec, ModelSpec, ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell,
     ReferenceWrite, TestSpec,
 )
+# ------------------------------------------------------------- the agent's files (never through a link)
+from .agentfiles import find_agent_files, read_agent_file
 # ---------------------------------------------------------------------------------- parsing helpers
 from .jsonl import json_lines
 from .proxy.text_tools import TextToolCall, find_text_tool_calls, scan_text_tool_calls
@@ -77,7 +80,7 @@ __all__ = [
     "ToolsDialect",
     "Transcript", "Turn", "UserError", "Validator", "ValidatorContext", "ValidatorResult", "Verdict",
     "WrapperParseError", "accepts_type", "action_kind", "canonical_key", "describe_action", "detect_retry_loop",
-    "fill_required", "find_param", "find_text_tool_calls", "hookimpl", "iso", "json_lines", "known_content",
+    "fill_required", "find_agent_files", "find_param", "find_text_tool_calls", "hookimpl", "iso", "json_lines", "known_content",
     "mapping", "message_text", "norm", "number", "parse_chat_request", "parse_responses_request",
-    "scan_text_tool_calls", "shell_command_for", "text", "tool_attempts", "utc_now_iso",
+    "read_agent_file", "scan_text_tool_calls", "shell_command_for", "text", "tool_attempts", "utc_now_iso",
 ]

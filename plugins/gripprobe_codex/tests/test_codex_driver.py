@@ -28,6 +28,7 @@ class TestCodexContract(DriverContract):
     file; end to end, a shell test and a write (apply_patch) against the oracle."""
 
     kept_files = (ROLLOUT_ARTIFACT,)
+    kept_paths = ("home/.codex/sessions/2026/01/02/rollout-2026-01-02T03-04-05-0b5e2a7c.jsonl",)
     e2e_tests = ("shell_pwd", "save_file")
 
 

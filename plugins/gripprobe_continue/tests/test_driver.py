@@ -13,7 +13,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from gripprobe_continue import config
-from gripprobe_continue.plugin import LOG_ARTIFACT, SESSION_ARTIFACT, write_redacted_log
+from gripprobe_continue.plugin import LOG_ARTIFACT, SESSION_ARTIFACT, redacted_log
 from gripprobe_core.plugin import GENERIC_TOOL_NAMES, BackendSpec, PhaseCapture, ProcessResult, WrapperParseError
 from gripprobe_core.testing import DriverContract
 
@@ -27,6 +27,7 @@ class TestContinueContract(DriverContract):
     What is particular to cn end to end is in test_e2e.py."""
 
     kept_files = (SESSION_ARTIFACT, LOG_ARTIFACT)
+    kept_paths = ("home/.continue/sessions/0b5e2a7c-1d2e-4f3a-8b9c-0d1e2f3a4b5c.json", "home/.continue/logs/cn.log")
     e2e_tests = ("shell_pwd", "save_file")
 
 
@@ -115,12 +116,12 @@ def _home_with_run(ctx, *, key_in_log: str) -> None:
 def test_artifacts_newest_session_and_redacted_log(agent_driver, make_phase_ctx):
     ctx = make_phase_ctx(api_key=SECRET)
     _home_with_run(ctx, key_in_log=SECRET)
+    before = sorted(p.relative_to(ctx.home) for p in ctx.home.rglob("*"))
     found = agent_driver.artifacts(ctx)
     assert found["session.json"].name == "22222222-new.json"
-    log = found["cn.log"]
-    assert log.parent == ctx.home / ".continue" / "logs" and log.name != "cn.log"
-    text = log.read_text()
+    text = found["cn.log"].decode("utf-8")  # the redacted copy, as bytes: HOME is never written to
     assert SECRET not in text and text.count("[REDACTED]") == 2 and len(text.splitlines()) == 2
+    assert sorted(p.relative_to(ctx.home) for p in ctx.home.rglob("*")) == before
 
 
 def test_artifacts_when_cn_left_nothing(agent_driver, phase_ctx):
@@ -170,13 +171,27 @@ def test_failed_run_without_session_gives_the_stderr_error(agent_driver, phase_c
         tmp_path, status="timeout", exit_code=None, session=bad, stderr=stderr)).events) == 1
 
 
-def test_redacted_log_never_opens_a_fifo_or_follows_a_symlink(tmp_path):
-    """cn.log is agent-written: a FIFO there must not block the harness, a symlink must not leak a file."""
-    fifo, link, real = tmp_path / "fifo.log", tmp_path / "link.log", tmp_path / "cn.log"
-    os.mkfifo(fifo)
-    os.symlink("/etc/hostname", link)
-    real.write_text("key sk-secret\n")
-    assert write_redacted_log(fifo, None) is None
-    assert write_redacted_log(link, None) is None
-    out = write_redacted_log(real, "sk-secret")
-    assert out is not None and "sk-secret" not in out.read_text()
+def test_redacted_log_never_opens_a_fifo_or_follows_a_symlink(make_phase_ctx, tmp_path):
+    """cn.log is agent-written: a FIFO there must not block the harness, a symlink (the log, or its logs
+    folder) must not leak a host file, and nothing is written beside it."""
+    ctx = make_phase_ctx(api_key="sk-secret")
+    logs = ctx.home / ".continue" / "logs"
+    logs.mkdir(parents=True)
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "cn.log").write_text("host canary\n")
+    os.mkfifo(logs / "cn.log")
+    assert redacted_log(ctx) is None
+    (logs / "cn.log").unlink()
+    os.symlink(host / "cn.log", logs / "cn.log")
+    assert redacted_log(ctx) is None
+    (logs / "cn.log").unlink()
+    logs.rmdir()
+    os.symlink(host, logs)
+    assert redacted_log(ctx) is None
+    assert sorted(os.listdir(host)) == ["cn.log"], "written through the linked logs folder"
+    logs.unlink()
+    logs.mkdir()
+    (logs / "cn.log").write_text("key sk-secret\n")
+    out = redacted_log(ctx)
+    assert out is not None and b"sk-secret" not in out and os.listdir(logs) == ["cn.log"]

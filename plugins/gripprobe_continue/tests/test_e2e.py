@@ -131,5 +131,5 @@ def test_workspace_dotenv_cannot_redirect_the_agent(agent_driver, agent_install,
     assert all(r["authorized"] for r in requests)
     found = agent_driver.artifacts(ctx)
     assert found["session.json"].parent == ctx.home / ".continue" / "sessions"
-    assert SECRET not in found["cn.log"].read_text()
+    assert SECRET.encode() not in found["cn.log"]
     assert not Path("/nonexistent/elsewhere").exists()

@@ -3,6 +3,7 @@ plugin manager and a phase context laid out like the runner's)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,8 @@ class TestGptmeContract(DriverContract):
     (the other two formats end to end: test_gptme_e2e.py)."""
 
     kept_files = (CONVERSATION_ARTIFACT, EVENTS_ARTIFACT)
+    kept_paths = ("home/.local/share/gptme/logs/gripprobe-measured-0123456789ab/conversation.jsonl",
+                  "home/.local/share/gptme/logs/gripprobe-measured-0123456789ab/events.jsonl")
     e2e_tests = ("shell_pwd", "save_file")
     e2e_format = "tool"
 
@@ -83,7 +86,7 @@ def test_artifacts_are_this_phases_conversation(agent_driver, make_phase_ctx):
     (logs / "gripprobe-warmup-bbb" / "events.jsonl").write_text("{}\n")
     assert agent_driver.artifacts(ctx) == {"conversation.jsonl": logs / "gripprobe-warmup-bbb" / "conversation.jsonl",
                                            "events.jsonl": logs / "gripprobe-warmup-bbb" / "events.jsonl"}
-    assert find_conversation(ctx.home, "measured") == logs / "gripprobe-measured-aaa" / "conversation.jsonl"
+    assert find_conversation(replace(ctx, phase="measured")) == logs / "gripprobe-measured-aaa" / "conversation.jsonl"
 
 
 def test_parse_reads_the_kept_conversation_and_the_final_text(agent_driver, make_phase_ctx, tmp_path):

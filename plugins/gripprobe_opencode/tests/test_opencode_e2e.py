@@ -29,6 +29,7 @@ class TestOpencodeContract(DriverContract):
     ``e2e`` tests below read the contract's own run (``contract_run``) for what is particular to opencode."""
 
     kept_files = (LOG_ARTIFACT,)
+    kept_paths = ("home/.local/share/opencode/log/2026-01-02T030405.log",)
     e2e_tests = TESTS
 
     @pytest.mark.e2e

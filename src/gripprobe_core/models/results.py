@@ -246,3 +246,8 @@ class CaseResult(_M):
     evidence: dict[str, str] | None = Field(
         default=None, description="sha256 of every evidence file (path relative to the case directory), "
                                   "checked by rebuild-reports --recompute (artifact_tampered).")
+    warnings: list[str] = Field(
+        default_factory=list, description="What went wrong around the case without deciding its verdict, one "
+                                          "classified line each: `kept_file_refused: …` (a file the driver asked to "
+                                          "keep was not kept: a symlink in its path …), `scratch_not_removed: …` "
+                                          "(part of the phase folders could not be deleted).")

@@ -7,8 +7,6 @@ pure function. Disk work and the validators (which may run commands) leave the e
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +15,7 @@ from typing import Any
 from ..evaluator import EvaluationInputs
 from ..models.results import CaseResult, ProcessResult, TelemetrySummary, ValidatorResult, Verdict
 from ..store import atomic_write_json, atomic_write_text, flush_folder
+from ..store.trees import remove_tree
 from ..telemetry.summary import summarize_phase
 from ..telemetry.usage import combine
 from ..timeutil import utc_now_iso
@@ -70,13 +69,15 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
             phases.append(await run_phase(case, run, phase, case_dir))
             if phases[-1].harness_error:
                 break
-    finally:
-        await asyncio.to_thread(remove_tree, run.scratch / case.case_id)  # homes may hold keys: never kept
+    finally:  # homes may hold keys: never kept, and nothing the agent left there stops the removal
+        left = await asyncio.to_thread(remove_tree, run.scratch / case.case_id)
     judged = await asyncio.to_thread(judge, case, run, phases[-1], case_dir)
     last = phases[-1].record
+    warnings = [w for p in phases for w in p.warnings] + [f"scratch_not_removed: {problem}" for problem in left]
     res = result(phases=[p.record for p in phases], validators=judged.validators, verdict=judged.verdict,
                  telemetry=last.summary, harness_error=judged.harness_error,
-                 sandbox=resolve_sandbox(case.sandbox).kind, usage=combine(p.record.usage for p in phases))
+                 sandbox=resolve_sandbox(case.sandbox).kind, usage=combine(p.record.usage for p in phases),
+                 warnings=warnings)
     await asyncio.to_thread(write_case, case_dir, res, durable=run.settings.durable)
     return res
 
@@ -132,21 +133,6 @@ def judge(case: PlannedCase, run: ActiveRun, last: PhaseResult, case_dir: Path) 
                              backend_unreachable=backend_was_unreachable(rec, case_dir / "artifacts"),
                              budget_exceeded=budget_was_exceeded(rec))
     return Judgement(validators, verdict, last.harness_error or error)
-
-
-def remove_tree(path: Path) -> None:
-    """Remove an agent's scratch tree, even where it took away its own permissions (chmod 000)."""
-    def fix(func: Any, p: str, _exc: Any) -> None:
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            if os.path.isdir(p) and not os.path.islink(p):
-                os.chmod(p, 0o700)
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                func(p)
-        except OSError:
-            pass
-    shutil.rmtree(path, onerror=fix)
 
 
 def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False, durable: bool = True) -> None:

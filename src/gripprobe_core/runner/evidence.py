@@ -5,7 +5,9 @@ name that is not UTF-8, a 1 GB file or 100,000 files, and under ``--sandbox none
 be changing them. So after a phase the harness copies only what validators and reports need, walking
 by directory file descriptor (``O_NOFOLLOW``: a path swapped for a symlink mid-walk is not followed),
 opening only regular files (``O_NONBLOCK``: a FIFO never blocks it), within size and count caps.
-Symlinks, FIFOs, sockets and devices are listed, never recreated.
+Symlinks, FIFOs, sockets and devices are listed, never recreated. The files a driver asks to keep
+(:func:`keep_files`) come only from the phase's own folders, reached with no symlink followed in any
+component of their path (:mod:`gripprobe_core.agentfiles`); what is refused is listed.
 
 case.json records the sha256 of every evidence file (:func:`evidence_digests`); ``rebuild-reports
 --recompute`` checks them (:func:`verify_evidence`) and a case whose evidence changed becomes
@@ -20,8 +22,11 @@ import os
 import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from ..agentfiles import Refused, locate, open_agent_file
+from ..phase import PhaseContext
+from ..store.trees import open_dir
 from ..textsafe import safe_name
 
 MAX_FILE_BYTES = 32 * 1024 * 1024
@@ -123,9 +128,9 @@ def copy_workspace(src: Path, dst: Path, limits: CopyLimits | None = None) -> Co
     listing = CopyListing(root=display_name(str(src)), limits=limits or CopyLimits())
     dst.mkdir(parents=True, exist_ok=True)
     try:
-        root_fd = os.open(src, _DIR_FLAGS)
-    except OSError as exc:
-        listing.error = f"workspace not readable: {exc.strerror or type(exc).__name__}"
+        root_fd = open_dir(src)  # from /, no component followed: the agent cannot swap its workspace for a link
+    except Refused as exc:
+        listing.error = f"workspace not readable: {exc.reason}: {display_name(exc.where)}"
         return listing
     try:
         _walk(root_fd, "", dst, 0, listing)
@@ -210,21 +215,75 @@ def _copy_one(dir_fd: int, name: str, rel: str, st: os.stat_result, dst_dir: Pat
     listing.entries.append(entry)
 
 
-def copy_file(src: Path, dst: Path, limit: int = MAX_FILE_BYTES) -> bool:
-    """Copy one agent-written file (a session log ...) if it is a regular file, not following a final
-    symlink and never opening a FIFO; False when there was nothing safe to copy."""
+@dataclass
+class KeptFiles:
+    """What the keep step did with what a driver's ``artifacts(ctx)`` named."""
+
+    files: dict[str, Path] = field(default_factory=dict)
+    """Copies in the case's artifacts, by the driver's name."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Where each kept file came from: ``home/…``, ``workspace/…``, ``tmpdir/…`` (``bytes`` for bytes)."""
+    refused: list[dict[str, str]] = field(default_factory=list)
+    """``{name, path, reason}`` of every entry not kept (outside the phase's folders, a symlink in the way …)."""
+
+
+def _plain_name(name: object) -> bool:
+    return isinstance(name, str) and bool(name) and name not in (".", "..") and "/" not in name and "\x00" not in name
+
+
+def keep_files(ctx: PhaseContext, wanted: Mapping[Any, Any], into: Path, limit: int = MAX_FILE_BYTES) -> KeptFiles:
+    """Keep what a driver's ``artifacts(ctx)`` named, as ``into/<phase>.<name>``: a path only when it lies
+    in the phase's workspace, HOME or TMPDIR and is a regular file reached from there with no symlink
+    followed in any component (:func:`gripprobe_core.agentfiles.open_agent_file`), at most ``limit``
+    bytes; ``bytes`` as they are (a driver's own derived copy, e.g. a redacted log). Everything else is
+    refused and listed, never raised."""
+    kept = KeptFiles()
+    for name, src in wanted.items():
+        shown = display_name(str(src)) if not isinstance(src, (bytes, bytearray)) else "bytes"
+        if not _plain_name(name):
+            kept.refused.append({"name": display_name(str(name)), "path": shown, "reason": "bad_name"})
+            continue
+        dst = into / f"{ctx.phase}.{name}"
+        if isinstance(src, (bytes, bytearray)):
+            try:
+                _write_new(dst, bytes(src[:limit]))
+            except OSError as exc:
+                kept.refused.append({"name": name, "path": shown, "reason": f"write_failed: {exc.strerror}"})
+                continue
+            kept.files[name], kept.sources[name] = dst, "bytes"
+            continue
+        if not isinstance(src, (str, os.PathLike)):
+            kept.refused.append({"name": name, "path": shown, "reason": "not_a_path"})
+            continue
+        try:
+            label, _folder, names = locate(ctx, src)
+            fd = open_agent_file(ctx, src)
+        except Refused as exc:
+            kept.refused.append({"name": name, "path": shown, "reason": exc.reason, "at": display_name(exc.where)})
+            continue
+        except OSError as exc:
+            kept.refused.append({"name": name, "path": shown, "reason": f"unreadable: {exc.strerror}"})
+            continue
+        try:
+            into.mkdir(parents=True, exist_ok=True)
+            _copy_fd(fd, dst, 0o644, limit)
+        except OSError as exc:
+            kept.refused.append({"name": name, "path": shown, "reason": f"copy_failed: {exc.strerror}"})
+            continue
+        finally:
+            os.close(fd)
+        kept.files[name] = dst
+        kept.sources[name] = display_name("/".join([label, *names]))
+    return kept
+
+
+def _write_new(dst: Path, data: bytes) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
-        fd = os.open(src, _FILE_FLAGS)
-    except OSError:
-        return False
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        _copy_fd(fd, dst, 0o644, limit)
-        return True
-    except OSError:
-        return False
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
     finally:
         os.close(fd)
 

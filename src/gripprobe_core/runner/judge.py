@@ -41,14 +41,19 @@ def proxy_record_name(phase: str) -> str:
     return f"proxy.{phase}.http.jsonl"
 
 
-def phase_context_record(ctx: PhaseContext, *, kept: list[str], harness_error: str | None = None) -> dict[str, Any]:
-    """What ``<phase>.context.json`` holds (enough, with the artifacts, to rebuild ``ctx``)."""
+def phase_context_record(ctx: PhaseContext, *, kept: list[str], harness_error: str | None = None,
+                         sources: dict[str, str] | None = None, refused: list[dict[str, str]] | None = None
+                         ) -> dict[str, Any]:
+    """What ``<phase>.context.json`` holds (enough, with the artifacts, to rebuild ``ctx``): ``extra`` names
+    the kept files, ``kept_from`` where each came from (``home/…``, ``workspace/…``, ``tmpdir/…``, or
+    ``bytes``), ``kept_refused`` what the driver named that was not kept, and why."""
     return {
         "phase": ctx.phase, "prompt": ctx.prompt, "workspace": str(ctx.workspace), "home": str(ctx.home),
         "tmpdir": str(ctx.tmpdir), "base_url": ctx.base_url, "model_name": ctx.model_name,
         "timeout_s": ctx.timeout_s,
         "agent_executable": str(ctx.agent_executable) if ctx.agent_executable else None,
-        "extra": sorted(kept), "harness_error": harness_error,
+        "extra": sorted(kept), "kept_from": dict(sorted((sources or {}).items())),
+        "kept_refused": list(refused or []), "harness_error": harness_error,
     }
 
 

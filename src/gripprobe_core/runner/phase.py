@@ -35,9 +35,10 @@ from ..models.specs import TestSpec
 from ..phase import AgentCommand, Phase, PhaseCapture, PhaseContext
 from ..runvalues import render_test, template_vars
 from ..store import atomic_write_json, atomic_write_text
+from ..store.trees import remove_tree
 from ..telemetry.summary import summarize_phase
 from .env import base_env, make_phase_dirs
-from .evidence import LISTING, copy_file, copy_workspace
+from .evidence import LISTING, KeptFiles, copy_workspace, keep_files
 from .judge import (
     Derived, derive_telemetry, phase_context_name, phase_context_record, proxy_evidence, proxy_record_name,
 )
@@ -63,6 +64,8 @@ class PhaseResult:
     challenge_requests: list[dict[str, Any]] = field(default_factory=list)
     harness_error: str | None = None
     """Set when the phase could not run at all (a forced proxy that was not available)."""
+    warnings: list[str] = field(default_factory=list)
+    """Classified one-liners for case.json ``warnings`` (``kept_file_refused: …``)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ class Collected:
     capture: PhaseCapture
     probe: BackendProbe | None
     requests: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
 
 
 async def run_phase(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Path) -> PhaseResult:
@@ -123,6 +127,7 @@ async def prepare(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Pat
         servers.push_async_callback(challenge.stop)
         facts = dict(challenge.facts)
     test = render_test(case.test, template_vars(run.values, workspace=workspace, challenge_facts=facts))
+    await asyncio.to_thread(_fresh_folder, scratch)
     await asyncio.to_thread(_lay_out, workspace, test, case_dir if phase == "measured" else None)
 
     endpoint = await backend.open(BackendPhase(
@@ -179,6 +184,14 @@ def reachable_ports(base_url: str, *, proxied: bool, challenge: ChallengeServer 
     if challenge is not None and (cport := loopback_port(challenge.url)) is not None:
         ports.add(cport)
     return ports, None
+
+
+def _fresh_folder(scratch: Path) -> None:
+    """The phase's own folder, made now: whatever was there (an unsandboxed warmup agent may have planted
+    links where the measured phase's HOME will be) goes first, so config files are never written through it."""
+    remove_tree(scratch)
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    scratch.mkdir(mode=0o700)
 
 
 def _lay_out(workspace: Path, test: TestSpec, keep_prompt_in: Path | None) -> None:
@@ -279,15 +292,17 @@ async def collect(setup: PhaseSetup, run: ActiveRun, process: ProcessResult, pro
     ctx = setup.ctx
     requests = list(setup.challenge.requests) if setup.challenge is not None else []
     kept_names = dict(await asyncio.to_thread(setup.driver.artifacts, ctx) or {})
-    files = await asyncio.to_thread(_keep, ctx, case_dir, requests if setup.challenge is not None else None,
-                                    kept_names)
+    kept = await asyncio.to_thread(_keep, ctx, case_dir, requests if setup.challenge is not None else None,
+                                   kept_names)
     capture = PhaseCapture(stdout_path=case_dir / f"{ctx.phase}.stdout", stderr_path=case_dir / f"{ctx.phase}.stderr",
-                           process=process, files=files)
-    return Collected(capture, probe, requests)
+                           process=process, files=kept.files)
+    warnings = [f"kept_file_refused: {ctx.phase} {r['name']}: {r['reason']}" + (f" at {r['at']}" if r.get("at") else "")
+                for r in kept.refused if r["reason"] != "missing"]  # a log the agent never wrote is no news
+    return Collected(capture, probe, requests, warnings)
 
 
 def _keep(ctx: PhaseContext, case_dir: Path, requests: list[dict[str, Any]] | None,
-          wanted: Mapping[str, Any]) -> dict[str, Path]:
+          wanted: Mapping[str, Any]) -> KeptFiles:
     artifacts = ctx.artifacts_dir
     if requests is not None:
         atomic_write_text(artifacts / f"challenge.{ctx.phase}.requests.jsonl",
@@ -295,14 +310,11 @@ def _keep(ctx: PhaseContext, case_dir: Path, requests: list[dict[str, Any]] | No
     if ctx.phase == "measured":
         listing = copy_workspace(ctx.workspace, case_dir / "workspace")
         atomic_write_json(artifacts / LISTING, listing.as_json(), sync=False)
-    files: dict[str, Path] = {}
-    for name, src in wanted.items():
-        dst = artifacts / f"{ctx.phase}.{name}"
-        if copy_file(Path(src), dst):  # agent-written: never a symlink followed, a FIFO opened
-            files[str(name)] = dst
-    atomic_write_json(artifacts / phase_context_name(ctx.phase), phase_context_record(ctx, kept=list(files)),
+    kept = keep_files(ctx, wanted, artifacts)  # only from the phase's own folders, never through a link
+    atomic_write_json(artifacts / phase_context_name(ctx.phase),
+                      phase_context_record(ctx, kept=list(kept.files), sources=kept.sources, refused=kept.refused),
                       sync=False)
-    return files
+    return kept
 
 
 # --------------------------------------------------------------------------------------------- parse
@@ -314,7 +326,8 @@ async def parse(setup: PhaseSetup, run: ActiveRun, collected: Collected, case_di
     record = PhaseRecord(phase=ctx.phase, process=collected.capture.process, summary=derived.summary,
                          usage=derived.usage, proxy=setup.proxy.describe(), challenge=dict(setup.facts),
                          backend_probe=collected.probe)
-    return PhaseResult(record, derived.events, ctx.workspace, setup.facts, collected.requests)
+    return PhaseResult(record, derived.events, ctx.workspace, setup.facts, collected.requests,
+                       warnings=collected.warnings)
 
 
 def _derive(setup: PhaseSetup, run: ActiveRun, collected: Collected) -> Derived:

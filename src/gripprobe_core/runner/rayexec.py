@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,6 +34,7 @@ from ..errors import UserError
 from ..models.results import Attempt, CaseResult, Placement
 from ..store import RunFolder, atomic_write_bytes
 from ..store.archive import ArchiveError, pack_case, unpack_case
+from ..store.trees import scratch_folder
 from .executors import case_failed, guarded_case, run_each, write_not_run
 from .matrix import PlannedCase
 from .settings import ActiveRun, RunSettings
@@ -168,8 +168,7 @@ def run_job(job: CaseJob) -> Delivery:
 
     node = _node_facts()
     plugins = _worker_plugins()
-    with tempfile.TemporaryDirectory(prefix=f"gripprobe-{job.run_id}-") as tmp:
-        root = Path(tmp)
+    with scratch_folder(f"gripprobe-{job.run_id}-") as root:  # agents' homes: removed whatever they hold
         (root / "scratch").mkdir()
 
         def open_run(installed: dict) -> ActiveRun:

@@ -9,6 +9,7 @@ for the writes and does not make a finished run incomplete.
 from __future__ import annotations
 
 import asyncio
+import logging
 import platform
 import signal
 import tempfile
@@ -22,11 +23,14 @@ from ..models.results import CaseResult
 from ..pluginmanager import GripProbePluginManager
 from ..runvalues import make_run_values
 from ..store import RunFolder, allocate_run_dir, atomic_write_json
+from ..store.trees import remove_tree, scratch_folder
 from ..timeutil import utc_now_iso
 from .eventloop import StopSignals, Terminated, loop_name
 from .executors import Executor, LocalExecutor
 from .matrix import PlannedCase
 from .settings import ActiveRun, RunSettings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -97,8 +101,8 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
     cases = [c.settle(proxy_mode=settings.proxy_mode, sandbox=settings.sandbox, token_budget=settings.token_budget)
              for c in cases]
     results: list[CaseResult] = []
-    with tempfile.TemporaryDirectory(prefix=f"gripprobe-{run_id}-") as scratch:
-        run = ActiveRun(id=run_id, folder=folder, plugins=plugins, values=values, scratch=Path(scratch),
+    with scratch_folder(f"gripprobe-{run_id}-") as scratch:  # agents' homes: removed whatever they hold
+        run = ActiveRun(id=run_id, folder=folder, plugins=plugins, values=values, scratch=scratch,
                         settings=settings)
 
         def manifest(status: str, finished_at: str | None = None) -> dict:
@@ -180,8 +184,6 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
     (written last, atomically) reads back with the same key; any other leftovers of a planned case (a
     run killed mid-case) are removed before it runs again, so every case ends up exactly once.
     """
-    import shutil
-
     from ..errors import UserError
     from ..store.layout import read_case
 
@@ -202,8 +204,9 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
         if res is not None and res.key == case.key:
             done += 1
             continue
-        if case_dir.exists():
-            shutil.rmtree(case_dir)  # a case killed mid-run: its partial artifacts go, the case runs again
+        if case_dir.exists():  # a case killed mid-run: its partial artifacts go, the case runs again
+            for problem in remove_tree(case_dir):
+                log.warning("warning: case folder not removed: %s", problem)
         todo.append(case)
     by_id = {case.case_id: case for case in cases}
     old_ids = [p.get("case_id") for p in manifest.get("planned") or [] if isinstance(p, dict)]
@@ -235,7 +238,6 @@ def planned_keys(manifest: dict) -> list:
 
 def _remove_stale_work_dirs(run_id: str) -> None:
     """Scratch folders (agent homes) a killed run left in the temp directory."""
-    import shutil
-
     for d in Path(tempfile.gettempdir()).glob(f"gripprobe-{run_id}-*"):
-        shutil.rmtree(d, ignore_errors=True)
+        for problem in remove_tree(d):
+            log.warning("warning: scratch_not_removed: %s", problem)

@@ -1,4 +1,5 @@
-"""Results on disk (SPEC §7): run directories, atomic writes, reading cases back, checking results paths."""
+"""Files on disk: results (SPEC §7: run directories, atomic writes, reading cases back, checking results
+paths), and the trees agents leave (``trees``: opened without following a link, removed without recursion)."""
 
 from .files import NotRegularFile, read_regular
 from .layout import (

@@ -9,11 +9,15 @@
 
 The agent comes from the ``gripprobe_agent`` ini option (see :mod:`gripprobe_core.testing.pytest_plugin`).
 The unit part checks the driver's shape, its environment and command, that parsing never raises anything
-but ``WrapperParseError`` on arbitrary bytes, its tool names and dialects. The end-to-end part (marked
+but ``WrapperParseError`` on arbitrary bytes, its tool names and dialects, and that the files it keeps
+never follow a link: at every folder on the way to each file its ``artifacts`` keeps (:attr:`kept_paths`,
+and whatever it names in a fresh phase) the contract plants a symlink to a host folder holding a canary,
+runs the harness's keep step and the driver's ``parse``, and fails when the canary was kept or anything
+was written into the host folder. The end-to-end part (marked
 ``e2e``) installs the agent at its pinned version and runs it through the real ``gripprobe run`` against
 the oracle: ``oracle-perfect`` must PASS and ``oracle-lazy`` must be NO_TOOL_CALL on :attr:`e2e_tests`;
 for an agent whose tool calls are structured with ids, the driver must report exactly the calls the
-oracle asked for.
+oracle asked for; and the same link check at the very places the real agent left the files it kept.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ class DriverContract:
 
     kept_files: ClassVar[tuple[str, ...]] = ()
     """Names of the files the driver's ``artifacts`` asks to keep; the parse tests feed them random bytes."""
+    kept_paths: ClassVar[tuple[str, ...]] = ()
+    """Where the agent leaves the files ``artifacts`` keeps, relative to the phase: ``home/…``, ``workspace/…``
+    or ``tmpdir/…`` (``home/.local/share/myagent/log/run.log``), for the measured phase. The link check plants
+    a symlinked folder at each level of each; files ``artifacts`` names in a fresh phase are checked too."""
     e2e_tests: ClassVar[tuple[str, ...]] = ("shell_pwd",)
     """Tests run end to end against oracle-perfect (PASS) and oracle-lazy (NO_TOOL_CALL)."""
     e2e_format: ClassVar[str | None] = None
@@ -118,6 +126,19 @@ class DriverContract:
         for name, dialect in dict(agent_driver.oracle_dialects()).items():
             assert isinstance(name, str) and name and isinstance(dialect, Dialect), name
 
+    # ---------------------------------------------------------------------------- kept files, links
+
+    def test_kept_files_never_follow_a_link(self, agent_driver: Any, agent_spec: Any, tmp_path: Path) -> None:
+        """A symlink to a host folder at any folder on the way to a kept file (or the file itself): nothing
+        from the host folder is kept or parsed, nothing is written into it. Without links, every file of
+        :attr:`kept_paths` is kept (so the check can fail)."""
+        named = _named_in_a_fresh_phase(agent_driver, agent_spec, tmp_path / "fresh")
+        samples = {rel: _sample(rel) for rel in sorted({*self.kept_paths, *named})}
+        if self.kept_files and not samples:
+            pytest.fail("the driver keeps files (kept_files) but the contract does not know where its agent leaves "
+                        "them: set kept_paths (e.g. 'home/.myagent/session.jsonl')", pytrace=False)
+        check_kept_files_never_follow_a_link(agent_driver, agent_spec, samples, tmp_path)
+
     # --------------------------------------------------------------------------------- end to end
 
     @pytest.fixture(scope="class")
@@ -162,6 +183,145 @@ class DriverContract:
                        if isinstance(e.payload.get("arguments"), dict)}
             assert want and touched == want, (case_dir.name, touched, want)
             assert {e.status for e in results} == {"success"}, case_dir.name
+
+    @pytest.mark.e2e
+    def test_kept_files_of_a_real_run_never_follow_a_link(self, contract_run: Path, agent_driver: Any,
+                                                          agent_spec: Any, tmp_path: Path) -> None:
+        """The link check at the places the real agent left the files the run kept (``kept_from`` in its
+        ``measured.context.json``), each with the real content."""
+        import json
+
+        checked = 0
+        for ctx_file in sorted((contract_run / "cases").glob("*__oracle-perfect__*/artifacts/measured.context.json")):
+            record = json.loads(ctx_file.read_bytes())
+            samples = {rel: (ctx_file.parent / f"measured.{name}").read_bytes()
+                       for name, rel in (record.get("kept_from") or {}).items()
+                       if rel != "bytes" and "\\" not in rel}  # a name shown escaped cannot be replayed exactly
+            if samples:  # one case at a time: a driver may keep only the newest of several sessions
+                check_kept_files_never_follow_a_link(agent_driver, agent_spec, samples, tmp_path / f"case{checked}")
+                checked += 1
+        if not checked:
+            pytest.skip("the real run kept no file from the agent's folders")
+
+
+# ------------------------------------------------------------------------------- the link check
+
+LINK_CANARY = "gpcanary-contract-host-7c1d9e"
+
+
+def _sample(rel: str) -> bytes:
+    """What a planted file holds: one JSON line naming where it is (a driver may look inside)."""
+    return f'{{"gripprobe_contract": "{rel}"}}\n'.encode()
+
+
+def _named_in_a_fresh_phase(driver: Any, agent: Any, base: Path) -> set[str]:
+    """The files ``artifacts`` names in a fresh phase (after ``environment``), as ``home/…`` paths."""
+    from ..agentfiles import locate
+    from ..store.trees import Refused
+    from .helpers import phase_context
+
+    ctx = phase_context(base, agent)
+    driver.environment(ctx)
+    out = set()
+    for src in dict(driver.artifacts(ctx) or {}).values():
+        if isinstance(src, (str, os.PathLike)):
+            try:
+                label, _folder, names = locate(ctx, src)
+            except Refused:
+                continue
+            if names:
+                out.add("/".join([label, *names]))
+    return out
+
+
+def check_kept_files_never_follow_a_link(driver: Any, agent: Any, samples: dict[str, bytes], base: Path) -> None:
+    """The link check of :class:`DriverContract` for ``samples`` (``home/…`` path → content): first with no
+    link (every sample's content must be kept), then once per folder level of each sample path (and the
+    file itself) replaced by a symlink to a host folder that mirrors what lies below it, with a canary."""
+    control = _keep_and_parse(driver, agent, samples, base / "control", link=None)
+    missing = [rel for rel, data in samples.items() if not any(data.strip() in kept for kept in control.kept)]
+    assert not missing, f"without any link the driver did not keep {missing}: is kept_paths where its agent leaves them?"
+    n = 0
+    for rel in samples:
+        parts = rel.split("/")
+        for level in range(2, len(parts) + 1):
+            n += 1
+            got = _keep_and_parse(driver, agent, samples, base / f"planted{n}", link="/".join(parts[:level]))
+            leaked = [name for name, data in got.kept_by_name.items() if LINK_CANARY.encode() in data]
+            assert not leaked, f"with {got.link} a symlink to a host folder, the driver kept its canary as {leaked}"
+            assert LINK_CANARY not in got.parsed, f"with {got.link} a symlink, parse read the host folder"
+            assert got.host_after == got.host_before, (
+                f"with {got.link} a symlink to a host folder, something was written into it: "
+                f"{sorted(set(got.host_after.items()) ^ set(got.host_before.items()))}")
+
+
+class _Outcome:
+    def __init__(self, link: str | None) -> None:
+        self.link = link
+        self.kept: list[bytes] = []
+        self.kept_by_name: dict[str, bytes] = {}
+        self.parsed = ""
+        self.host_before: dict[str, bytes | None] = {}
+        self.host_after: dict[str, bytes | None] = {}
+
+
+def _host_tree(root: Path) -> dict[str, bytes | None]:
+    out: dict[str, bytes | None] = {}
+    for d, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(d) / name
+            out[str(p.relative_to(root))] = p.read_bytes() if p.is_file() and not p.is_symlink() else None
+    return out
+
+
+def _keep_and_parse(driver: Any, agent: Any, samples: dict[str, bytes], base: Path, link: str | None) -> _Outcome:
+    """One phase: environment, the agent's files laid out (``link``: that folder a symlink to a host folder
+    mirroring what lies below it, canary inside), then ``artifacts``, the harness's keep step, ``parse``."""
+    import shutil
+
+    from ..agentfiles import phase_dirs
+    from ..errors import WrapperParseError
+    from ..phase import PhaseCapture
+    from ..runner.evidence import keep_files
+    from .helpers import phase_context
+
+    ctx = phase_context(base / "phase", agent)
+    driver.environment(ctx)
+    roots = {label: Path(p) for label, p in phase_dirs(ctx).items()}
+    host = base / "host"
+    host.mkdir(parents=True)
+    for rel, data in samples.items():
+        label, *names = rel.split("/")
+        target = roots[label].joinpath(*names)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        if link is not None and (rel + "/").startswith(link + "/"):
+            mirrored = host.joinpath(*rel[len(link):].strip("/").split("/")) if rel != link else host / "file"
+            mirrored.parent.mkdir(parents=True, exist_ok=True)
+            mirrored.write_bytes(data.rstrip(b"\n") + f"\n{LINK_CANARY}\n".encode())
+    out = _Outcome(link)
+    if link is not None:
+        label, *names = link.split("/")
+        planted = roots[label].joinpath(*names)
+        if planted.is_dir() and not planted.is_symlink():
+            shutil.rmtree(planted)
+        else:
+            planted.unlink()
+        os.symlink(host / "file" if link in samples else host, planted)
+    out.host_before = _host_tree(host)
+    kept = keep_files(ctx, dict(driver.artifacts(ctx) or {}), ctx.artifacts_dir)
+    out.kept_by_name = {name: path.read_bytes() for name, path in kept.files.items()}
+    out.kept = list(out.kept_by_name.values())
+    bare = _capture(base / "capture", b"", b"", {})
+    capture = PhaseCapture(stdout_path=bare.stdout_path, stderr_path=bare.stderr_path, process=bare.process,
+                           files=kept.files)
+    try:
+        transcript = driver.parse(ctx, capture)
+        out.parsed = repr([e.model_dump(mode="json") for e in transcript.events]) + repr(transcript.final_text)
+    except WrapperParseError:
+        pass
+    out.host_after = _host_tree(host)
+    return out
 
 
 def _capture(d: Path, stdout: bytes, stderr: bytes, files: dict[str, bytes]) -> Any:

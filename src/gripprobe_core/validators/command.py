@@ -21,6 +21,7 @@ from pydantic import Field
 from .context import ValidatorContext
 from ..models.results import ValidatorResult
 from ..runvalues import render
+from ..store.trees import scratch_folder
 from . import (
     ExpectedRef, Options, WorkspacePath, agent_workspace, clip, invalid_options, normalize_text, parse_options,
     render_path, resolve_expected, variables, with_options, workspace_directory,
@@ -47,9 +48,9 @@ class CommandOutputOptions(Options):
 def _run(argv: list[str], workspace: Path, cwd_rel: PurePosixPath, timeout_s: float,
          sandbox: Any = None, seen_at: str | None = None) -> tuple[int | None, str, str]:
     """(exit code or None on timeout, stdout, problem) — the whole process group dies on timeout."""
-    with tempfile.TemporaryDirectory(prefix="gripprobe-validate-") as scratch, \
-            tempfile.TemporaryFile() as out:
-        home, work = Path(scratch) / "home", Path(scratch) / "workspace"
+    # the agent's code runs here and may leave any tree (3,000 deep, chmod 000): removed without recursion
+    with scratch_folder("gripprobe-validate-") as scratch, tempfile.TemporaryFile() as out:
+        home, work = scratch / "home", scratch / "workspace"
         home.mkdir()
         shutil.copytree(workspace, work, symlinks=True)
         cwd = work / cwd_rel

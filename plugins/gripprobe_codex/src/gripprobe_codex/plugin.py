@@ -14,7 +14,7 @@ from typing import Callable
 
 from gripprobe_core.plugin import (
     AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, PhaseCapture, PhaseContext, Transcript,
-    WrapperParseError, hookimpl,
+    WrapperParseError, find_agent_files, hookimpl,
 )
 
 from . import EXECUTABLE, NAME, NPM_PACKAGE, PINNED_VERSION
@@ -47,7 +47,7 @@ class CodexDriver(BaseAgentDriver):
                              "-C", str(ctx.workspace), "--", ctx.prompt])
 
     def artifacts(self, ctx: PhaseContext) -> dict[str, Path]:
-        rollout = find_rollout(ctx.home)
+        rollout = find_rollout(ctx)
         return {ROLLOUT_ARTIFACT: rollout} if rollout is not None else {}
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
@@ -66,14 +66,11 @@ def register_agents(register: Callable[[AgentDriver], None]) -> None:
     register(CodexDriver())
 
 
-def find_rollout(home: Path) -> Path | None:
-    """The newest ``rollout-*.jsonl`` under ``$CODEX_HOME/sessions`` (one per phase: HOME is fresh).
+def find_rollout(ctx: PhaseContext) -> Path | None:
+    """The newest ``rollout-*.jsonl`` under ``$CODEX_HOME/sessions`` (one per phase: HOME is fresh);
+    a symlink is never walked through.
 
     Paths are ``YYYY/MM/DD/rollout-<YYYY-MM-DDTHH-MM-SS>-<thread id>.jsonl``, so the last in name order
     is the newest."""
-    sessions = codex_home(home) / "sessions"
-    if not sessions.is_dir():
-        return None
-    found = sorted((p for p in sessions.glob("*/*/*/rollout-*.jsonl") if p.is_file()),
-                   key=lambda p: (p.parent.as_posix(), p.name))
-    return found[-1] if found else None
+    found = find_agent_files(ctx, codex_home(ctx.home) / "sessions", "*/*/*/rollout-*.jsonl")
+    return max(found, key=lambda p: (p.parent.as_posix(), p.name)) if found else None

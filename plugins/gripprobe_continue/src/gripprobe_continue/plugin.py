@@ -9,13 +9,12 @@ timed by the (redacted) log; see :mod:`.parse` and :mod:`.config`.
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 from typing import Callable
 
 from gripprobe_core.plugin import (
     AgentCommand, AgentDriver, BaseAgentDriver, Event, InstallRecipe, PhaseCapture, PhaseContext,
-    Transcript, WrapperParseError, hookimpl,
+    Transcript, WrapperParseError, find_agent_files, hookimpl, read_agent_file,
 )
 
 from . import config
@@ -26,9 +25,8 @@ PACKAGE = "@continuedev/cli"
 VERSION = "1.5.47"
 EXECUTABLE = "cn"
 SESSION_ARTIFACT = "session.json"
+#: Kept as a redacted copy (the original holds the API key), made by the driver, never written into HOME.
 LOG_ARTIFACT = "cn.log"
-#: The redacted log copy written next to cn.log after the run (the original holds the API key).
-REDACTED_LOG_NAME = "cn.redacted.log"
 #: At most this much of the log is kept (verbose logs every streamed chunk).
 LOG_COPY_LIMIT = 8 * 1024 * 1024
 
@@ -51,12 +49,14 @@ class ContinueDriver(BaseAgentDriver):
         return AgentCommand([ctx.executable(ctx.agent.executable), *ctx.agent.default_args, "-p", "--auto",
                              "--verbose", "--config", str(config.config_path(ctx.home)), "--", ctx.prompt])
 
-    def artifacts(self, ctx: PhaseContext) -> dict[str, Path]:
-        found: dict[str, Path] = {}
-        session = newest_session(config.sessions_dir(ctx.home))
+    def artifacts(self, ctx: PhaseContext) -> dict[str, Path | bytes]:
+        """The newest session file (a path: the harness copies it, never through a link) and the log,
+        redacted here and kept as bytes: nothing is written into the agent's HOME."""
+        found: dict[str, Path | bytes] = {}
+        session = newest_session(ctx)
         if session is not None:
             found[SESSION_ARTIFACT] = session
-        redacted = write_redacted_log(config.log_path(ctx.home), ctx.api_key)
+        redacted = redacted_log(ctx)
         if redacted is not None:
             found[LOG_ARTIFACT] = redacted
         return found
@@ -101,43 +101,31 @@ def register_agents(register: Callable[[AgentDriver], None]) -> None:
 # ---------------------------------------------------------------------------------------- helpers
 
 
-def newest_session(sessions: Path) -> Path | None:
-    """The most recently written ``<uuid>.json`` in ``sessions`` (not the ``sessions.json`` index)."""
-    try:
-        candidates = [p for p in sessions.glob("*.json") if p.name != "sessions.json" and p.is_file()]
-    except OSError:
-        return None
-    if not candidates:
-        return None
-    return max(candidates, key=lambda p: (p.stat().st_mtime_ns, p.name))
+def newest_session(ctx: PhaseContext) -> Path | None:
+    """The most recently written ``<uuid>.json`` under ``$CONTINUE_GLOBAL_DIR/sessions`` (not the
+    ``sessions.json`` index); a symlink or a FIFO is never a candidate."""
+    candidates = []
+    for p in find_agent_files(ctx, config.sessions_dir(ctx.home), "*.json"):
+        if p.name == "sessions.json":
+            continue
+        try:
+            candidates.append((os.lstat(p).st_mtime_ns, p.name, p))
+        except OSError:
+            continue
+    return max(candidates)[2] if candidates else None
 
 
-def write_redacted_log(log: Path, api_key: str | None) -> Path | None:
-    """Write a redacted copy of ``cn.log`` beside it (first :data:`LOG_COPY_LIMIT` bytes); its path or None.
+def redacted_log(ctx: PhaseContext) -> bytes | None:
+    """``cn.log``'s first :data:`LOG_COPY_LIMIT` bytes (cut at a line end) with the API key redacted, or
+    None when there is no log that can be reached safely (a FIFO, a link anywhere on its path, missing).
 
-    The verbose log prints the model config, key included, so the original never leaves HOME.
-    """
-    try:  # the agent wrote it: a regular file only, never a FIFO (it would block) or a symlink out of HOME
-        fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+    The verbose log prints the model config, key included, so the original never leaves HOME; the
+    redacted copy is returned, not written: nothing is ever written into the agent's folders after it ran."""
+    data = read_agent_file(ctx, config.log_path(ctx.home), LOG_COPY_LIMIT)
+    if data is None:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(LOG_COPY_LIMIT)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     cut = data.rfind(b"\n") + 1 if len(data) == LOG_COPY_LIMIT else len(data)
-    text = redact_text(data[:cut].decode("utf-8", "replace"), (api_key,) if api_key else ())
-    target = log.with_name(REDACTED_LOG_NAME)
-    try:
-        target.write_text(text, encoding="utf-8")
-    except OSError:
-        return None
-    return target
+    return redact_text(data[:cut].decode("utf-8", "replace"), (ctx.api_key,) if ctx.api_key else ()).encode("utf-8")
 
 
 def _read(path: Path | None) -> bytes:

@@ -13,13 +13,14 @@ speaks gptme's three tool formats through the driver's dialects (:mod:`gripprobe
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 from typing import Callable
 
 from gripprobe_core.plugin import (
     AgentCommand, AgentDriver, BaseAgentDriver, Dialect, InstallRecipe, PhaseCapture, PhaseContext,
-    Transcript, hookimpl,
+    Transcript, find_agent_files, hookimpl,
 )
 
 from . import NAME, PINNED_VERSION
@@ -59,12 +60,11 @@ class GptmeDriver(BaseAgentDriver):
             "--workspace", str(ctx.workspace), *ctx.agent.default_args, "--", ctx.prompt])
 
     def artifacts(self, ctx: PhaseContext) -> dict[str, Path]:
-        conversation = find_conversation(ctx.home, ctx.phase)
+        conversation = find_conversation(ctx)
         if conversation is None:
             return {}
         out = {CONVERSATION_ARTIFACT: conversation}
-        events = conversation.parent / EVENTS_ARTIFACT
-        if events.is_file():
+        for events in find_agent_files(ctx, conversation.parent, EVENTS_ARTIFACT):
             out[EVENTS_ARTIFACT] = events
         return out
 
@@ -85,12 +85,13 @@ def conversation_name(phase: str) -> str:
     return f"{NAME_PREFIX}-{phase}-{uuid.uuid4().hex[:12]}"
 
 
-def find_conversation(home: Path, phase: str) -> Path | None:
+def find_conversation(ctx: PhaseContext) -> Path | None:
     """The phase's ``conversation.jsonl`` under ``$GPTME_LOGS_HOME`` (the newest of this phase's
-    names, should there be several), None when gptme wrote none."""
-    root = logs_home(home)
-    try:
-        found = [p for p in root.glob(f"{NAME_PREFIX}-{phase}-*/conversation.jsonl") if p.is_file()]
-    except OSError:
-        return None
-    return max(found, key=lambda p: p.stat().st_mtime, default=None)
+    names, should there be several), None when gptme wrote none; a symlink is never walked through."""
+    found = []
+    for p in find_agent_files(ctx, logs_home(ctx.home), f"{NAME_PREFIX}-{ctx.phase}-*/conversation.jsonl"):
+        try:
+            found.append((os.lstat(p).st_mtime, p))
+        except OSError:
+            continue
+    return max(found)[1] if found else None

@@ -14,7 +14,7 @@ from typing import Callable
 
 from gripprobe_core.plugin import (
     AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, PhaseCapture, PhaseContext, Transcript,
-    WrapperParseError, hookimpl,
+    WrapperParseError, find_agent_files, hookimpl,
 )
 
 from . import NAME, PINNED_VERSION
@@ -46,8 +46,7 @@ class OpencodeDriver(BaseAgentDriver):
                             stdin=prompt.encode("utf-8"))
 
     def artifacts(self, ctx: PhaseContext) -> dict[str, Path]:
-        log_dir = Path(ctx.xdg["XDG_DATA_HOME"]) / "opencode" / "log"
-        logs = sorted(log_dir.glob("*.log")) if log_dir.is_dir() else []
+        logs = find_agent_files(ctx, Path(ctx.xdg["XDG_DATA_HOME"]) / "opencode" / "log", "*.log")  # no link walked
         return {LOG_ARTIFACT: logs[-1]} if logs else {}
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
