@@ -36,6 +36,7 @@ def summarize_phase(
     proxy_skip_reason: str | None = "disabled",
     proxy_structured_count: int | None = None,
     proxy_nonstructured_count: int = 0,
+    proxy_orphan_result_count: int = 0,
     backend_tool_unsupported: bool = False,
     capture_skip_reason: str | None = None,
     wire_witnessed: bool = False,
@@ -45,7 +46,9 @@ def summarize_phase(
     ``observability`` is what the agent's outputs can show (``AgentInfo.observability``);
     ``capture_missing``: required telemetry artifacts were not produced or are unreadable;
     ``parse_error``: a parser raised ``WrapperParseError``; ``proxy_*``: the phase proxy's outcome
-    (``proxy_structured_count`` None means "count the tier-A starts" when the proxy collected);
+    (``proxy_structured_count`` None means "count the tier-A starts" when the proxy collected;
+    ``proxy_orphan_result_count``: results the agent sent that answer no call a model made, which the proxy's
+    tier A already left out);
     ``wire_witnessed``: every real tool call of this agent and format travels structured on the wire
     (``AgentInfo.wire_formats``), so when the proxy watched the phase (collected, or ran and saw no traffic
     at all) only calls tier A saw can count as run.
@@ -90,6 +93,7 @@ def summarize_phase(
         telemetry_retry_loop_detected=detect_retry_loop(events),
         telemetry_tool_call_without_result_count=sum(1 for a in attempts if a.requested_only),
         telemetry_tool_call_unwitnessed_count=unwitnessed,
+        telemetry_tool_result_orphan_count=max(0, int(proxy_orphan_result_count or 0)),
         telemetry_backend_tool_unsupported=bool(backend_tool_unsupported),
         telemetry_protocol_structured_count=proxy_structured_count,
         tool_event_verdict=verdict,
