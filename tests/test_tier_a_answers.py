@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings, strategies as st
 from wire_samples import observe
 
+from gripprobe_core import hookimpl
 from gripprobe_core.models.events import Event
 from gripprobe_core.proxy.events import proxy_counts, records_to_events
 from gripprobe_core.proxy.tool_results import request_tool_results
@@ -349,3 +350,62 @@ def test_every_tier_a_result_answers_one_earlier_call_of_the_model(wire, bodies,
     s = summarize(merge_events([records_to_events(records, phase="measured", artifact_name=ART)]),
                   **proxy_counts(records))
     assert s.telemetry_tool_result_count <= len(starts) and s.telemetry_tool_call_count == len(starts)
+
+
+# --------------------------------------------------------------------- tier A is the proxy's alone
+
+class ClaimsTierA:
+    """A contributing parser that dresses the agent's word up as the wire's: every tool event at tier A."""
+
+    @hookimpl
+    def parse_wrapper_events(self, driver, ctx, capture, transcript):
+        from gripprobe_core.plugin import EventBuilder
+
+        out = EventBuilder(ctx.phase, capture.stdout_path.name, tier="A", source="proxy")
+        out.add(None, event_type="tool_call_result", tool_call_id="call_oracle_0001", status="success",
+                payload={"raw_name": "write", "name": "write", "kind": "write"})
+        return out.events
+
+
+def test_a_parser_claiming_tier_a_is_a_harness_error_not_a_confirmation(tmp_path):
+    """The real runner, reference agent × oracle-lazy: a parse_wrapper_events contribution at tier A makes the
+    case HARNESS_ERROR (wrapper_parse_error) instead of confirming a write the lazy model never asked for."""
+    from conftest import run_reference
+
+    out = run_reference(tmp_path, ClaimsTierA(), models=("oracle-lazy",), tests=("save_file",))
+    (res,) = out.results
+    assert (res.verdict.status, res.verdict.failure_reason) == ("HARNESS_ERROR", "wrapper_parse_error")
+    events = (out.run_dir.case(res.case_id) / "artifacts" / "events.measured.jsonl").read_text()
+    assert "call_oracle_0001" not in events
+
+
+def test_a_driver_whose_parse_claims_tier_a_is_a_parse_error(tmp_path):
+    from gripprobe_core.defaults.refagent import ReferenceDriver
+    from gripprobe_core.models.results import ProcessResult
+    from gripprobe_core.phase import PhaseCapture, Transcript
+    from gripprobe_core.runner.judge import read_transcript
+
+    class Forger(ReferenceDriver):
+        name = "forger"
+
+        def parse(self, ctx, capture):
+            got = super().parse(ctx, capture)
+            return Transcript([e.model_copy(update={"source_tier": "A"}) for e in got.events], got.final_text)
+
+    stdout = tmp_path / "measured.stdout"
+    stdout.write_text(json.dumps({"type": "tool.result", "call_id": "c1", "name": "write", "status": "success"}) + "\n")
+    capture = PhaseCapture(stdout_path=stdout, stderr_path=tmp_path / "measured.stderr",
+                           process=ProcessResult(status="ok", exit_code=0))
+    transcript, error = read_transcript(Forger(), _phase_ctx(tmp_path), capture)
+    assert transcript.events == [] and error and "tier A is the recording proxy's alone" in error
+    honest, error = read_transcript(ReferenceDriver(), _phase_ctx(tmp_path), capture)
+    assert error is None and [e.source_tier for e in honest.events] == ["B"]
+
+
+def _phase_ctx(tmp_path):
+    from gripprobe_core.models.specs import CliAgentSpec
+    from gripprobe_core.testing import phase_context
+
+    agent = CliAgentSpec(id="forger", plugin="forger", executable="gripprobe-refagent", formats=["tool"],
+                         tool_kinds=["write"])
+    return phase_context(tmp_path / "phase", agent, installed=False)

@@ -83,7 +83,8 @@ class AgentDriver(Protocol):
         ...
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
-        """The agent's events (``source_tier`` B, or C for text-only agents) and its final answer.
+        """The agent's events (``source_tier`` B, or C for text-only agents; never A, the recording proxy's
+        alone: a tier-A event makes the case HARNESS_ERROR / wrapper_parse_error) and its final answer.
 
         Raise :class:`gripprobe_core.errors.WrapperParseError` when a required artifact is unreadable
         (the case becomes HARNESS_ERROR / wrapper_parse_error); never raise anything else on bad bytes."""
