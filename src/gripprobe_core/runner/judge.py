@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..drivers import AgentDriver
+from ..drivers import AgentDriver, off_wire_reason
 from ..errors import WrapperParseError
 from ..evaluator import EvaluationInputs
 from ..hooks import Hooks
@@ -163,7 +163,8 @@ def derive_telemetry(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, captu
         e.error_type == "backend_tool_unsupported" for e in events)
     summary = summarize_phase(
         events, observability=driver.observability, capture_missing=not capture.stdout_path.exists(),
-        parse_error=parse_error is not None, **proxy_kw, wire_witnessed=ctx.format in driver.wire_formats,
+        parse_error=parse_error is not None, **proxy_kw,
+        wire_witnessed=off_wire_reason(driver, ctx.format) is None,
     )
     if parse_error:
         summary.telemetry_capture_skip_reason = "wrapper_parse_error"

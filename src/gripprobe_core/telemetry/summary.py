@@ -49,9 +49,9 @@ def summarize_phase(
     (``proxy_structured_count`` None means "count the tier-A starts" when the proxy collected;
     ``proxy_orphan_result_count``: results the agent sent that answer no call a model made, which the proxy's
     tier A already left out);
-    ``wire_witnessed``: every real tool call of this agent and format travels structured on the wire
-    (``AgentInfo.wire_formats``), so when the proxy watched the phase (collected, or ran and saw no traffic
-    at all) only calls tier A saw can count as run.
+    ``wire_witnessed``: every real tool call of this agent and format travels structured on the wire (the
+    format is not in the driver's ``calls_off_wire``), so when the proxy watched the phase (collected, or ran
+    and saw no traffic at all) only calls tier A saw can count as run.
     """
     attempts = tool_attempts(events)
     executed = [a for a in attempts if a.executed]
