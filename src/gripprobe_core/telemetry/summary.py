@@ -14,9 +14,15 @@ from ..models.results import EventCaptureStatus, ProxyStatus, TelemetrySummary, 
 from .attempts import ToolAttempt, detect_retry_loop, tool_attempts
 from .merge import merge_events
 
-__all__ = ["TIER_CONFIDENCE", "detect_retry_loop", "merge_events", "summarize_phase"]
+__all__ = ["TIER_CONFIDENCE", "UPSTREAM_REASONS", "detect_retry_loop", "merge_events", "summarize_phase"]
 
 Observability = Literal["structured", "markers", "none"]
+
+#: Why a proxy that ran and recorded every exchange still reports ``error``: an exchange failed upstream
+#: (``gripprobe_core.proxy.server.UPSTREAM_ERRORS``). Every byte the agent received went through the proxy's
+#: observer, so its record still holds every call the model sent: the wire still witnesses the phase.
+UPSTREAM_REASONS: frozenset[str] = frozenset({"proxy_connect_error", "upstream_reset", "upstream_malformed",
+                                              "upstream_timeout"})
 
 #: telemetry_invoked_confidence by the tier of the best claim that a tool ran.
 TIER_CONFIDENCE: dict[str, float] = {"A": 1.0, "B": 0.9, "C": 0.7, "D": 0.3, "none": 0.0}
@@ -50,13 +56,15 @@ def summarize_phase(
     ``proxy_orphan_result_count``: results the agent sent that answer no call a model made, which the proxy's
     tier A already left out);
     ``wire_witnessed``: every real tool call of this agent and format travels structured on the wire (the
-    format is not in the driver's ``calls_off_wire``), so when the proxy watched the phase (collected, or ran
-    and saw no traffic at all) only calls tier A saw can count as run.
+    format is not in the driver's ``calls_off_wire``), so when the proxy watched the phase (collected; ran and
+    saw no traffic at all; or ran and an exchange failed upstream, :data:`UPSTREAM_REASONS`) only calls tier A
+    saw can count as run.
     """
     attempts = tool_attempts(events)
     executed = [a for a in attempts if a.executed]
     unwitnessed = 0
-    proxy_watched = proxy_status == "collected" or (proxy_status == "skipped" and proxy_skip_reason == "capture_missing")
+    proxy_watched = (proxy_status == "collected" or (proxy_status == "skipped" and proxy_skip_reason == "capture_missing")
+                     or (proxy_status == "error" and proxy_skip_reason in UPSTREAM_REASONS))
     if wire_witnessed and proxy_watched:  # the proxy ran; a model call it did not see did not happen
         seen = [a for a in executed if a.start is not None and a.start.source_tier == "A"]
         unwitnessed, executed = len(executed) - len(seen), seen
