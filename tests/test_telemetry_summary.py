@@ -296,11 +296,26 @@ def test_a_reported_call_the_wire_never_carried_confirms_nothing() -> None:
         assert (s.tool_event_verdict, s.tool_event_verdict_reason) == ("tool_event_inconclusive",
                                                                        "source_parse_inconclusive")
         assert s.telemetry_tool_call_unwitnessed_count == 1 and s.telemetry_invoked_confidence == 0.0
-    # the same claim stands where the proxy could not watch, or the agent's calls need not travel the wire
+    # a proxy that ran and saw an exchange fail upstream still relayed (and recorded) every byte the agent got
+    for reason in ("upstream_timeout", "upstream_reset", "upstream_malformed", "proxy_connect_error"):
+        s = summarize(claimed, wire_witnessed=True, proxy_status="error", proxy_skip_reason=reason)
+        assert (s.tool_event_verdict, s.tool_event_verdict_reason) == ("tool_event_inconclusive", "proxy_error")
+        assert s.telemetry_tool_call_unwitnessed_count == 1 and s.telemetry_invoked_confidence == 0.0
+    # the same claim stands where the proxy could not watch (never ran, or its records were cut to metadata),
+    # or the agent's calls need not travel the wire
     for kw in ({"wire_witnessed": True, "proxy_status": "skipped", "proxy_skip_reason": "disabled"},
+               {"wire_witnessed": True, "proxy_status": "error", "proxy_skip_reason": "proxy_bind_error"},
+               {"wire_witnessed": True, "proxy_status": "error", "proxy_skip_reason": "capture_missing"},
                {"wire_witnessed": False, "proxy_status": "collected"}):
         s = summarize(claimed, **kw)
         assert s.tool_event_verdict == "confirmed_tool_use" and s.telemetry_tool_call_unwitnessed_count == 0
+
+
+def test_the_upstream_reasons_are_the_proxys() -> None:
+    from gripprobe_core.proxy.server import UPSTREAM_ERRORS
+    from gripprobe_core.telemetry.summary import UPSTREAM_REASONS
+
+    assert UPSTREAM_REASONS == UPSTREAM_ERRORS
 
 
 def test_a_call_the_wire_carried_is_confirmed_by_the_agents_result() -> None:

@@ -95,9 +95,10 @@ def test_responses_results_pair_by_call_id_with_error_status():
     assert {e.payload["name"] for e in generic if e.tool_call_id == "call_19f644bbda"} == {"apply_patch"}
     assert starts["call_19f644bbda"].payload["call_kind"] == "custom"
     assert starts["call_19f644bbda"].payload["arguments"].startswith("*** Begin Patch")
-    # a result whose call the proxy never saw is still evidence that the tool ran
-    orphan = results["call_ec528305f9"]
-    assert orphan.status == "error" and orphan.parent_id is None and orphan.payload["raw_name"] == "exec_command"
+    # a result whose call no response of the phase carried answers nothing: no event, only counted (the
+    # request's own function_call item naming it is the agent's word, not the model's)
+    assert "call_ec528305f9" not in results and "call_ec528305f9" not in starts
+    assert proxy_counts([first, second, third])["proxy_orphan_result_count"] == 1
 
 
 def test_ollama_results_without_ids_pair_with_the_oldest_call_of_that_name():
@@ -120,7 +121,8 @@ def test_errors_http_status_unsupported_and_proxy_errors():
         ("error", "backend_tool_unsupported"), ("error", "http_500"), ("error", "upstream_reset")]
     assert events[1].payload["error"] == "boom" and events[1].payload["http_status"] == 500
     counts = proxy_counts([unsupported, boom, cut])
-    assert counts == {"proxy_structured_count": 0, "proxy_nonstructured_count": 0, "backend_tool_unsupported": True}
+    assert counts == {"proxy_structured_count": 0, "proxy_nonstructured_count": 0, "proxy_orphan_result_count": 0,
+                      "backend_tool_unsupported": True}
 
 
 def test_malformed_arguments_are_marked_for_the_evaluator_but_long_ones_are_not():
@@ -152,8 +154,7 @@ def test_non_model_routes_and_garbage_records_make_no_events_and_never_raise():
                                          "x_gripprobe_tool_results": [None, 3, {"tool_call_id": 5}],
                                          "x_gripprobe_status": "200", "x_gripprobe_timestamp": 12}]
     events = records_to_events(odd, phase="measured", artifact_name=ART)  # type: ignore[arg-type]
-    assert [e.raw_artifact_ref for e in events] == [f"{ART}:5", f"{ART}:5"]
-    assert events[0].event_type == "tool_call_result" and events[0].status == "unknown"
+    assert [(e.event_type, e.raw_artifact_ref) for e in events] == [("model_response", f"{ART}:5")]
     assert proxy_counts(odd) == {"proxy_structured_count": 0, "proxy_nonstructured_count": 0,  # type: ignore[arg-type]
-                                 "backend_tool_unsupported": False}
+                                 "proxy_orphan_result_count": 1, "backend_tool_unsupported": False}
     assert records_to_events([], phase="measured", artifact_name=ART) == []

@@ -16,13 +16,16 @@ A phase, as the runner drives it (docs/architecture.md)::
 
 ``driver.route`` says whether the agent can be pointed at the recording proxy, ``driver.markers`` lists
 tier-C text markers, ``driver.tool_names`` its tool names, ``driver.oracle_dialects`` teaches the oracle
-backend how to speak to it. :class:`BaseAgentDriver` gives every member a sensible default.
+backend how to speak to it, ``driver.calls_off_wire`` names the formats in which the agent's own log may
+confirm a call the wire never carried (none by default), each with the reason. :class:`BaseAgentDriver`
+gives every member a sensible default.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 from .models.results import BackendProbe
@@ -36,9 +39,13 @@ if TYPE_CHECKING:  # pragma: no cover
 Observability = Literal["structured", "markers", "none"]
 
 __all__ = [
-    "AgentDriver", "Backend", "BackendEndpoint", "BackendPhase", "BaseAgentDriver", "ListedModel", "Observability",
-    "ProxyHandle", "ProxyStatus", "ToolCallOutcome", "ToolCallProbe",
+    "EVERY_FORMAT", "AgentDriver", "Backend", "BackendEndpoint", "BackendPhase", "BaseAgentDriver", "ListedModel",
+    "Observability", "ProxyHandle", "ProxyStatus", "ToolCallOutcome", "ToolCallProbe", "calls_off_wire_problems",
+    "off_wire_reason",
 ]
+
+EVERY_FORMAT = "*"
+"""The :attr:`AgentDriver.calls_off_wire` key that stands for every format."""
 
 
 # ------------------------------------------------------------------------------------------ agents
@@ -53,10 +60,17 @@ class AgentDriver(Protocol):
     observability: Observability
     """What its outputs can show: structured tool events (tier B), only text markers (tier C), nothing."""
     install_hint: str
-    wire_formats: tuple[str, ...]
-    """Formats in which every tool call the agent runs is one the model asked for as a structured call
-    on the wire. In them, when the proxy collected the phase's traffic, a call the agent reports that the
-    wire never carried confirms nothing (the agent cannot talk its way to PASS; docs/evaluator.md)."""
+    calls_off_wire: Mapping[str, str]
+    """Formats in which the agent runs tool calls the wire does not carry as structured calls (edits it
+    parses from the reply text, tool blocks written in it), each with the reason, ``{format: reason}``;
+    :data:`EVERY_FORMAT` (``"*"``) for every format. A reason must be a non-empty string: registration and
+    the plugin kit's ``DriverContract`` refuse a blank one.
+
+    Empty (the default) is the safe choice for an agent that runs only the model's structured calls: in
+    every format, when the recording proxy watched the phase, a call the agent's own output (tier B/C)
+    reports confirms tool use only when the model asked for it on the wire, so an agent cannot print its way
+    to PASS (docs/evaluator.md, "Claims the wire contradicts"). In a format listed here the agent's log
+    stands as its word (marked with its tier), because the wire cannot witness those calls."""
     tool_names: ToolNames
     """Its tool names → ``(normalized name, kind)`` (the generic vocabulary plus the agent's own)."""
 
@@ -91,7 +105,8 @@ class AgentDriver(Protocol):
         ...
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
-        """The agent's events (``source_tier`` B, or C for text-only agents) and its final answer.
+        """The agent's events (``source_tier`` B, or C for text-only agents; never A, the recording proxy's
+        alone: a tier-A event makes the case HARNESS_ERROR / wrapper_parse_error) and its final answer.
 
         Raise :class:`gripprobe_core.errors.WrapperParseError` when a required artifact is unreadable
         (the case becomes HARNESS_ERROR / wrapper_parse_error); never raise anything else on bad bytes."""
@@ -122,7 +137,9 @@ class BaseAgentDriver:
     description: str = ""
     observability: Observability = "structured"
     install_hint: str = ""
-    wire_formats: tuple[str, ...] = ()
+    calls_off_wire: Mapping[str, str] = MappingProxyType({})
+    """Empty: in every format, every call the agent reports must be one the wire carried (see
+    :attr:`AgentDriver.calls_off_wire`)."""
     tool_names: ToolNames = GENERIC
     install: InstallRecipe | None = None
     """The agent's pinned install (``InstallRecipe("npm", "my-agent", "1.2.3", "my-agent")``); a cli_agents
@@ -156,6 +173,34 @@ class BaseAgentDriver:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+def off_wire_reason(driver: AgentDriver, fmt: str) -> str | None:
+    """Why the agent's own log may confirm calls the wire never carried in format ``fmt`` (its driver's
+    :attr:`~AgentDriver.calls_off_wire` entry for ``fmt``, else for :data:`EVERY_FORMAT`); None when the wire
+    must witness every call (the default, and the answer for a table that is not a valid one)."""
+    table = getattr(driver, "calls_off_wire", None)
+    if not isinstance(table, Mapping) or calls_off_wire_problems(driver):
+        return None
+    reason = table.get(fmt) or table.get(EVERY_FORMAT)
+    return reason.strip() if isinstance(reason, str) and reason.strip() else None
+
+
+def calls_off_wire_problems(driver: Any) -> list[str]:
+    """What is wrong with a driver's :attr:`~AgentDriver.calls_off_wire` (empty when nothing): it must be a
+    mapping of format names (or ``"*"``) to the reason, a non-empty string, why the agent's own log must
+    confirm calls there. Checked when a plugin registers the driver and by ``DriverContract``."""
+    table: Any = getattr(driver, "calls_off_wire", MappingProxyType({}))
+    if not isinstance(table, Mapping):
+        return [f"calls_off_wire must be a mapping {{format: reason}}, not {type(table).__name__}"]
+    problems = []
+    for fmt, reason in table.items():
+        if not isinstance(fmt, str) or not fmt.strip() or fmt != fmt.strip():
+            problems.append(f"calls_off_wire key {fmt!r} is not a format name (or {EVERY_FORMAT!r} for every format)")
+        elif not isinstance(reason, str) or not reason.strip():
+            problems.append(f"calls_off_wire[{fmt!r}] gives no reason ({reason!r}): say in a sentence why the "
+                            f"agent runs calls the wire does not carry there, or drop the entry")
+    return problems
 
 
 # ---------------------------------------------------------------------------------------- backends

@@ -96,8 +96,10 @@ def parse_wrapper_events(driver: "AgentDriver", ctx: "PhaseContext", capture: "P
 
     Every implementation is called; return ``None`` when there is nothing for you, or a list (possibly
     empty) of events. The core's default plugin ``telemetry`` answers twice: tier C (``driver.markers``
-    applied to stdout/stderr) and tier D (claims in ``transcript.final_text``). Set ``source_tier``,
-    ``source`` and ``raw_artifact_ref``; the runner fills run_id, case_id, phase, sequence and event ids.
+    applied to stdout/stderr) and tier D (claims in ``transcript.final_text``). Set ``source_tier`` (B, C
+    or D: tier A is the recording proxy's alone, and a list holding a tier-A event makes the case
+    HARNESS_ERROR / wrapper_parse_error), ``source`` and ``raw_artifact_ref``; the runner fills run_id,
+    case_id, phase, sequence and event ids.
     Raise :class:`gripprobe_core.errors.WrapperParseError` when an artifact you need is unreadable (the
     case becomes HARNESS_ERROR / wrapper_parse_error). Never raise anything else on bad bytes.
     """

@@ -33,8 +33,8 @@ from __future__ import annotations
 # ------------------------------------------------------------------------------- hooks and drivers
 from . import hookimpl
 from .drivers import (
-    AgentDriver, Backend, BackendEndpoint, BackendPhase, BaseAgentDriver, ListedModel, Observability, ProxyHandle,
-    ProxyStatus, ToolCallProbe,
+    EVERY_FORMAT, AgentDriver, Backend, BackendEndpoint, BackendPhase, BaseAgentDriver, ListedModel, Observability,
+    ProxyHandle, ProxyStatus, ToolCallProbe,
 )
 # ---------------------------------------------------------------------------- what a phase is made of
 from .phase import AgentCommand, InstallRecipe, MarkerPattern, PhaseCapture, PhaseContext, RouteDecision, Transcript
@@ -72,7 +72,7 @@ from .validators.context import Validator, ValidatorContext
 __all__ = [
     "AgentCommand", "AgentDriver", "Backend", "BackendEndpoint", "BackendPhase", "BackendProbe", "BackendSpec",
     "BaseAgentDriver", "COMMAND_PARAMS", "ChallengeFactory", "ChallengeServer", "ChatRequest", "CliAgentSpec",
-    "Dialect", "EvaluationInputs", "Event", "EventBuilder", "GENERIC_TOOL_NAMES", "GripProbeError", "InstallRecipe",
+    "Dialect", "EVERY_FORMAT", "EvaluationInputs", "Event", "EventBuilder", "GENERIC_TOOL_NAMES", "GripProbeError", "InstallRecipe",
     "ListedModel", "MISSING_FILE", "MarkerPattern", "ModelSpec", "Observability", "PATH_PARAMS", "PhaseCapture",
     "PhaseContext", "ProcessResult", "ProxyHandle", "ProxyStatus", "ReferenceAction", "ReferenceEdit",
     "ReferenceRead", "ReferenceShell", "ReferenceWrite", "RouteDecision", "SourcePointer", "TIER_ORDER",

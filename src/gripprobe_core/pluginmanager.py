@@ -204,7 +204,7 @@ class Registry:
 
     @classmethod
     def collect(cls, plugins: GripProbePluginManager) -> "Registry":
-        from .drivers import AgentDriver, Backend
+        from .drivers import AgentDriver, Backend, calls_off_wire_problems
 
         reg = cls()
 
@@ -222,6 +222,10 @@ class Registry:
             if not isinstance(driver, AgentDriver):
                 raise PluginError(f"{owner} registered {driver!r} as an agent driver, but it lacks "
                                   f"{', '.join(_missing(driver, AgentDriver))} (see gripprobe_core.plugin.BaseAgentDriver)")
+            problems = calls_off_wire_problems(driver)
+            if problems:
+                raise PluginError(f"{owner} registered agent driver {driver.name!r}, but its {problems[0]} "
+                                  f"(docs/plugin-guide.md, calls_off_wire)")
             keep("agent", reg.agents, driver.name, driver, owner)
             for name, dialect in dict(driver.oracle_dialects()).items():
                 keep("oracle dialect", reg.dialects, name, dialect, owner)

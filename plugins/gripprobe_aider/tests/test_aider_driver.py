@@ -133,7 +133,8 @@ def test_install_recipe_route_kept_files_and_markers(agent_driver, agent_spec, p
 
 def test_registered_as_a_markers_agent_whose_edit_is_edit_write(agent_driver):
     assert agent_driver.observability == "markers"
-    assert agent_driver.wire_formats == ()  # it sends no structured calls in any format
+    # it sends no structured calls in any format: its own output confirms, and its driver says why
+    assert set(agent_driver.calls_off_wire) == {"*"} and "no tools" in agent_driver.calls_off_wire["*"]
     assert agent_driver.tool_names.normalize("edit") == ("edit", "write")
 
 

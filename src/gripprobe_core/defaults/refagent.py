@@ -2,7 +2,8 @@
 
 It is also the template for agent plugins: a driver says how to start its agent and reads the agent's
 structured output back as tier-B events; everything else keeps :class:`BaseAgentDriver`'s defaults
-(routable to the proxy, no install, no kept files, no markers).
+(routable to the proxy, no install, no kept files, no markers, and no ``calls_off_wire``: it runs only the
+structured calls the model sends, so in every format the wire must witness each call it reports).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ RESULT_STATUSES = ("success", "error", "timeout")
 class ReferenceDriver(BaseAgentDriver):
     name = NAME
     description = "GripProbe's reference agent: an OpenAI tool loop (shell/read/write/edit) with JSON events"
-    wire_formats: tuple[str, ...] = ("tool",)  # it runs only the structured calls the model sends
     install_hint = "ships with gripprobe-core (command: gripprobe-refagent)"
     tool_names = GENERIC  # shell, read, write, edit: the common vocabulary
 

@@ -85,6 +85,9 @@ class TelemetrySummary(_M):
     telemetry_tool_call_unwitnessed_count: int = Field(
         default=0, description="Tool calls the agent reported that the recording proxy never saw the model ask "
                                "for, where every real call travels on the wire (they confirm nothing).")
+    telemetry_tool_result_orphan_count: int = Field(
+        default=0, description="Tool results the agent sent in its requests that answer no call a model response "
+                               "of the phase made (they confirm nothing; docs/telemetry.md).")
     telemetry_backend_tool_unsupported: bool = False
     telemetry_protocol_structured_count: int | None = Field(
         default=None, description="Structured tool calls seen at tier A; None without proxy data.")

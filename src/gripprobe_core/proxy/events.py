@@ -9,12 +9,16 @@
   ``model_response``; payload ``raw_name``, ``name``/``kind`` from
   :meth:`gripprobe_core.telemetry.toolnames.ToolNames.normalize` (the driver's table), ``arguments`` parsed if JSON else the raw
   string); a function call whose arguments are not JSON gets ``error_type: malformed_arguments``;
-* per tool result carried by a LATER request, a ``tool_call_result`` — once per call, however many
-  later requests repeat the conversation. It comes before that request's ``model_response``.
+* per tool result carried by a LATER request that *answers* one of those calls (:class:`_Calls`), a
+  ``tool_call_result`` — once per call, however many later requests repeat the conversation. It comes
+  before that request's ``model_response``.
 
-Results are paired with calls by ``tool_call_id``; a result without an id (Ollama) goes to the oldest
-unanswered call of the same tool name. Tool calls written as text (nonstructured) produce no events:
-they are only counted (:func:`proxy_counts`).
+**Only the model creates calls.** A call exists only when a model *response* of this phase carried it;
+what the agent writes in its request (an assistant ``tool_calls`` message, a ``function_call`` item, a
+``role: tool`` result) never creates one. A result answering no call makes no event: it is only counted
+(:func:`proxy_counts`, ``proxy_orphan_result_count``). Tool calls written as text (nonstructured)
+produce no events either: they are only counted. The rules are in ``docs/telemetry.md``
+("What answers a call").
 """
 
 from __future__ import annotations
@@ -61,15 +65,80 @@ def _parse_arguments(text: Any) -> Any:
         return text
 
 
+class _Calls:
+    """The calls the model made so far in one phase, and which of them a result has answered.
+
+    The tool results of a request are read in the request's order (``docs/telemetry.md``, "What answers a
+    call"). A result is identified by its id and how many results with that id came before it in the same
+    request, else (no id) by its tool name, output and how many results with that name and output came
+    before it; a result identified so in an earlier request is a repeat (a request carries the whole
+    conversation) and answers nothing new. A new result answers the oldest call that nothing answered yet
+    among:
+
+    1. the calls the model gave the result's id;
+    2. for a result whose id the model never gave (a client's own id for a call without one), the calls the
+       model made without an id, of the result's tool name (any name when the result names none);
+    3. for a result without an id (Ollama clients need not send one back), the calls of the result's tool
+       name (any name when it names none).
+
+    When there is none, it answers nothing: an orphan (counted, never an event). A call is only ever added
+    from a model *response* (:meth:`add`), before the next request is read, so a request can only answer
+    calls of earlier responses of the same phase.
+    """
+
+    def __init__(self) -> None:
+        self.made: list[Event] = []
+        self.ids: set[str] = set()
+        self.answered: set[str] = set()  # event ids of the answered calls
+        self.seen: set[Any] = set()  # identities of the results read so far
+        self.orphans = 0
+
+    def add(self, call: Event) -> None:
+        self.made.append(call)
+        if call.tool_call_id:
+            self.ids.add(call.tool_call_id)
+
+    def answer(self, results: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Event]]:
+        """The calls that this request's ``results`` answer for the first time, each with its result."""
+        out: list[tuple[dict[str, Any], Event]] = []
+        occurrences: dict[Any, int] = {}
+        for result in results:
+            call_id = _str(result.get("tool_call_id"))
+            name, output = _str(result.get("name")), _str(result.get("output"))
+            key: Any = ("id", call_id) if call_id else ("text", name, output)
+            k = occurrences.get(key, 0)
+            occurrences[key] = k + 1
+            if (key, k) in self.seen:
+                continue  # the same result again, in a later request
+            self.seen.add((key, k))
+            call = next((c for c in self.made if c.event_id not in self.answered and self._fits(c, call_id, name)),
+                        None)
+            if call is None:
+                self.orphans += 1
+                continue
+            self.answered.add(call.event_id)
+            out.append((result, call))
+        return out
+
+    def _fits(self, call: Event, call_id: str | None, name: str | None) -> bool:
+        if call_id and call_id in self.ids:
+            return call.tool_call_id == call_id
+        if call_id and call.tool_call_id:
+            return False
+        return name is None or call.payload.get("raw_name") == name
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 class _Builder:
     def __init__(self, phase: str, artifact_name: str, tool_names: ToolNames) -> None:
         self.phase = phase
         self.artifact_name = artifact_name
         self.tool_names = tool_names
         self.events: list[Event] = []
-        self.calls_by_id: dict[str, Event] = {}
-        self.unanswered: list[Event] = []
-        self.seen_results: set[Any] = set()
+        self.calls = _Calls()
 
     def add(self, line: int, **fields: Any) -> Event | None:
         n = len(self.events) + 1
@@ -93,36 +162,18 @@ class _Builder:
                 self.start(call, response, line, timestamp)
 
     def results(self, record: dict[str, Any], line: int, timestamp: str | None) -> None:
-        for position, result in enumerate(_list(record, "tool_results")):
-            if not isinstance(result, dict):
-                continue
-            call_id = result.get("tool_call_id") if isinstance(result.get("tool_call_id"), str) else None
-            raw_name = result.get("name") if isinstance(result.get("name"), str) else None
-            output = result.get("output") if isinstance(result.get("output"), str) else None
-            key: Any = ("id", call_id) if call_id else ("position", position, raw_name, output)
-            if key in self.seen_results:
-                continue
-            self.seen_results.add(key)
-            call = self._owner(call_id, raw_name)
-            if call is not None:
-                self.unanswered.remove(call)
-                raw_name = raw_name or call.payload.get("raw_name")
+        """A ``tool_call_result`` for each call this request's results answer (:class:`_Calls`): named by the
+        call (the model's name and id, never the request's), with the status the agent's output shows."""
+        results = [r for r in _list(record, "tool_results") if isinstance(r, dict)]
+        for result, call in self.calls.answer(results):
+            raw_name = call.payload.get("raw_name")
             name, kind = self.tool_names.normalize(raw_name)
             status = result.get("status") if result.get("status") in _RESULT_STATUSES else "unknown"
-            self.add(line, event_type="tool_call_result", tool_call_id=call_id or (call.tool_call_id if call else None),
-                     parent_id=call.parent_id if call is not None else None, timestamp=timestamp, status=status,
-                     exit_code=_int(result.get("exit_code")),
+            self.add(line, event_type="tool_call_result", tool_call_id=call.tool_call_id, parent_id=call.parent_id,
+                     timestamp=timestamp, status=status, exit_code=_int(result.get("exit_code")),
                      error_type="tool_error" if status == "error" else None,
-                     payload={"raw_name": raw_name, "name": name or None, "kind": kind, "output": output})
-
-    def _owner(self, call_id: str | None, raw_name: str | None) -> Event | None:
-        if call_id:
-            call = self.calls_by_id.get(call_id)
-            return call if call is not None and call in self.unanswered else None
-        for call in self.unanswered:
-            if call.tool_call_id is None and (raw_name is None or call.payload.get("raw_name") == raw_name):
-                return call
-        return None
+                     payload={"raw_name": raw_name, "name": name or None, "kind": kind,
+                              "output": _str(result.get("output"))})
 
     def response(self, record: dict[str, Any], line: int, timestamp: str | None) -> Event | None:
         status = _int(record.get(P + "status"))
@@ -173,21 +224,11 @@ class _Builder:
                          error_type="malformed_arguments" if malformed else None,
                          payload={"raw_name": raw_name, "name": name or None, "kind": kind, "arguments": parsed,
                                   "call_kind": call_kind, "structured": True})
-        if event is None:
-            return
-        self.unanswered.append(event)
-        if call_id and call_id not in self.calls_by_id:
-            self.calls_by_id[call_id] = event
+        if event is not None:
+            self.calls.add(event)
 
 
-def records_to_events(records: list[dict], *, phase: str, artifact_name: str,
-                      tool_names: ToolNames = GENERIC) -> list[Event]:
-    """Tier A events of one phase from its proxy records, in record order (see the module docstring).
-
-    ``records`` are the lines of ``artifact_name`` in order (line n = ``records[n-1]``); anything that
-    is not a dict is skipped but keeps its line number. Tool names are normalized with ``tool_names``
-    (the agent driver's table). Never raises.
-    """
+def _build(records: list[dict], phase: str, artifact_name: str, tool_names: ToolNames) -> _Builder:
     builder = _Builder(phase, artifact_name, tool_names)
     for line, record in enumerate(records or [], start=1):
         if not isinstance(record, dict):
@@ -196,11 +237,24 @@ def records_to_events(records: list[dict], *, phase: str, artifact_name: str,
             builder.record(record, line)
         except Exception:  # a strange record costs its own events, never the phase's
             continue
-    return builder.events
+    return builder
+
+
+def records_to_events(records: list[dict], *, phase: str, artifact_name: str,
+                      tool_names: ToolNames = GENERIC) -> list[Event]:
+    """Tier A events of one phase from its proxy records, in record order (see the module docstring).
+
+    ``records`` are the lines of ``artifact_name`` in order (line n = ``records[n-1]``); anything that
+    is not a dict is skipped but keeps its line number. Tool names are normalized with ``tool_names``
+    (the agent driver's table). Only one phase's records: a result never answers a call of another
+    phase. Never raises.
+    """
+    return _build(records, phase, artifact_name, tool_names).events
 
 
 def proxy_counts(records: list[dict]) -> dict[str, Any]:
-    """``proxy_structured_count``, ``proxy_nonstructured_count``, ``backend_tool_unsupported``: the
+    """``proxy_structured_count``, ``proxy_nonstructured_count``, ``proxy_orphan_result_count`` (tool results
+    the agent sent that answer no call a model response of the phase made), ``backend_tool_unsupported``: the
     keyword arguments of :func:`gripprobe_core.telemetry.summarize_phase` the proxy decides."""
     structured = nonstructured = 0
     unsupported = False
@@ -211,5 +265,6 @@ def proxy_counts(records: list[dict]) -> dict[str, Any]:
             structured += max(0, _int(record.get(P + "tool_call_count")) or 0)
             nonstructured += max(0, _int(record.get(P + "tool_call_nonstructured_count")) or 0)
         unsupported = unsupported or record.get(P + "backend_tool_unsupported") is True
+    orphans = _build(records, "measured", "", GENERIC).calls.orphans
     return {"proxy_structured_count": structured, "proxy_nonstructured_count": nonstructured,
-            "backend_tool_unsupported": unsupported}
+            "proxy_orphan_result_count": orphans, "backend_tool_unsupported": unsupported}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..drivers import AgentDriver
+from ..drivers import AgentDriver, off_wire_reason
 from ..errors import WrapperParseError
 from ..evaluator import EvaluationInputs
 from ..hooks import Hooks
@@ -102,7 +102,8 @@ def proxy_evidence(phase: str, proxy: dict[str, Any] | None, record_path: Path,
 def read_transcript(driver: AgentDriver, ctx: PhaseContext, capture: PhaseCapture) -> tuple[Transcript, str | None]:
     """The driver's reading of its agent's outputs, and the parse error (None when it read them).
 
-    Never raises: a driver that raises is a harness problem (wrapper_parse_error), not the agent's."""
+    Never raises: a driver that raises is a harness problem (wrapper_parse_error), not the agent's; so is a
+    driver whose events claim tier A, which is the recording proxy's alone (the model's calls on the wire)."""
     try:
         got = driver.parse(ctx, capture)
     except WrapperParseError as exc:
@@ -111,20 +112,40 @@ def read_transcript(driver: AgentDriver, ctx: PhaseContext, capture: PhaseCaptur
         return Transcript(), f"{driver.name}: {type(exc).__name__}: {exc}"
     if not isinstance(got, Transcript):
         return Transcript(), f"{driver.name}: parse returned {type(got).__name__}, not a Transcript"
+    claimed = _tier_a_claim(got.events)
+    if claimed:
+        return Transcript(), f"{driver.name}: parse returned {claimed}"
     return got, None
+
+
+def _tier_a_claim(events: list[Event]) -> str | None:
+    """What is wrong with a parser's events that claim tier A (None when none does): only the recording
+    proxy's records give tier A, so that an agent's word can never pass for the model's."""
+    forged = next((e for e in events if isinstance(e, Event) and e.source_tier == "A"), None)
+    if forged is None:
+        return None
+    return f"an event at tier A ({forged.event_id}); tier A is the recording proxy's alone, use B, C or D"
 
 
 def parse_events(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, capture: PhaseCapture, transcript: Transcript,
                  proxy_events: list[Event], *, run_id: str, case_id: str) -> tuple[list[Event], str | None]:
-    """Tier A, the driver's events and every contributing parser's, merged and stamped. Never raises."""
+    """Tier A, the driver's events and every contributing parser's, merged and stamped. Never raises; a
+    contributing parser that raises, or whose events claim tier A, is the parse error."""
     groups: list[list[Event]] = [list(proxy_events), list(transcript.events)]
     parse_error = None
     try:
-        groups += hooks.parse_wrapper_events(driver, ctx, capture, transcript)
+        contributed = hooks.parse_wrapper_events(driver, ctx, capture, transcript)
     except WrapperParseError as exc:
         parse_error = str(exc)
     except Exception as exc:  # a broken parser is a harness problem, not the agent's
         parse_error = f"{type(exc).__name__}: {exc}"
+    else:
+        for group in contributed:
+            claimed = _tier_a_claim(group)
+            if claimed:  # the group is dropped: the case is HARNESS_ERROR (wrapper_parse_error) anyway
+                parse_error = f"parse_wrapper_events returned {claimed}"
+            else:
+                groups.append(group)
     merged = merge_events(groups)
     trace_id = f"{run_id}/{case_id}/{ctx.phase}"
     for e in merged:
@@ -147,7 +168,8 @@ def derive_telemetry(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, captu
         e.error_type == "backend_tool_unsupported" for e in events)
     summary = summarize_phase(
         events, observability=driver.observability, capture_missing=not capture.stdout_path.exists(),
-        parse_error=parse_error is not None, **proxy_kw, wire_witnessed=ctx.format in driver.wire_formats,
+        parse_error=parse_error is not None, **proxy_kw,
+        wire_witnessed=off_wire_reason(driver, ctx.format) is None,
     )
     if parse_error:
         summary.telemetry_capture_skip_reason = "wrapper_parse_error"

@@ -60,13 +60,16 @@ class ToolAttempt:
 
     @property
     def executed(self) -> bool:
-        """Evidence of execution: a result at tier A/B/C, or a start at tier B/C.
+        """Evidence of execution: a result at tier B/C, a tier-A result answering a tier-A start (a call the
+        model made), or a start at tier B/C.
 
         A tier-A start alone is the model *asking* for the call (the proxy saw the request, not its
-        execution); tier D is self-report. Neither confirms.
+        execution); a tier-A result without the model's call answers nothing the model asked; tier D is
+        self-report. None of them confirms.
         """
         if self.result is not None and self.result.source_tier in CONFIRMING_TIERS:
-            return True
+            if self.result.source_tier != "A" or (self.start is not None and self.start.source_tier == "A"):
+                return True
         return self.start is not None and self.start.source_tier in ("B", "C")
 
     @property

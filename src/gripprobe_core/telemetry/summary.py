@@ -14,9 +14,15 @@ from ..models.results import EventCaptureStatus, ProxyStatus, TelemetrySummary, 
 from .attempts import ToolAttempt, detect_retry_loop, tool_attempts
 from .merge import merge_events
 
-__all__ = ["TIER_CONFIDENCE", "detect_retry_loop", "merge_events", "summarize_phase"]
+__all__ = ["TIER_CONFIDENCE", "UPSTREAM_REASONS", "detect_retry_loop", "merge_events", "summarize_phase"]
 
 Observability = Literal["structured", "markers", "none"]
+
+#: Why a proxy that ran and recorded every exchange still reports ``error``: an exchange failed upstream
+#: (``gripprobe_core.proxy.server.UPSTREAM_ERRORS``). Every byte the agent received went through the proxy's
+#: observer, so its record still holds every call the model sent: the wire still witnesses the phase.
+UPSTREAM_REASONS: frozenset[str] = frozenset({"proxy_connect_error", "upstream_reset", "upstream_malformed",
+                                              "upstream_timeout"})
 
 #: telemetry_invoked_confidence by the tier of the best claim that a tool ran.
 TIER_CONFIDENCE: dict[str, float] = {"A": 1.0, "B": 0.9, "C": 0.7, "D": 0.3, "none": 0.0}
@@ -36,6 +42,7 @@ def summarize_phase(
     proxy_skip_reason: str | None = "disabled",
     proxy_structured_count: int | None = None,
     proxy_nonstructured_count: int = 0,
+    proxy_orphan_result_count: int = 0,
     backend_tool_unsupported: bool = False,
     capture_skip_reason: str | None = None,
     wire_witnessed: bool = False,
@@ -45,15 +52,19 @@ def summarize_phase(
     ``observability`` is what the agent's outputs can show (``AgentInfo.observability``);
     ``capture_missing``: required telemetry artifacts were not produced or are unreadable;
     ``parse_error``: a parser raised ``WrapperParseError``; ``proxy_*``: the phase proxy's outcome
-    (``proxy_structured_count`` None means "count the tier-A starts" when the proxy collected);
-    ``wire_witnessed``: every real tool call of this agent and format travels structured on the wire
-    (``AgentInfo.wire_formats``), so when the proxy watched the phase (collected, or ran and saw no traffic
-    at all) only calls tier A saw can count as run.
+    (``proxy_structured_count`` None means "count the tier-A starts" when the proxy collected;
+    ``proxy_orphan_result_count``: results the agent sent that answer no call a model made, which the proxy's
+    tier A already left out);
+    ``wire_witnessed``: every real tool call of this agent and format travels structured on the wire (the
+    format is not in the driver's ``calls_off_wire``), so when the proxy watched the phase (collected; ran and
+    saw no traffic at all; or ran and an exchange failed upstream, :data:`UPSTREAM_REASONS`) only calls tier A
+    saw can count as run.
     """
     attempts = tool_attempts(events)
     executed = [a for a in attempts if a.executed]
     unwitnessed = 0
-    proxy_watched = proxy_status == "collected" or (proxy_status == "skipped" and proxy_skip_reason == "capture_missing")
+    proxy_watched = (proxy_status == "collected" or (proxy_status == "skipped" and proxy_skip_reason == "capture_missing")
+                     or (proxy_status == "error" and proxy_skip_reason in UPSTREAM_REASONS))
     if wire_witnessed and proxy_watched:  # the proxy ran; a model call it did not see did not happen
         seen = [a for a in executed if a.start is not None and a.start.source_tier == "A"]
         unwitnessed, executed = len(executed) - len(seen), seen
@@ -90,6 +101,7 @@ def summarize_phase(
         telemetry_retry_loop_detected=detect_retry_loop(events),
         telemetry_tool_call_without_result_count=sum(1 for a in attempts if a.requested_only),
         telemetry_tool_call_unwitnessed_count=unwitnessed,
+        telemetry_tool_result_orphan_count=max(0, int(proxy_orphan_result_count or 0)),
         telemetry_backend_tool_unsupported=bool(backend_tool_unsupported),
         telemetry_protocol_structured_count=proxy_structured_count,
         tool_event_verdict=verdict,

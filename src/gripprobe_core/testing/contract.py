@@ -8,12 +8,13 @@
         kept_files = ("session.jsonl",)      # names your driver's ``artifacts`` gives (fed random bytes)
 
 The agent comes from the ``gripprobe_agent`` ini option (see :mod:`gripprobe_core.testing.pytest_plugin`).
-The unit part checks the driver's shape, its environment and command, that parsing never raises anything
-but ``WrapperParseError`` on arbitrary bytes, its tool names and dialects, and that the files it keeps
-never follow a link: at every folder on the way to each file its ``artifacts`` keeps (:attr:`kept_paths`,
-and whatever it names in a fresh phase) the contract plants a symlink to a host folder holding a canary,
-runs the harness's keep step and the driver's ``parse``, and fails when the canary was kept or anything
-was written into the host folder. The end-to-end part (marked
+The unit part checks the driver's shape (``calls_off_wire`` entries, if any, each with its reason), its
+environment and command, that parsing never raises anything but ``WrapperParseError`` on arbitrary bytes,
+its tool names and dialects, and that the files it keeps never follow a link: at every folder on the way
+to each file its ``artifacts`` keeps (:attr:`kept_paths`, and whatever it names in a fresh phase) the
+contract plants a symlink to a host folder holding a canary, runs the harness's keep step and the driver's
+``parse``, and fails when the canary was kept or anything was written into the host folder. The
+end-to-end part (marked
 ``e2e``) installs the agent at its pinned version and runs it through the real ``gripprobe run`` against
 the oracle: ``oracle-perfect`` must PASS and ``oracle-lazy`` must be NO_TOOL_CALL on :attr:`e2e_tests`;
 for an agent whose tool calls are structured with ids, the driver must report exactly the calls the
@@ -60,7 +61,15 @@ class DriverContract:
         assert agent_driver.name == agent_name
         assert agent_driver.observability in ("structured", "markers", "none")
         assert isinstance(agent_driver.description, str) and agent_driver.description.strip()
-        assert all(isinstance(f, str) for f in agent_driver.wire_formats)
+
+    def test_calls_off_the_wire_say_why(self, agent_driver: Any, agent_spec: Any) -> None:
+        """``calls_off_wire`` (formats in which the agent's own log may confirm calls the wire never carried)
+        names formats of the agent's spec, or ``"*"``, each with a reason; empty is the safe default."""
+        from ..drivers import EVERY_FORMAT, calls_off_wire_problems
+
+        assert calls_off_wire_problems(agent_driver) == []
+        unknown = set(agent_driver.calls_off_wire) - {EVERY_FORMAT, *agent_spec.formats}
+        assert not unknown, f"calls_off_wire names formats the agent spec does not declare: {sorted(unknown)}"
 
     def test_install_recipe_pins_an_exact_version(self, agent_driver: Any, agent_spec: Any) -> None:
         recipe = agent_driver.install_recipe(agent_spec)

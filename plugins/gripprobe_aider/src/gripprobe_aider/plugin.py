@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Callable
 
 from gripprobe_core.plugin import (
-    AgentCommand, AgentDriver, BaseAgentDriver, CliAgentSpec, InstallRecipe, PhaseCapture, PhaseContext, Transcript,
-    WrapperParseError, hookimpl,
+    EVERY_FORMAT, AgentCommand, AgentDriver, BaseAgentDriver, CliAgentSpec, InstallRecipe, PhaseCapture, PhaseContext,
+    Transcript, WrapperParseError, hookimpl,
 )
 
 from . import EXECUTABLE, NAME, PINNED_VERSION, PYPI_PACKAGE
@@ -35,6 +35,9 @@ class AiderDriver(BaseAgentDriver):
     description = ("aider (PyPI aider-chat): text edit formats whole/diff/udiff, no tools; "
                    "tier C from its stdout markers dated by its LLM history")
     observability = "markers"
+    calls_off_wire = {EVERY_FORMAT: (
+        "aider sends no tools: every edit is parsed from the reply text (whole/diff/udiff), so no call of it is "
+        "ever structured on the wire and its own output is the evidence")}
     install_hint = f"gripprobe agents install aider  (PyPI {PYPI_PACKAGE}=={PINNED_VERSION})"
     install = InstallRecipe(kind="pypi", package=PYPI_PACKAGE, version=PINNED_VERSION, executable=EXECUTABLE)
     tool_names = TOOL_NAMES

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from gripprobe_core.plugin import (
-    AgentCommand, AgentDriver, BaseAgentDriver, Dialect, InstallRecipe, PhaseCapture, PhaseContext,
+    EVERY_FORMAT, AgentCommand, AgentDriver, BaseAgentDriver, Dialect, InstallRecipe, PhaseCapture, PhaseContext,
     Transcript, find_agent_files, hookimpl,
 )
 
@@ -47,7 +47,10 @@ class GptmeDriver(BaseAgentDriver):
     install_hint = f"gripprobe agents install gptme  (PyPI {PYPI_PACKAGE}=={PINNED_VERSION})"
     install = InstallRecipe(kind="pypi", package=PYPI_PACKAGE, version=PINNED_VERSION, executable=EXECUTABLE)
     tool_names = TOOL_NAMES
-    # wire_formats stays empty: in the tool format gptme also runs tool blocks written in the reply text
+    calls_off_wire = {EVERY_FORMAT: (
+        "gptme runs the tool blocks it finds in the reply text in every format: ```save/```shell blocks in "
+        "markdown, <tool-use> in xml, and in the tool format too, beside the structured calls; the wire "
+        "carries those calls only as reply text, so its conversation log is the evidence")}
 
     def environment(self, ctx: PhaseContext) -> dict[str, str]:
         return agent_env(ctx.openai_base_url, ctx.api_key, ctx.home)
