@@ -380,7 +380,9 @@ class ExchangeObserver:
         errors = list(asm.errors)
         if isinstance(status, int) and status >= 400 and not errors and self._raw:
             errors.append(bytes(self._raw[:ERROR_LIMIT * 4]).decode("utf-8", "replace"))
-        unsupported = any(UNSUPPORTED_MARKER in e.lower() for e in errors)
+        # Only the backend's own answer says it cannot do tools: an error the proxy made itself (a refused
+        # model call, a spent budget, a fault) never does, whatever its text.
+        unsupported = proxy_error is None and any(UNSUPPORTED_MARKER in e.lower() for e in errors)
 
         record = {
             "timestamp": self.timestamp,

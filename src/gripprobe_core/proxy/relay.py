@@ -29,12 +29,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .exchange import RecordSink
 from .http1 import TOKEN_BUDGET_EXCEEDED, ERROR_STATUS, REASONS, TOO_LARGE, error_body, hop_by_hop
+from .pin import MODEL_NOT_UNDER_TEST
 from .protocols import MODEL_PROTOCOLS, detect_protocol
 
 if TYPE_CHECKING:
     from .client import ClientConnection
     from .exchange import Exchange
     from .http1 import Request
+    from .pin import ModelPin
     from .upstream import UpstreamConnection, UpstreamPool
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,8 @@ class ProxyHost(RecordSink, Protocol):
     for each request's :class:`~.exchange.Exchange`, its :class:`~.exchange.RecordSink`."""
 
     max_request_body: int
+    pin: ModelPin | None
+    """The model under test: model calls naming another are refused (None: any model passes)."""
     token_budget: int | None
     """Tokens the phase may spend on model calls (None: no budget)."""
     token_budget_exceeded: bool
@@ -66,6 +70,9 @@ class ProxyHost(RecordSink, Protocol):
 
     async def budget_spent(self) -> bool:
         """Has the phase spent its token budget (the records so far counted)?"""
+
+    def refused_model(self, why: str) -> None:
+        """A model call was refused (403 ``model_not_under_test``) for the model it named."""
 
     def connection_opened(self, conn: ClientConnection) -> None:
         """A client connected."""
@@ -116,6 +123,12 @@ class Relay:
         if proxy.stopping:
             self.fail("proxy_stopped", "the recording proxy is stopping")
             return
+        if proxy.pin is not None:
+            why = proxy.pin.refusal(self.req.method, self.req.path, self.ex.request_body)
+            if why is not None:
+                proxy.refused_model(why)
+                self.fail(MODEL_NOT_UNDER_TEST, why)
+                return
         if proxy.token_budget is not None and self.req.method.upper() == "POST" \
                 and detect_protocol(self.req.method, self.req.path) in MODEL_PROTOCOLS:
             self.connecting = self.loop.create_task(self.within_budget_then_connect())

@@ -34,6 +34,8 @@ Faults never crash the proxy and are recorded as ``x_gripprobe_proxy_error``:
 ``request_body_too_large`` the request body is over ``max_request_body`` → 413, never forwarded,
                            the client's connection closed after the answer
 ``proxy_stopped``          :meth:`RecordingProxy.stop` closed an exchange still in flight
+``model_not_under_test``   a model call naming a model other than the case's (``models``) → 403,
+                           never forwarded (:mod:`.pin`)
 ========================== ======================================================================
 """
 
@@ -44,7 +46,7 @@ import contextlib
 import logging
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from yarl import URL
 
@@ -52,6 +54,7 @@ from ..jsonl import json_lines
 from . import DEFAULT_MAX_REQUEST_BODY
 from .client import ClientConnection
 from .exchange import Observer, ObserverFactory
+from .pin import ModelPin
 from .recorder import RecordFile, encode_record
 from .recorder_client import RecorderChild, RecorderClient, get_recorder
 from .upstream import UpstreamPool
@@ -88,13 +91,20 @@ class RecordingProxy:
     def __init__(self, upstream_url: str, record_path: Path, *, observer_factory: ObserverFactory | None = None,
                  recorder: RecorderClient | None = None, body_budget: int = 256 * 1024,
                  upstream_timeout_s: float = 600, flush_timeout_s: float = 10.0,
-                 max_request_body: int = DEFAULT_MAX_REQUEST_BODY, token_budget: int | None = None) -> None:
+                 max_request_body: int = DEFAULT_MAX_REQUEST_BODY, token_budget: int | None = None,
+                 models: Iterable[str] | None = None) -> None:
         if isinstance(max_request_body, bool) or not isinstance(max_request_body, int) or max_request_body < 1:
             raise ValueError(f"max_request_body must be a positive number of bytes, not {max_request_body!r}")
         if token_budget is not None and (isinstance(token_budget, bool) or not isinstance(token_budget, int)
                                          or token_budget < 1):
             raise ValueError(f"token_budget must be a positive number of tokens, not {token_budget!r}")
         self.max_request_body = max_request_body
+        self.pin = ModelPin(models) if models is not None else None
+        """The model under test (:mod:`.pin`): a model call naming another is refused (403
+        ``model_not_under_test``, never forwarded). None: any model is relayed."""
+        self.model_refusals: list[str] = []
+        """Why each refused model call was refused, in order (the first 20 kept; :attr:`model_refusal_count`)."""
+        self.model_refusal_count = 0
         self.token_budget = token_budget
         """Tokens this proxy's phase may spend; past them every further model call is refused (429,
         ``token_budget_exceeded``). None: no budget."""
@@ -296,6 +306,12 @@ class RecordingProxy:
         self._recorder_reason = reason
         self.write_record(record)
 
+    def refused_model(self, why: str) -> None:
+        """A model call was refused for the model it named (see :attr:`pin`)."""
+        self.model_refusal_count += 1
+        if len(self.model_refusals) < 20:
+            self.model_refusals.append(why)
+
     async def budget_spent(self) -> bool:
         """Has this phase spent its token budget? Counts the tokens of every model call recorded so far (the
         records are flushed first, so the call that just ended counts). False without a budget."""
@@ -331,10 +347,12 @@ class RecordingProxy:
 
     def status(self) -> dict[str, Any]:
         """``{"error": str | None, "reason": str | None, "exchanges": int, "recorder_error": str | None,
-        "token_budget_exceeded": bool, "tokens_spent": int}``; ``error`` is set when an exchange failed because of
+        "token_budget_exceeded": bool, "tokens_spent": int, "model_not_under_test": int}``; ``error`` is set when an exchange failed because of
         the upstream (:data:`UPSTREAM_ERRORS`); ``recorder_error`` when records were degraded to metadata only
-        (see :attr:`recorder_error`); ``token_budget_exceeded`` when a model call was refused for the token budget."""
-        budget = {"token_budget_exceeded": self.token_budget_exceeded, "tokens_spent": self.tokens_spent}
+        (see :attr:`recorder_error`); ``token_budget_exceeded`` when a model call was refused for the token budget;
+        ``model_not_under_test`` how many model calls were refused for naming another model (:attr:`pin`)."""
+        budget = {"token_budget_exceeded": self.token_budget_exceeded, "tokens_spent": self.tokens_spent,
+                  "model_not_under_test": self.model_refusal_count}
         upstream = [r for r in self.proxy_errors if r in UPSTREAM_ERRORS]
         if not upstream:
             return {"error": None, "reason": None, "exchanges": self.exchange_count,
@@ -351,8 +369,26 @@ class RecordingProxy:
 def read_records(path: Path) -> list[dict]:
     """The JSON-line records of ``path`` in order; ``[]`` when it is missing. A line that is not a JSON
     object (a torn write) is skipped, never raised on (:func:`gripprobe_core.json_lines`)."""
+    return list(iter_records(path))
+
+
+def iter_records(path: Path, *, keys: Iterable[str] | None = None,
+                 without: Iterable[str] = ()) -> Iterator[dict]:
+    """The records of ``path`` one at a time, read a line at a time (memory: one record, whatever the
+    file's size); a torn or non-object line is skipped. ``keys``: keep only these keys of each record;
+    ``without``: drop these (the bodies, ``x_gripprobe_request`` / ``_response``, when only the facts
+    matter)."""
+    keep = frozenset(keys) if keys is not None else None
+    drop = tuple(without)
     try:
-        data = Path(path).read_bytes()
+        fh = open(path, "rb")
     except OSError:
-        return []
-    return [obj for _, obj in json_lines(data)]
+        return
+    with fh:
+        for line in fh:
+            for _, obj in json_lines(line):
+                if keep is not None:
+                    obj = {k: v for k, v in obj.items() if k in keep}
+                for k in drop:
+                    obj.pop(k, None)
+                yield obj
