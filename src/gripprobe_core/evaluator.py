@@ -293,8 +293,8 @@ _TEXT: dict[str, str] = {
                            "says nothing about the agent.",
     "model_not_under_test": "The agent asked for a model other than the one under test; the proxy refused it, "
                             "and nothing the phase achieved is credited to this model.",
-    "budget_exceeded": "The phase spent its token budget (--max-tokens-per-phase): the proxy refused the next "
-                       "model call and the harness stopped the agent.",
+    "budget_exceeded": "The phase spent its token budget (--max-tokens-per-phase): the proxy refuses further "
+                       "model calls and the harness stopped the agent.",
     "nonzero_exit": "The agent exited with status {exit_code}, so the result is not reliable.",
     "validators_pass_after_nonzero":
         "The validators passed and tool use was confirmed, but the agent exited with status {exit_code}.",

@@ -27,7 +27,7 @@ from typing import Any, Iterable
 
 from .protocols import MODEL_PROTOCOLS, detect_protocol
 
-__all__ = ["MODEL_NOT_UNDER_TEST", "ModelPin"]
+__all__ = ["MODEL_NOT_UNDER_TEST", "ModelPin", "is_model_call"]
 
 MODEL_NOT_UNDER_TEST = "model_not_under_test"
 """The ``x_gripprobe_proxy_error`` (and error code) of a model call refused for the model it names."""
@@ -56,6 +56,44 @@ def _top_level_duplicate_model(body: bytes) -> bool:
     return last_had_duplicate[0]
 
 
+def _classify(method: str, path: str, body: bytes) -> tuple[bool, Any, str | None]:
+    """``(model call?, the body parsed when that took parsing, the model a path segment names)``."""
+    if method.upper() != "POST":
+        return False, None, None
+    low = path.lower().rstrip("/")
+    if low.endswith(_LISTING_TAILS):
+        return False, None, None  # a model listing or description: not a call
+    named_in_path = _path_model(path)
+    if named_in_path is not None or detect_protocol(method, path) in MODEL_PROTOCOLS:
+        return True, None, named_in_path
+    if detect_protocol(method, path) != "other" or not body or body.lstrip()[:1] != b"{":
+        return False, None, None
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return False, None, None
+    return detect_protocol(method, path, parsed) in MODEL_PROTOCOLS, parsed, None
+
+
+def is_model_call(method: str, path: str, body: bytes) -> bool:
+    """Is this request a model call (see the module docstring)? What the token budget counts."""
+    return _classify(method, path, body)[0]
+
+
+def _path_model(path: str) -> str | None:
+    """The model a path names as a segment (``/openai/deployments/<m>/chat/completions``), if any."""
+    parts = [p for p in path.split("/") if p]
+    for i, part in enumerate(parts[:-1]):
+        segment = part.lower()
+        if segment in _PATH_MODEL_SEGMENTS:
+            name = parts[i + 1]
+            head, colon, verb = name.partition(":")
+            if segment == "models" and colon and verb.lower().startswith(("generate", "stream", "count")):
+                return head  # /v1beta/models/<m>:generateContent
+            return name
+    return None
+
+
 class ModelPin:
     """The names a case's model goes by on the wire (see the module docstring)."""
 
@@ -70,24 +108,8 @@ class ModelPin:
     def refusal(self, method: str, path: str, body: bytes) -> str | None:
         """Why this request may not be forwarded (a sentence), or ``None``: not a model call, or one
         naming the case's model."""
-        if method.upper() != "POST":
-            return None
-        low = path.lower().rstrip("/")
-        if low.endswith(_LISTING_TAILS):
-            return None  # a model listing or description: not a call
-        named_in_path = self._path_model(path)
-        protocol = detect_protocol(method, path)
-        parsed: Any = None
-        if protocol == "other" and named_in_path is None:
-            if not body or body.lstrip()[:1] != b"{":
-                return None
-            try:
-                parsed = json.loads(body)
-            except (ValueError, RecursionError):
-                return None
-            if detect_protocol(method, path, parsed) not in MODEL_PROTOCOLS:
-                return None
-        elif protocol not in MODEL_PROTOCOLS and named_in_path is None:
+        call, parsed, named_in_path = _classify(method, path, body)
+        if not call:
             return None
         if named_in_path is not None and named_in_path not in self.names:
             return self._other(named_in_path, "in its path")
@@ -116,17 +138,3 @@ class ModelPin:
         served = ", ".join(sorted(self.names))
         return (f"this case's model is {served}; a call naming {shown!r}{' ' + where if where else ''} is not "
                 f"forwarded (GripProbe serves an agent only the model under test)")
-
-    @staticmethod
-    def _path_model(path: str) -> str | None:
-        """The model a path names as a segment (``/openai/deployments/<m>/chat/completions``), if any."""
-        parts = [p for p in path.split("/") if p]
-        for i, part in enumerate(parts[:-1]):
-            segment = part.lower()
-            if segment in _PATH_MODEL_SEGMENTS:
-                name = parts[i + 1]
-                head, colon, verb = name.partition(":")
-                if segment == "models" and colon and verb.lower().startswith(("generate", "stream", "count")):
-                    return head  # /v1beta/models/<m>:generateContent
-                return name
-        return None

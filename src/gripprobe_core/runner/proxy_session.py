@@ -37,6 +37,8 @@ class ProxySession:
     """The names of the case's model the proxy serves (model calls naming another are refused)."""
     model_not_under_test: int = 0
     """Model calls the proxy refused for naming another model."""
+    records: dict[str, int] | None = None
+    """What became of the phase's records under their caps (written, slimmed, dropped …)."""
     _stopped: bool = field(default=False, repr=False)
 
     @property
@@ -66,6 +68,9 @@ class ProxySession:
         self.tokens_spent = spent if type(spent) is int else None
         refused = stats.get("model_not_under_test")
         self.model_not_under_test = refused if type(refused) is int and refused > 0 else 0
+        records = stats.get("records")
+        if isinstance(records, dict):
+            self.records = {str(k): v for k, v in records.items() if type(v) is int}
         if stats.get("error"):
             self.status, self.skip_reason = "error", stats.get("reason") or "proxy_connect_error"
             self.error = stats.get("error")
@@ -96,6 +101,8 @@ class ProxySession:
                        token_budget_exceeded=self.token_budget_exceeded())
         if self.started and self.models:
             out.update(models=list(self.models), model_not_under_test=self.model_not_under_test)
+        if self.records is not None:
+            out["records"] = dict(self.records)
         return out
 
 
