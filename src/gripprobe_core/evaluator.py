@@ -20,7 +20,8 @@ from .telemetry.attempts import (
 )
 
 __all__ = [
-    "BACKEND_UNREACHABLE", "BUDGET_EXCEEDED", "EvaluationInputs", "MODEL_NOT_UNDER_TEST", "EVALUATOR_NAME", "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
+    "BACKEND_UNREACHABLE", "BUDGET_EXCEEDED", "EvaluationInputs", "MODEL_NOT_UNDER_TEST", "EVALUATOR_NAME",
+    "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
     "OVERALL_SCORE", "PRECEDENCE", "PROCESS_ROWS", "TOOL_MATRIX", "classify", "event_evaluator",
 ]
 
@@ -63,7 +64,8 @@ PWPV = "PASS_WITH_POLICY_VIOLATION"
 
 #: Order in which the evaluator decides; the first that applies wins.
 PRECEDENCE: tuple[str, ...] = (
-    "model_not_under_test", "backend_unreachable", "budget_exceeded", "timeout", "shell_error", "harness_capture_failed", "tool_unsupported", "nonzero_exit", "tool_verdict")
+    "model_not_under_test", "backend_unreachable", "budget_exceeded", "timeout", "shell_error", "harness_capture_failed",
+    "tool_unsupported", "nonzero_exit", "tool_verdict")
 
 #: The agent asked for a model other than the case's (:attr:`EvaluationInputs.model_not_under_test`): whatever it
 #: achieved is not the case's model's, so nothing is credited, and the case stays in n (a refusal must never
@@ -145,7 +147,8 @@ def classify(validators_pass: bool, process: ProcessStatus, verdict: ToolEventVe
              model_not_under_test: bool = False) -> tuple[Status, str]:
     """The SPEC §6 status matrix: ``(status, evaluator_reason_code)``.
 
-    Precedence: another model asked for (:data:`MODEL_NOT_UNDER_TEST`) > backend unreachable (unless process ok and validators pass, see :data:`BACKEND_UNREACHABLE`)
+    Precedence: another model asked for (:data:`MODEL_NOT_UNDER_TEST`) > backend unreachable (unless process ok
+    and validators pass, see :data:`BACKEND_UNREACHABLE`)
     > the token budget spent (:data:`BUDGET_EXCEEDED`) > timeout > shell_error > harness_capture_failed > tool_unsupported > nonzero_exit > validators × tool
     verdict: the exact :data:`TOOL_MATRIX` row, else :data:`HARNESS_REASONS`, else the row for any reason
     (``"*"``), else :data:`OFF_TABLE`. The reason code of a tool row is ``reason``.

@@ -23,8 +23,8 @@ from ..timeutil import utc_now_iso
 from ..validators.context import ValidatorContext
 from .evidence import evidence_digests
 from .judge import (
-    CASE_INPUTS, backend_was_unreachable, budget_was_exceeded, derive_verdict, model_not_under_test, phase_harness_failure,
-    run_validators,
+    CASE_INPUTS, backend_was_unreachable, budget_was_exceeded, derive_verdict, model_not_under_test,
+    phase_harness_failure, run_validators,
 )
 from .matrix import PlannedCase, missing_tool_kinds
 from .phase import PHASES, PhaseResult, run_phase
