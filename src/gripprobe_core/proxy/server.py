@@ -380,7 +380,10 @@ class RecordingProxy:
             tokens = fallback
             if not fut.cancelled() and fut.exception() is None and isinstance(fut.result(), int):
                 tokens = fut.result()
-            loop.call_soon_threadsafe(settle, tokens)
+            try:
+                loop.call_soon_threadsafe(settle, tokens)
+            except RuntimeError:  # the loop is closed: the phase is over, nothing waits for this turn
+                pass
 
         timer = loop.call_later(self.flush_timeout_s, settle, fallback)
         owed.add_done_callback(answered)
