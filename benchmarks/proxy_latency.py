@@ -139,7 +139,10 @@ async def serve_proxy(upstream: str, record: str, observer: str = "") -> None:
     if observer:
         module, _, attr = observer.partition(":")
         factory = getattr(importlib.import_module(module), attr)
-    proxy = RecordingProxy(upstream, Path(record), observer_factory=factory)
+    # as the runner starts it: serving only the case's model (a model call's body is parsed to check its name);
+    # its record file uncapped, since the benchmark waits for every record of thousands of requests
+    proxy = RecordingProxy(upstream, Path(record), observer_factory=factory, models=(REQUEST["model"],),
+                           max_records=1 << 40, max_record_bytes=1 << 40)
     await proxy.start()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

@@ -295,3 +295,39 @@ def test_a_dead_backend_is_never_blamed_on_the_agent(evs: list[Event], obs: str,
         assert (dead.status, dead.evaluator_reason_code) == BACKEND_ROW
         assert dead.failure_reason == "backend_unreachable"
         assert dead.strict_pass_score == dead.overall_score == 0.0
+
+
+# ---------------------------------------------- another model asked for (the proxy's refusal, a harness fact)
+
+SWAP_ROW = ("FAIL", "model_not_under_test")
+
+
+def test_another_model_asked_for_is_fail_whatever_else_even_a_dead_backend_or_a_spent_budget() -> None:
+    for combo in ALL_INPUTS:  # exhaustive, with every other harness fact on and off
+        for unreachable, budget in itertools.product([False, True], [False, True]):
+            got = classify(*combo, backend_unreachable=unreachable, budget_exceeded=budget,
+                           model_not_under_test=True)
+            assert got == SWAP_ROW, combo  # never TOOL_UNSUPPORTED (out of n), never PASS
+
+
+@settings(max_examples=150, deadline=None)
+@given(events(["A", "B", "C", "D"]), observability, proxy_status, st.booleans(), st.sampled_from(PROCESSES),
+       st.sampled_from([None, "backend_tool_unsupported", "agent_tool_unsupported"]), st.booleans())
+def test_a_swapped_model_is_never_credited_and_stays_in_n(evs: list[Event], obs: str, proxy: str, vp: bool,
+                                                         process: str, unsupported: str | None,
+                                                         backend_says_no_tools: bool) -> None:
+    summary = summarize_phase(evs, observability=obs, capture_missing=False, parse_error=False, proxy_status=proxy,
+                              backend_tool_unsupported=backend_says_no_tools)
+    v = event_evaluator(EvaluationInputs(
+        validators=[ValidatorResult(kind="file", passed=vp)],
+        process=ProcessResult(status=process, exit_code=0 if process == "ok" else 1), events=evs,
+        summary=summary, tool_unsupported=unsupported, model_not_under_test=True))
+    assert (v.status, v.evaluator_reason_code, v.failure_reason) == ("FAIL", "model_not_under_test",
+                                                                      "model_not_under_test")
+    assert v.strict_pass_score == v.overall_score == 0.0
+    assert "model other than the one under test" in v.evaluator_reason_text
+
+
+def test_without_a_swap_nothing_changes() -> None:
+    for combo in ALL_INPUTS:
+        assert classify(*combo, model_not_under_test=False) == classify(*combo), combo

@@ -14,7 +14,8 @@ A phase, as the runner drives it (docs/architecture.md)::
                                phase's own folders only, never through a link; then
     driver.parse(ctx, capture) → Transcript(events, final_text)
 
-``driver.route`` says whether the agent can be pointed at the recording proxy, ``driver.markers`` lists
+``driver.route`` says whether the agent can be pointed at the recording proxy, ``driver.model_aliases``
+(optional) names the models it sends side requests to, ``driver.markers`` lists
 tier-C text markers, ``driver.tool_names`` its tool names, ``driver.oracle_dialects`` teaches the oracle
 backend how to speak to it, ``driver.calls_off_wire`` names the formats in which the agent's own log may
 confirm a call the wire never carried (none by default), each with the reason. :class:`BaseAgentDriver`
@@ -158,6 +159,15 @@ class BaseAgentDriver:
 
     def route(self, agent: CliAgentSpec, backend: BackendSpec) -> RouteDecision:
         return RouteDecision(True)
+
+    def model_aliases(self, ctx: PhaseContext) -> Sequence[str]:
+        """Optional (the runner reads it with ``getattr``; a driver without it declares none). Model names,
+        besides ``ctx.model_name`` and the backend's ``model_id``, that the agent sends on the wire for side
+        requests configured to the *same* model (a title or summary model under its own name). The
+        recording proxy serves only the case's model: a model call naming anything else is refused
+        (403 ``model_not_under_test``) and the case is FAIL / ``model_not_under_test``. An agent that
+        sends the bare model name when given ``<provider>/<m>`` needs no alias: ``<m>`` is the model_id."""
+        return ()
 
     def artifacts(self, ctx: PhaseContext) -> Mapping[str, Path | bytes]:
         return {}

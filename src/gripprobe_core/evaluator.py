@@ -20,7 +20,8 @@ from .telemetry.attempts import (
 )
 
 __all__ = [
-    "BACKEND_UNREACHABLE", "BUDGET_EXCEEDED", "EvaluationInputs", "EVALUATOR_NAME", "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
+    "BACKEND_UNREACHABLE", "BUDGET_EXCEEDED", "EvaluationInputs", "MODEL_NOT_UNDER_TEST", "EVALUATOR_NAME",
+    "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
     "OVERALL_SCORE", "PRECEDENCE", "PROCESS_ROWS", "TOOL_MATRIX", "classify", "event_evaluator",
 ]
 
@@ -52,6 +53,10 @@ class EvaluationInputs:
     budget_exceeded: bool = False
     """The measured phase spent its token budget: the recording proxy refused a model call and the harness
     stopped the agent (TIMEOUT ``budget_exceeded``, whatever else the phase shows)."""
+    model_not_under_test: bool = False
+    """In the measured phase the agent asked for a model other than the case's: the recording proxy refused
+    the call (or the oracle's own record shows another profile answered). FAIL ``model_not_under_test``,
+    whatever else the phase shows: no verdict is credited to another model."""
 
 
 PASS = "PASS"
@@ -59,7 +64,13 @@ PWPV = "PASS_WITH_POLICY_VIOLATION"
 
 #: Order in which the evaluator decides; the first that applies wins.
 PRECEDENCE: tuple[str, ...] = (
-    "backend_unreachable", "budget_exceeded", "timeout", "shell_error", "harness_capture_failed", "tool_unsupported", "nonzero_exit", "tool_verdict")
+    "model_not_under_test", "backend_unreachable", "budget_exceeded", "timeout", "shell_error", "harness_capture_failed",
+    "tool_unsupported", "nonzero_exit", "tool_verdict")
+
+#: The agent asked for a model other than the case's (:attr:`EvaluationInputs.model_not_under_test`): whatever it
+#: achieved is not the case's model's, so nothing is credited, and the case stays in n (a refusal must never
+#: turn into TOOL_UNSUPPORTED, SKIPPED or a harness problem that flatters the row).
+MODEL_NOT_UNDER_TEST: tuple[Status, str] = ("FAIL", "model_not_under_test")
 
 #: The backend was found unreachable after the phase (a harness fact, :attr:`EvaluationInputs.backend_unreachable`):
 #: the agent's outcome is not its own, unless the process ended ok with every validator passing (the job
@@ -121,6 +132,7 @@ FAILURE_REASON_BY_CODE: dict[str, str] = {
     "agent_tool_unsupported": "agent_tool_unsupported",
     "backend_unreachable": "backend_unreachable",
     "budget_exceeded": "budget_exceeded",
+    "model_not_under_test": "model_not_under_test",
 }
 
 #: ``error_type`` values parsers use for a tool call whose arguments could not be decoded.
@@ -131,10 +143,12 @@ _PROCESS_STATUSES = frozenset({"ok", "timeout", "shell_error", "harness_capture_
 
 def classify(validators_pass: bool, process: ProcessStatus, verdict: ToolEventVerdict,
              reason: ToolEventVerdictReason, tool_unsupported: str | None = None,
-             backend_unreachable: bool = False, budget_exceeded: bool = False) -> tuple[Status, str]:
+             backend_unreachable: bool = False, budget_exceeded: bool = False,
+             model_not_under_test: bool = False) -> tuple[Status, str]:
     """The SPEC §6 status matrix: ``(status, evaluator_reason_code)``.
 
-    Precedence: backend unreachable (unless process ok and validators pass, see :data:`BACKEND_UNREACHABLE`)
+    Precedence: another model asked for (:data:`MODEL_NOT_UNDER_TEST`) > backend unreachable (unless process ok
+    and validators pass, see :data:`BACKEND_UNREACHABLE`)
     > the token budget spent (:data:`BUDGET_EXCEEDED`) > timeout > shell_error > harness_capture_failed > tool_unsupported > nonzero_exit > validators × tool
     verdict: the exact :data:`TOOL_MATRIX` row, else :data:`HARNESS_REASONS`, else the row for any reason
     (``"*"``), else :data:`OFF_TABLE`. The reason code of a tool row is ``reason``.
@@ -142,6 +156,8 @@ def classify(validators_pass: bool, process: ProcessStatus, verdict: ToolEventVe
     """
     if process not in _PROCESS_STATUSES:
         raise ValueError(f"unknown process status {process!r}")
+    if model_not_under_test:
+        return MODEL_NOT_UNDER_TEST
     if backend_unreachable and not (process == "ok" and validators_pass):
         return BACKEND_UNREACHABLE
     if budget_exceeded:
@@ -184,7 +200,8 @@ def event_evaluator(inputs: EvaluationInputs) -> Verdict:
         status, code = "HARNESS_ERROR", harness_error
     else:
         status, code = classify(validators_pass, inputs.process.status, verdict, reason, tool_unsupported,
-                                bool(inputs.backend_unreachable), bool(inputs.budget_exceeded))
+                                bool(inputs.backend_unreachable), bool(inputs.budget_exceeded),
+                                bool(inputs.model_not_under_test))
 
     events = list(inputs.events or [])
     attempts = tool_attempts(events, include_tier_d=False)
@@ -229,7 +246,7 @@ def _failure_reason(status: str, code: str, summary: TelemetrySummary, attempts:
         return None
     if harness_error:
         return harness_error
-    if status not in (PWPV, "FAIL", "NO_TOOL_CALL"):
+    if code == "model_not_under_test" or status not in (PWPV, "FAIL", "NO_TOOL_CALL"):
         return FAILURE_REASON_BY_CODE.get(code, code)
     if loop:
         return "tool_retry_loop"
@@ -277,8 +294,10 @@ _TEXT: dict[str, str] = {
     "agent_tool_unsupported": "The agent cannot perform the tool kinds this test requires.",
     "backend_unreachable": "The model backend stopped answering the harness during the phase, so the outcome "
                            "says nothing about the agent.",
-    "budget_exceeded": "The phase spent its token budget (--max-tokens-per-phase): the proxy refused the next "
-                       "model call and the harness stopped the agent.",
+    "model_not_under_test": "The agent asked for a model other than the one under test; the proxy refused it, "
+                            "and nothing the phase achieved is credited to this model.",
+    "budget_exceeded": "The phase spent its token budget (--max-tokens-per-phase): the proxy refuses further "
+                       "model calls and the harness stopped the agent.",
     "nonzero_exit": "The agent exited with status {exit_code}, so the result is not reliable.",
     "validators_pass_after_nonzero":
         "The validators passed and tool use was confirmed, but the agent exited with status {exit_code}.",

@@ -76,11 +76,13 @@ class Hooks:
         return answer if isinstance(answer, RouteDecision) else RouteDecision(True)
 
     def start_proxy(self, ctx: "PhaseContext", upstream_url: str, record_path: Path,
-                    max_request_body: int | None, token_budget: int | None = None) -> "ProxyHandle | None":
-        """An unstarted proxy handle, or None when no plugin can relay ``upstream_url``."""
+                    max_request_body: int | None, token_budget: int | None = None,
+                    models: tuple[str, ...] = ()) -> "ProxyHandle | None":
+        """An unstarted proxy handle, or None when no plugin can relay ``upstream_url``. ``models``: the
+        names of the case's model (the proxy refuses model calls naming any other; empty: no pin)."""
         return cast("ProxyHandle | None", self._hook.start_proxy(
             ctx=ctx, upstream_url=upstream_url, record_path=record_path, max_request_body=max_request_body,
-            token_budget=token_budget))
+            token_budget=token_budget, models=tuple(models)))
 
     def evaluate(self, inputs: "EvaluationInputs") -> "Verdict":
         """The verdict of the first implementation that answers (the core's ``event_evaluator`` last).

@@ -119,7 +119,8 @@ def route_base_url(driver: "AgentDriver", agent: "CliAgentSpec", backend: "Backe
 
 @hookspec(firstresult=True)
 def start_proxy(ctx: "PhaseContext", upstream_url: str, record_path: "Path",
-                max_request_body: "int | None", token_budget: "int | None") -> "ProxyHandle | None":
+                max_request_body: "int | None", token_budget: "int | None",
+                models: "tuple[str, ...]") -> "ProxyHandle | None":
     """*First result.* A phase-scoped recording proxy in front of ``upstream_url`` (tier A), not started.
 
     Return a :class:`~gripprobe_core.drivers.ProxyHandle`; the runner awaits ``start()`` (``OSError``:
@@ -130,6 +131,10 @@ def start_proxy(ctx: "PhaseContext", upstream_url: str, record_path: "Path",
     bytes (``--proxy-max-body``; ``None``: the proxy's default, 64 MiB). ``token_budget`` is the tokens
     the phase may spend (``--max-tokens-per-phase``; ``None``: no budget): past it the proxy refuses model
     calls and says so through ``ProxyHandle.token_budget_exceeded()``, and the runner stops the agent.
+    ``models`` are the names the case's model goes by (``ctx.model_name``, the backend's ``model_id``, the
+    driver's ``model_aliases``): the proxy forwards only model calls naming one of them and answers any
+    other ``403`` ``model_not_under_test`` (recorded, never forwarded; its ``status()`` counts them as
+    ``model_not_under_test``).
     """
 
 

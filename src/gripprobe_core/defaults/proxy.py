@@ -21,13 +21,13 @@ class RecordingProxyHandle:
     """A :class:`~gripprobe_core.proxy.server.RecordingProxy` as the runner sees it (a ``ProxyHandle``)."""
 
     def __init__(self, upstream_url: str, record_path: Path, max_request_body: int | None,
-                 token_budget: int | None = None) -> None:
+                 token_budget: int | None = None, models: tuple[str, ...] | None = None) -> None:
         from ..proxy.server import RecordingProxy
 
-        self._proxy: Any = (RecordingProxy(upstream_url, record_path, token_budget=token_budget)
-                            if max_request_body is None else
-                            RecordingProxy(upstream_url, record_path, max_request_body=max_request_body,
-                                           token_budget=token_budget))
+        kw: dict[str, Any] = {"token_budget": token_budget, "models": models}
+        if max_request_body is not None:
+            kw["max_request_body"] = max_request_body
+        self._proxy: Any = RecordingProxy(upstream_url, record_path, **kw)
         self.record_path = record_path
 
     @property
@@ -52,13 +52,13 @@ class RecordingProxyHandle:
 
 @hookimpl(trylast=True)
 def start_proxy(ctx: PhaseContext, upstream_url: str, record_path: Path, max_request_body: int | None,
-                token_budget: int | None) -> RecordingProxyHandle | None:
-    """A :class:`RecordingProxyHandle` in front of ``upstream_url``; ``None`` for a non-HTTP upstream
-    (the runner reports ``unsupported_backend``). (No defaults for ``max_request_body`` and
-    ``token_budget``: pluggy never passes an argument that has one.)"""
+                token_budget: int | None, models: tuple[str, ...]) -> RecordingProxyHandle | None:
+    """A :class:`RecordingProxyHandle` in front of ``upstream_url``, serving only ``models`` (the case's
+    model); ``None`` for a non-HTTP upstream (the runner reports ``unsupported_backend``). (No defaults for
+    ``max_request_body``, ``token_budget`` and ``models``: pluggy never passes an argument that has one.)"""
     if not upstream_url.lower().startswith(("http://", "https://")):
         return None
-    return RecordingProxyHandle(upstream_url, record_path, max_request_body, token_budget)
+    return RecordingProxyHandle(upstream_url, record_path, max_request_body, token_budget, models or None)
 
 
 @hookimpl(trylast=True)

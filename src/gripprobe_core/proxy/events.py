@@ -181,10 +181,10 @@ class _Builder:
         failed = (status is not None and status >= 400) or proxy_error is not None
         error_type = None
         if failed:
-            if record.get(P + "backend_tool_unsupported") is True:
-                error_type = "backend_tool_unsupported"
-            elif proxy_error:
+            if proxy_error:  # the proxy's own answer (a refused call, a fault) is never the backend's word
                 error_type = proxy_error
+            elif record.get(P + "backend_tool_unsupported") is True:
+                error_type = "backend_tool_unsupported"
             else:
                 error_type = f"http_{status}"
         payload: dict[str, Any] = {
@@ -255,7 +255,8 @@ def records_to_events(records: list[dict], *, phase: str, artifact_name: str,
 def proxy_counts(records: list[dict]) -> dict[str, Any]:
     """``proxy_structured_count``, ``proxy_nonstructured_count``, ``proxy_orphan_result_count`` (tool results
     the agent sent that answer no call a model response of the phase made), ``backend_tool_unsupported``: the
-    keyword arguments of :func:`gripprobe_core.telemetry.summarize_phase` the proxy decides."""
+    keyword arguments of :func:`gripprobe_core.telemetry.summarize_phase` the proxy decides. The backend
+    rejected tools only when an exchange it answered itself says so (never one the proxy refused)."""
     structured = nonstructured = 0
     unsupported = False
     for record in records or []:
@@ -264,7 +265,8 @@ def proxy_counts(records: list[dict]) -> dict[str, Any]:
         if _is_model(record):
             structured += max(0, _int(record.get(P + "tool_call_count")) or 0)
             nonstructured += max(0, _int(record.get(P + "tool_call_nonstructured_count")) or 0)
-        unsupported = unsupported or record.get(P + "backend_tool_unsupported") is True
+        unsupported = unsupported or (record.get(P + "backend_tool_unsupported") is True
+                                      and not record.get(P + "proxy_error"))
     orphans = _build(records, "measured", "", GENERIC).calls.orphans
     return {"proxy_structured_count": structured, "proxy_nonstructured_count": nonstructured,
             "proxy_orphan_result_count": orphans, "backend_tool_unsupported": unsupported}

@@ -25,6 +25,7 @@ from multidict import CIMultiDict
 
 from .recorder import BEGIN, CHUNK, minimal_record, record_timestamp
 from .recorder_client import BATCH_BYTES, RecorderChild, credential_headers
+from .tokens import bytes_estimate
 
 if TYPE_CHECKING:
     from .http1 import Request
@@ -54,6 +55,8 @@ class RecordSink(Protocol):
     upstream_url: str
     record_path: Path
     body_budget: int
+    record_caps: list[Any]
+    """``[max_records, max_bytes, proxy id]`` of the record file (the recorder's :class:`~.recorder.RecordBook`)."""
 
     def recorder_exchange_id(self) -> int | None:
         """A new exchange id for the recorder process; ``None``: observe this exchange in-process."""
@@ -77,6 +80,13 @@ class RecordSink(Protocol):
     def write_metadata_only(self, record: dict, reason: str | None) -> None:
         """Append the metadata-only record of an exchange the recorder process died with (``reason``:
         why it died), and count it as degraded. Never raises."""
+
+    def settle_tokens(self, tokens: int) -> None:
+        """A model call admitted against the token budget ended and cost ``tokens``."""
+
+    def settle_tokens_later(self, owed: Any, fallback: int) -> None:
+        """... and will say what it cost when the recorder answers ``owed`` (a concurrent future of its
+        ``TOK``); ``fallback`` if it never does."""
 
 
 class Exchange:
@@ -105,6 +115,9 @@ class Exchange:
         self.observer: Observer | None = None
         self.observer_failed = False
         self.done = False
+        self.counted = False
+        """Admitted against the phase's token budget: its cost is settled when it ends."""
+        self.response_bytes = 0
 
     # Request facts are read when observing starts (after the client has its first bytes).
     @property
@@ -132,7 +145,8 @@ class Exchange:
         sink = self.sink
         return {"method": self.method, "path": self.path, "query": self.query, "upstream_url": sink.upstream_url,
                 "headers": credential_headers(self.request.headers), "record_path": os.fspath(sink.record_path),
-                "body_budget": sink.body_budget, "started": self.wall0}
+                "body_budget": sink.body_budget, "started": self.wall0, "caps": sink.record_caps,
+                "count": self.counted}
 
     def _open(self) -> None:
         """Start observing, on first use (after the client has its first bytes, so it never delays
@@ -174,7 +188,10 @@ class Exchange:
             if end is None:
                 taken = child.send(frames, nbytes)
             else:
+                owed = child.expect_tokens(self.xid) if self.counted else None
                 taken = child.end(self.xid, self.meta, end, frames, nbytes)
+                if taken and owed is not None:
+                    self.sink.settle_tokens_later(owed, self._fallback_tokens())
             if taken:
                 self.child = child
                 self.sink.register_child(child)
@@ -182,6 +199,7 @@ class Exchange:
         return False
 
     def feed(self, chunk: bytes) -> None:
+        self.response_bytes += len(chunk)
         self._open()
         if self.frames is None:
             self._feed_observer(chunk)
@@ -227,11 +245,17 @@ class Exchange:
                 if self._first_handover(frames, nbytes, end):
                     return
                 self._observe_in_process(frames)  # no recorder: every byte is still here
-            elif child.end(self.xid, self.meta, end, frames, nbytes):
-                return
-            else:  # the recorder died with this exchange in flight: its bytes are gone, keep the metadata
+            else:
+                owed = child.expect_tokens(self.xid) if self.counted else None
+                if child.end(self.xid, self.meta, end, frames, nbytes):
+                    if owed is not None:
+                        self.sink.settle_tokens_later(owed, self._fallback_tokens())
+                    return
+                # the recorder died with this exchange in flight: its bytes are gone, keep the metadata
                 self.sink.write_metadata_only(minimal_record(self.meta, end, error=f"recorder_died: {child.reason}"),
                                               child.reason)
+                if self.counted:
+                    self.sink.settle_tokens(self._fallback_tokens())
                 return
         record: dict | None = None
         obs = self.observer
@@ -247,4 +271,17 @@ class Exchange:
             record = minimal_record(meta, {"status": self.status, "duration_ms": duration_ms,
                                            "ttfb_ms": self.ttfb_ms, "proxy_error": proxy_error})
         record["x_gripprobe_timestamp"] = record_timestamp(self.wall0)  # the request's start
+        if self.counted:
+            tokens = record.get("x_gripprobe_tokens")
+            counted = tokens.get("counted") if isinstance(tokens, dict) else None
+            self.sink.settle_tokens(counted if isinstance(counted, int) and not isinstance(counted, bool)
+                                    and counted >= 0 else self._fallback_tokens())
         self.sink.write_record(record)
+
+    def _fallback_tokens(self) -> int:
+        """What a call costs when its reply could not be read: every byte each way (:mod:`.tokens`); 0 when
+        the upstream did not answer it with a 2xx."""
+        status = self.status
+        if not (isinstance(status, int) and 200 <= status < 300):
+            return 0
+        return bytes_estimate(len(self.request_body), self.response_bytes)

@@ -25,7 +25,7 @@ HOP_BY_HOP = frozenset({
 })
 ERROR_STATUS = {"proxy_connect_error": 502, "upstream_reset": 502, "upstream_malformed": 502,
                 "upstream_timeout": 504, "proxy_internal_error": 500, "request_body_too_large": 413,
-                "token_budget_exceeded": 429}
+                "token_budget_exceeded": 429, "model_not_under_test": 403}
 TOKEN_BUDGET_EXCEEDED = "token_budget_exceeded"
 TOO_LARGE = "request_body_too_large"
 REASONS = {int(s): s.phrase.encode() for s in HTTPStatus}

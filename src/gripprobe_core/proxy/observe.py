@@ -30,6 +30,7 @@ from .protocols import MODEL_PROTOCOLS, ReplyAssembler, detect_protocol
 from .redact import Redactor, secrets_from_headers
 from .sse import SSEDecoder
 from .text_tools import scan_text_tool_calls
+from .tokens import call_tokens
 from .tool_results import request_tool_results
 
 __all__ = ["ARGUMENTS_LIMIT", "OUTPUT_LIMIT", "PREFIX", "RECORD_KEYS", "TEXT_LIMIT", "ExchangeObserver", "fit_json"]
@@ -52,7 +53,7 @@ RECORD_KEYS: tuple[str, ...] = tuple(PREFIX + k for k in (
     "timestamp", "method", "path", "query", "upstream_url", "status", "duration_ms", "ttfb_ms", "protocol",
     "stream", "request", "response", "budget_exceeded", "tool_call_count", "tool_calls", "tool_names",
     "tool_call_ids", "tool_call_nonstructured_count", "tool_names_nonstructured", "tool_call_ids_nonstructured",
-    "tool_result_count", "tool_results", "usage", "response_id", "text", "backend_tool_unsupported", "error",
+    "tool_result_count", "tool_results", "usage", "tokens", "response_id", "text", "backend_tool_unsupported", "error",
     "proxy_error",
 ))
 _STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/jsonl", "application/stream+json")
@@ -131,7 +132,7 @@ class ExchangeObserver:
 
     def __init__(self, *, method: str, path: str, query: str, upstream_url: str,
                  request_headers: Mapping[str, str], request_body: bytes, body_budget: int = 256 * 1024,
-                 text_scan_limit: int = TEXT_SCAN_LIMIT) -> None:
+                 text_scan_limit: int = TEXT_SCAN_LIMIT, request_size: int | None = None) -> None:
         self.timestamp = utc_now_iso()
         self.method = method if isinstance(method, str) else str(method)
         self.path = path if isinstance(path, str) else str(path)
@@ -144,6 +145,9 @@ class ExchangeObserver:
             self.request_body = bytes(request_body or b"")
         except (TypeError, ValueError):
             self.request_body = b""
+        self.request_size = request_size if isinstance(request_size, int) and request_size >= 0 \
+            else len(self.request_body)
+        """The request body's size (given apart when the body itself was left out: a record past its cap)."""
         self.redactor = Redactor(secrets_from_headers(request_headers or {}))
         self.protocol = detect_protocol(self.method, self.path)
         self.text_scan_limit = text_scan_limit if isinstance(text_scan_limit, int) else TEXT_SCAN_LIMIT
@@ -380,7 +384,9 @@ class ExchangeObserver:
         errors = list(asm.errors)
         if isinstance(status, int) and status >= 400 and not errors and self._raw:
             errors.append(bytes(self._raw[:ERROR_LIMIT * 4]).decode("utf-8", "replace"))
-        unsupported = any(UNSUPPORTED_MARKER in e.lower() for e in errors)
+        # Only the backend's own answer says it cannot do tools: an error the proxy made itself (a refused
+        # model call, a spent budget, a fault) never does, whatever its text.
+        unsupported = proxy_error is None and any(UNSUPPORTED_MARKER in e.lower() for e in errors)
 
         record = {
             "timestamp": self.timestamp,
@@ -406,6 +412,7 @@ class ExchangeObserver:
             "tool_result_count": len(tool_results),
             "tool_results": tool_results,
             "usage": asm.usage if is_model else None,
+            "tokens": self._tokens(status, asm, calls) if is_model else None,
             "response_id": asm.response_id if is_model else None,
             "text": _clip(red.text(text), TEXT_LIMIT) if text else None,
             "backend_tool_unsupported": unsupported,
@@ -416,6 +423,14 @@ class ExchangeObserver:
         # A final pass over every string (names, ids, paths ...) — bodies were redacted before cutting.
         keep = {PREFIX + "request", PREFIX + "response"}
         return {k: (v if k in keep else red.value(v)) for k, v in out.items()}
+
+    def _tokens(self, status: Any, asm: ReplyAssembler, calls: list[Any]) -> dict[str, Any]:
+        """``{"counted", "estimated"}``: what the call cost for the phase's token budget (:mod:`.tokens`)."""
+        reply = len(asm.text.encode("utf-8", "replace")) + sum(
+            len(c.name.encode("utf-8", "replace")) + len(c.arguments.encode("utf-8", "replace")) for c in calls)
+        counted, estimated = call_tokens(status=status, usage=asm.usage, request_bytes=self.request_size,
+                                         reply_bytes=reply, response_bytes=self._total, reply_cut=asm.text_full)
+        return {"counted": counted, "estimated": estimated}
 
     def _request_record(self) -> tuple[Any, Any, bool]:
         """(parsed body or None, the body for the record, cut?). The record's copy is parsed JSON if the body
@@ -448,7 +463,7 @@ class ExchangeObserver:
             PREFIX + "tool_calls": [], PREFIX + "tool_names": [], PREFIX + "tool_call_ids": [],
             PREFIX + "tool_call_nonstructured_count": 0, PREFIX + "tool_names_nonstructured": [],
             PREFIX + "tool_call_ids_nonstructured": [], PREFIX + "tool_result_count": 0, PREFIX + "tool_results": [],
-            PREFIX + "usage": None, PREFIX + "response_id": None, PREFIX + "text": None,
+            PREFIX + "usage": None, PREFIX + "tokens": None, PREFIX + "response_id": None, PREFIX + "text": None,
             PREFIX + "backend_tool_unsupported": False, PREFIX + "error": error,
             PREFIX + "proxy_error": proxy_error if isinstance(proxy_error, str) else None,
         }

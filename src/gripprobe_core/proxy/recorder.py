@@ -16,7 +16,9 @@ kind      id           payload
                        ``method``, ``path``, ``query``, ``upstream_url``, ``headers`` (the
                        request's credential headers as ``[name, value]`` pairs, used for
                        redaction only, never written), ``record_path``, ``body_budget``,
-                       ``started`` (request arrival, Unix time: the record's timestamp)
+                       ``started`` (request arrival, Unix time: the record's timestamp),
+                       ``caps`` (``[max_records, max_bytes, proxy id]`` of its record file, see
+                       :class:`RecordBook`), ``count`` (true: reply ``TOK``, below)
 ``CHUNK`` exchange id  response bytes, exactly as relayed, in order
 ``END``   exchange id  JSON: ``status``, ``response_headers`` (pairs), ``duration_ms``,
                        ``ttfb_ms``, ``proxy_error``
@@ -24,8 +26,11 @@ kind      id           payload
 ========= ============ ===================================================================
 
 Frames are handled strictly in order by one thread, so records are written in END order. On
-``FLUSH`` the recorder closes that record file and writes ``ACK <token>`` on stdout: by then every
-exchange of that path that ENDed before the FLUSH is on disk. With ``--watermark-fd N`` (an 8-byte
+``FLUSH`` the recorder closes that record file and writes ``ACK <token> <stats JSON>`` on stdout (the
+file's :meth:`RecordBook.stats`, ``null`` for a path it never wrote): by then every exchange of that path
+that ENDed before the FLUSH is on disk. After the END of an exchange whose meta asked to ``count`` it
+writes ``TOK <exchange id> <tokens>``: what the call cost for the phase's token budget (:mod:`.tokens`),
+whether its record was written, slimmed or dropped. With ``--watermark-fd N`` (an 8-byte
 file the relay shares) it also stores, after each END frame is handled, the number of END frames
 handled so far (``!Q`` at offset 0): a memory store, no system call. If the recorder dies, the relay
 reads it to tell which exchanges still need a record. At EOF on stdin it records the exchanges
@@ -48,8 +53,9 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
-__all__ = ["BEGIN", "CHUNK", "END", "FLUSH", "HEADER", "WATERMARK", "RecordFile", "Recorder", "encode_record",
-           "main", "minimal_record", "record_timestamp"]
+__all__ = ["BEGIN", "CHUNK", "DEFAULT_MAX_RECORDS", "DEFAULT_MAX_RECORD_BYTES", "END", "FLUSH", "HEADER", "WATERMARK",
+           "RecordBook", "RecordFile", "Recorder", "encode_record", "main", "minimal_record", "record_timestamp",
+           "slim_record"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +73,14 @@ back-to-back requests on 2 cores, p50 latency added by the proxy +0.71 ms at nic
 at nice 0; the relay alone +0.59 ms). It still gets a fair share (about a tenth of a core against
 one busy process), so its backlog drains even under load."""
 PREFIX = "x_gripprobe_"
+DEFAULT_MAX_RECORDS = 1000
+"""Records one phase's record file holds at most; the exchanges past it are counted, not recorded."""
+DEFAULT_MAX_RECORD_BYTES = 32 << 20
+"""Bytes one phase's record file holds at most (full records up to :data:`FULL_SHARE` of it, then slim ones)."""
+FULL_SHARE = 0.75
+SLIM_LIST = 64
+"""Tool calls and tool results a slim record keeps (each already capped in size by the observer)."""
+SLIM_TEXT = 256
 
 
 # ------------------------------------------------------------------------- shared with the relay
@@ -111,6 +125,78 @@ def minimal_record(meta: dict, end: dict, *, error: str | None = None) -> dict:
     if isinstance(started, (int, float)):
         record[PREFIX + "timestamp"] = record_timestamp(started)
     return record
+
+
+def slim_record(record: dict) -> dict:
+    """``record`` without its bodies (``request``, ``response`` null), its lists of tool calls and results cut
+    to :data:`SLIM_LIST` entries and its text to :data:`SLIM_TEXT` characters, marked ``slimmed``: the facts
+    tier A and the budget read (status, protocol, tool calls, usage, tokens, errors) at a bounded size."""
+    out = dict(record)
+    out[PREFIX + "request"] = None
+    out[PREFIX + "response"] = None
+    for key in ("tool_calls", "tool_results", "tool_names", "tool_call_ids", "tool_names_nonstructured",
+                "tool_call_ids_nonstructured"):
+        value = out.get(PREFIX + key)
+        if isinstance(value, list) and len(value) > SLIM_LIST:
+            out[PREFIX + key] = value[:SLIM_LIST]
+    text = out.get(PREFIX + "text")
+    if isinstance(text, str) and len(text) > SLIM_TEXT:
+        out[PREFIX + "text"] = text[:SLIM_TEXT] + "…"
+    out[PREFIX + "slimmed"] = True
+    return out
+
+
+class RecordBook:
+    """One phase's record file under its caps: at most ``max_records`` records and ``max_bytes`` bytes.
+
+    Records are written whole while the file holds less than :data:`FULL_SHARE` of ``max_bytes``; then
+    slim (:func:`slim_record`) while they fit; past either cap they are dropped. Every record is counted:
+    :meth:`stats` says how many were written, how many of those slim, how many dropped (and their bytes as
+    encoded), so the case can say what its record lacks. Memory: one line at a time."""
+
+    def __init__(self, path: str | os.PathLike[str], max_records: int = DEFAULT_MAX_RECORDS,
+                 max_bytes: int = DEFAULT_MAX_RECORD_BYTES, owner: str | None = None) -> None:
+        self.file = RecordFile(path)
+        self.max_records, self.max_bytes, self.owner = max(0, max_records), max(0, max_bytes), owner
+        self.written = self.bytes = self.slimmed = self.dropped = self.dropped_bytes = 0
+
+    @property
+    def slimming(self) -> bool:
+        """Full records no longer fit: the next ones are slim (or dropped), so their bodies are not needed."""
+        return self.written >= self.max_records or self.bytes >= self.max_bytes * FULL_SHARE
+
+    def add(self, record: dict) -> None:
+        """Write ``record`` (whole, slim, or not at all). Never raises."""
+        line = encode_record(record)
+        if line is None:
+            return
+        if self.written >= self.max_records:
+            self._drop(line)
+            return
+        if self.bytes + len(line) > self.max_bytes * FULL_SHARE:
+            slim = encode_record(slim_record(record))
+            if slim is None or self.bytes + len(slim) > self.max_bytes:
+                self._drop(line)
+                return
+            line = slim
+            self.slimmed += 1
+        if self.file.append(line):
+            self.written += 1
+            self.bytes += len(line)
+
+    def _drop(self, line: bytes) -> None:
+        self.dropped += 1
+        self.dropped_bytes += len(line)
+
+    def stats(self) -> dict[str, int]:
+        """``{"written", "slimmed", "dropped", "dropped_bytes", "bytes", "max_records", "max_bytes"}``."""
+        return {"written": self.written, "slimmed": self.slimmed, "dropped": self.dropped,
+                "dropped_bytes": self.dropped_bytes, "bytes": self.bytes, "max_records": self.max_records,
+                "max_bytes": self.max_bytes}
+
+    def close(self) -> None:
+        """Close the file (it reopens, appending, on the next record); the counts stay."""
+        self.file.close()
 
 
 class RecordFile:
@@ -197,7 +283,7 @@ class Recorder:
         self.watermark = watermark
         self.ends = 0
         self.open: dict[int, _Open] = {}
-        self.files: dict[str, RecordFile] = {}
+        self.books: dict[str, RecordBook] = {}
 
     def handle(self, kind: int, ident: int, payload: bytes) -> None:
         """One frame. Never raises: a bad frame costs that frame (or that exchange) only."""
@@ -217,10 +303,11 @@ class Recorder:
                         self.watermark(self.ends)
             elif kind == FLUSH:
                 path = os.fsdecode(payload)
-                f = self.files.pop(path, None)
-                if f is not None:
-                    f.close()
-                self.reply(b"ACK %d\n" % ident)
+                book = self.books.get(path)
+                if book is not None:
+                    book.close()
+                stats = json.dumps(book.stats() if book is not None else None).encode()
+                self.reply(b"ACK %d %s\n" % (ident, stats))
             else:
                 log.warning("recorder: unknown frame kind %d", kind)
         except Exception:
@@ -230,12 +317,15 @@ class Recorder:
         (n,) = META_LEN.unpack_from(payload, 0)
         meta = json.loads(payload[META_LEN.size:META_LEN.size + n])
         body = payload[META_LEN.size + n:]
+        size = len(body)
+        if self._book(meta).slimming:  # its record will be slim or dropped: the body is not read at all
+            body = b""
         try:
             observer = self.observer_factory(
                 method=meta["method"], path=meta["path"], query=meta["query"], upstream_url=meta["upstream_url"],
                 # (name, value) pairs: secrets_from_headers takes pairs as well as mappings
                 request_headers=[tuple(p) for p in meta.get("headers") or []], request_body=body,
-                body_budget=meta["body_budget"])
+                body_budget=meta["body_budget"], request_size=size)
         except Exception:
             log.exception("recorder: observer construction failed")
             observer = None
@@ -246,9 +336,26 @@ class Recorder:
         if ex is None:
             log.warning("recorder: END for unknown exchange %d", ident)
             return
-        self._write(ex, json.loads(payload))
+        record = self._write(ex, json.loads(payload))
+        if ex.meta.get("count"):
+            tokens = record.get(PREFIX + "tokens")
+            counted = tokens.get("counted") if isinstance(tokens, dict) else None
+            self.reply(b"TOK %d %d\n" % (ident, counted if isinstance(counted, int) and counted > 0 else 0))
 
-    def _write(self, ex: _Open, end: dict) -> None:
+    def _book(self, meta: dict) -> RecordBook:
+        """The record file of ``meta``'s exchange, with its caps (a new proxy on the same path starts anew)."""
+        path = str(meta.get("record_path"))
+        caps = meta.get("caps")
+        if not (isinstance(caps, list) and len(caps) == 3):
+            caps = [DEFAULT_MAX_RECORDS, DEFAULT_MAX_RECORD_BYTES, None]
+        book = self.books.get(path)
+        if book is None or book.owner != caps[2]:
+            if book is not None:
+                book.close()
+            book = self.books[path] = RecordBook(path, int(caps[0]), int(caps[1]), caps[2])
+        return book
+
+    def _write(self, ex: _Open, end: dict) -> dict:
         record: dict | None = None
         if ex.observer is not None:
             try:
@@ -263,13 +370,8 @@ class Recorder:
         started = ex.meta.get("started")
         if isinstance(started, (int, float)):
             record[PREFIX + "timestamp"] = record_timestamp(started)
-        line = encode_record(record)
-        path = str(ex.meta.get("record_path"))
-        f = self.files.get(path)
-        if f is None:
-            f = self.files[path] = RecordFile(path)
-        if line is not None:
-            f.append(line)
+        self._book(ex.meta).add(record)
+        return record
 
     def close(self) -> None:
         """End of input: exchanges still open are recorded as ``proxy_stopped``; files closed."""
@@ -277,9 +379,9 @@ class Recorder:
             ex = self.open.pop(ident)
             self._write(ex, {"status": None, "response_headers": [], "duration_ms": None, "ttfb_ms": None,
                                     "proxy_error": "proxy_stopped"})
-        for f in self.files.values():
-            f.close()
-        self.files.clear()
+        for book in self.books.values():
+            book.close()
+        self.books.clear()
 
 
 def _headers(pairs: Any) -> dict[str, str]:

@@ -105,11 +105,12 @@ def credential_headers(headers: Mapping[str, str]) -> list[list[str]]:
     return out
 
 
-def _settle(fut: concurrent.futures.Future, exc: BaseException | None = None) -> None:
-    """Resolve ``fut`` unless it is already done (a waiter may have cancelled it)."""
+def _settle(fut: concurrent.futures.Future, exc: BaseException | None = None, value: Any = None) -> None:
+    """Resolve ``fut`` (with ``value``, or failed with ``exc``) unless it is already done (a waiter may have
+    cancelled it)."""
     try:
         if exc is None:
-            fut.set_result(None)
+            fut.set_result(value)
         else:
             fut.set_exception(exc)
     except concurrent.futures.InvalidStateError:
@@ -151,6 +152,7 @@ class RecorderChild:
         self._ends = 0
         self._unconfirmed: dict[int, tuple[int, dict, dict]] = {}  # xid -> (END number, meta, end), in order
         self._flushes: dict[int, tuple[concurrent.futures.Future, int]] = {}
+        self._tokens_owed: dict[int, concurrent.futures.Future] = {}  # xid -> its TOK
         self._tokens = itertools.count(1)
         self._kill_reason: str | None = None
         self._closing = False
@@ -214,9 +216,21 @@ class RecorderChild:
             self._broken(broken)
         return True
 
+    def expect_tokens(self, xid: int) -> concurrent.futures.Future:
+        """A future resolved with what exchange ``xid`` cost (its ``TOK``), to ask for *before* its END is
+        sent with ``count`` in its meta; failed with :class:`RecorderDied` if the child dies first."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if self.dead:
+                fut.set_exception(RecorderDied(self.reason or "the recorder process died"))
+            else:
+                self._tokens_owed[xid] = fut
+        return fut
+
     def flush(self, record_path: str | os.PathLike[str]) -> concurrent.futures.Future:
         """A future resolved once every exchange of ``record_path`` ENDed so far is written (and the
-        child's file closed); failed with :class:`RecorderDied` if the child dies first."""
+        child's file closed), with that file's :meth:`~.recorder.RecordBook.stats` (``None`` when the child
+        never wrote it); failed with :class:`RecorderDied` if the child dies first."""
         fut: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
             if self.dead:
@@ -338,14 +352,26 @@ class RecorderChild:
         assert stdout is not None
         try:
             for line in stdout:
-                parts = line.split()
-                if len(parts) != 2 or parts[0] != b"ACK" or not parts[1].isdigit():
+                parts = line.split(None, 2)
+                if len(parts) < 2 or not parts[1].isdigit():
                     continue
+                if parts[0] == b"TOK" and len(parts) == 3 and parts[2].strip().isdigit():
+                    with self._lock:
+                        owed = self._tokens_owed.pop(int(parts[1]), None)
+                    if owed is not None:
+                        _settle(owed, value=int(parts[2]))
+                    continue
+                if parts[0] != b"ACK":
+                    continue
+                try:
+                    stats = json.loads(parts[2]) if len(parts) == 3 else None
+                except ValueError:
+                    stats = None
                 with self._lock:
                     fut, ends = self._flushes.pop(int(parts[1]), (None, 0))
                     self._forget(ends)
                 if fut is not None:
-                    _settle(fut)
+                    _settle(fut, value=stats if isinstance(stats, dict) else None)
         except (OSError, ValueError):
             pass
         try:
@@ -382,12 +408,15 @@ class RecorderChild:
             self._forget(self.handled())
             lost, self._unconfirmed = list(self._unconfirmed.values()), {}
             flushes, self._flushes = self._flushes, {}
+            owed, self._tokens_owed = self._tokens_owed, {}
             if lost or not self._closing:
                 log.warning("recording proxy: %s; %d exchange(s) recorded as metadata only", reason, len(lost))
             self._write_lost(lost, reason)
             self._queue.put(None)  # let the writer thread end
             self._watermark.close()
         for fut, _ in flushes.values():
+            _settle(fut, RecorderDied(reason))
+        for fut in owed.values():
             _settle(fut, RecorderDied(reason))
 
     def _write_lost(self, lost: list[tuple[int, dict, dict]], reason: str) -> None:
@@ -426,6 +455,11 @@ class RecorderClient:
         """The running child's pid (``None`` before the first start or after a death)."""
         child = self._child
         return child.pid if child is not None and not child.dead else None
+
+    def congested(self) -> RecorderChild | None:
+        """The running child when it is behind (:attr:`RecorderChild.congested`), else None. Never starts one."""
+        child = self._child
+        return child if child is not None and child.congested else None
 
     def child(self) -> RecorderChild | None:
         """The running child, started or restarted as needed; ``None``: observe in-process."""

@@ -29,12 +29,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .exchange import RecordSink
 from .http1 import TOKEN_BUDGET_EXCEEDED, ERROR_STATUS, REASONS, TOO_LARGE, error_body, hop_by_hop
-from .protocols import MODEL_PROTOCOLS, detect_protocol
+from .pin import MODEL_NOT_UNDER_TEST, is_model_call
 
 if TYPE_CHECKING:
     from .client import ClientConnection
     from .exchange import Exchange
     from .http1 import Request
+    from .pin import ModelPin
+    from .recorder_client import RecorderChild
     from .upstream import UpstreamConnection, UpstreamPool
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,8 @@ class ProxyHost(RecordSink, Protocol):
     for each request's :class:`~.exchange.Exchange`, its :class:`~.exchange.RecordSink`."""
 
     max_request_body: int
+    pin: ModelPin | None
+    """The model under test: model calls naming another are refused (None: any model passes)."""
     token_budget: int | None
     """Tokens the phase may spend on model calls (None: no budget)."""
     token_budget_exceeded: bool
@@ -64,8 +68,18 @@ class ProxyHost(RecordSink, Protocol):
     def stopping(self) -> bool:
         """The proxy is stopping: exchanges still in flight end as ``proxy_stopped``."""
 
-    async def budget_spent(self) -> bool:
-        """Has the phase spent its token budget (the records so far counted)?"""
+    async def admit_model_call(self) -> bool:
+        """The turn of a model call under the token budget: True once admitted (held until its cost is
+        settled), False when the budget is spent."""
+
+    def settle_tokens(self, tokens: int) -> None:
+        """An admitted call's cost; gives its turn back."""
+
+    def recorder_congested(self) -> RecorderChild | None:
+        """The recorder process when it is behind (its backlog over the high-water mark), else None."""
+
+    def refused_model(self, why: str) -> None:
+        """A model call was refused (403 ``model_not_under_test``) for the model it named."""
 
     def connection_opened(self, conn: ClientConnection) -> None:
         """A client connected."""
@@ -116,8 +130,22 @@ class Relay:
         if proxy.stopping:
             self.fail("proxy_stopped", "the recording proxy is stopping")
             return
-        if proxy.token_budget is not None and self.req.method.upper() == "POST" \
-                and detect_protocol(self.req.method, self.req.path) in MODEL_PROTOCOLS:
+        if proxy.pin is not None:
+            why = proxy.pin.refusal(self.req.method, self.req.path, self.ex.request_body)
+            if why is not None:
+                proxy.refused_model(why)
+                self.fail(MODEL_NOT_UNDER_TEST, why)
+                return
+        behind = proxy.recorder_congested()
+        if behind is not None:
+            self.connecting = self.loop.create_task(self.after_recorder(behind))
+            return
+        self.forward()
+
+    def forward(self) -> None:
+        """Send the request upstream (a model call under a token budget waits for its turn first)."""
+        proxy = self.proxy
+        if proxy.token_budget is not None and is_model_call(self.req.method, self.req.path, self.ex.request_body):
             self.connecting = self.loop.create_task(self.within_budget_then_connect())
             return
         conn = proxy.pool.take()
@@ -126,26 +154,41 @@ class Relay:
         else:
             self.connecting = self.loop.create_task(self.connect())
 
-    async def within_budget_then_connect(self) -> None:
-        """A model call when the phase has a token budget: refused (429 ``token_budget_exceeded``, never forwarded)
-        once the phase's recorded calls have spent it, else relayed as usual."""
-        proxy = self.proxy
+    async def after_recorder(self, child: RecorderChild) -> None:
+        """The recorder is behind (a flood of exchanges): wait until it catches up before this request goes
+        upstream, so the bytes queued for it, and the relay's memory, stay bounded whatever the agent sends."""
         try:
-            spent = await proxy.budget_spent()
+            await child.drain()
         except Exception as exc:
             self.connecting = None
             self.internal_error(exc)
             return
-        if self.finished:
+        self.connecting = None
+        if not self.finished:
+            self.forward()
+
+    async def within_budget_then_connect(self) -> None:
+        """A model call when the phase has a token budget: it waits for its turn (the call before it has
+        settled its cost), then is refused (429 ``token_budget_exceeded``, never forwarded) when the phase
+        has spent the budget, else relayed as usual and its cost settled when it ends."""
+        proxy = self.proxy
+        try:
+            admitted = await proxy.admit_model_call()
+        except Exception as exc:
             self.connecting = None
+            self.internal_error(exc)
             return
-        if spent:
+        if not admitted:
             self.connecting = None
-            proxy.token_budget_exceeded = True
             self.fail(TOKEN_BUDGET_EXCEEDED, f"this phase's token budget of {proxy.token_budget} tokens is spent "
                                        f"({proxy.tokens_spent} used): GripProbe refuses further model calls "
                                        f"(--max-tokens-per-phase)")
             return
+        if self.finished or self.ex.done:  # the client left while it waited: nothing forwarded, turn given back
+            self.connecting = None
+            proxy.settle_tokens(0)
+            return
+        self.ex.counted = True
         conn = proxy.pool.take()
         if conn is not None:
             self.connecting = None

@@ -34,17 +34,21 @@ Faults never crash the proxy and are recorded as ``x_gripprobe_proxy_error``:
 ``request_body_too_large`` the request body is over ``max_request_body`` → 413, never forwarded,
                            the client's connection closed after the answer
 ``proxy_stopped``          :meth:`RecordingProxy.stop` closed an exchange still in flight
+``model_not_under_test``   a model call naming a model other than the case's (``models``) → 403,
+                           never forwarded (:mod:`.pin`)
 ========================== ======================================================================
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import time
+import uuid
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from yarl import URL
 
@@ -52,7 +56,8 @@ from ..jsonl import json_lines
 from . import DEFAULT_MAX_REQUEST_BODY
 from .client import ClientConnection
 from .exchange import Observer, ObserverFactory
-from .recorder import RecordFile, encode_record
+from .pin import ModelPin
+from .recorder import DEFAULT_MAX_RECORD_BYTES, DEFAULT_MAX_RECORDS, RecordBook
 from .recorder_client import RecorderChild, RecorderClient, get_recorder
 from .upstream import UpstreamPool
 
@@ -88,20 +93,37 @@ class RecordingProxy:
     def __init__(self, upstream_url: str, record_path: Path, *, observer_factory: ObserverFactory | None = None,
                  recorder: RecorderClient | None = None, body_budget: int = 256 * 1024,
                  upstream_timeout_s: float = 600, flush_timeout_s: float = 10.0,
-                 max_request_body: int = DEFAULT_MAX_REQUEST_BODY, token_budget: int | None = None) -> None:
+                 max_request_body: int = DEFAULT_MAX_REQUEST_BODY, token_budget: int | None = None,
+                 models: Iterable[str] | None = None, max_records: int = DEFAULT_MAX_RECORDS,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
         if isinstance(max_request_body, bool) or not isinstance(max_request_body, int) or max_request_body < 1:
             raise ValueError(f"max_request_body must be a positive number of bytes, not {max_request_body!r}")
         if token_budget is not None and (isinstance(token_budget, bool) or not isinstance(token_budget, int)
                                          or token_budget < 1):
             raise ValueError(f"token_budget must be a positive number of tokens, not {token_budget!r}")
         self.max_request_body = max_request_body
+        self.pin = ModelPin(models) if models is not None else None
+        """The model under test (:mod:`.pin`): a model call naming another is refused (403
+        ``model_not_under_test``, never forwarded). None: any model is relayed."""
+        self.model_refusals: list[str] = []
+        """Why each refused model call was refused, in order (the first 20 kept; :attr:`model_refusal_count`)."""
+        self.model_refusal_count = 0
         self.token_budget = token_budget
         """Tokens this proxy's phase may spend; past them every further model call is refused (429,
         ``token_budget_exceeded``). None: no budget."""
         self.tokens_spent = 0
+        """Tokens the model calls admitted so far cost (settled when each ends: :mod:`.tokens`)."""
         self.token_budget_exceeded = False
-        """A model call was refused because the budget was spent (the runner then stops the agent)."""
-        self._records_read = 0
+        """The phase spent its budget: a call's cost took it to the budget or past it, or a model call was
+        refused for it (the runner then stops the agent)."""
+        self._turn: asyncio.Lock | None = None
+        self._unsettled = 0
+        for name, cap in (("max_records", max_records), ("max_record_bytes", max_record_bytes)):
+            if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+                raise ValueError(f"{name} must be a positive number, not {cap!r}")
+        self.record_caps: list[Any] = [max_records, max_record_bytes, uuid.uuid4().hex]
+        """``[max_records, max_bytes, proxy id]``: the record file's caps (:class:`~.recorder.RecordBook`)."""
+        self._recorder_stats: dict[RecorderChild, dict[str, int]] = {}
         self.upstream_url = upstream_url.rstrip("/")
         self.record_path = Path(record_path)
         self.body_budget = body_budget
@@ -114,7 +136,8 @@ class RecordingProxy:
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[ClientConnection] = set()
         self._base_url: str | None = None
-        self._record_file = RecordFile(self.record_path)
+        self._record_file = RecordBook(self.record_path, max_records, max_record_bytes)
+        """Where in-process observed exchanges are written (the recorder process keeps its own book)."""
         url = URL(self.upstream_url)
         if url.scheme not in ("http", "https") or not url.raw_host:
             raise ValueError(f"the recording proxy needs an http(s) upstream URL, not {upstream_url!r}")
@@ -177,9 +200,10 @@ class RecordingProxy:
         while self._connections and time.monotonic() < deadline:  # connection_lost runs soon after abort
             await asyncio.sleep(0.001)
         await self.flush()
+        deadline = time.monotonic() + self.flush_timeout_s
+        while self._unsettled and time.monotonic() < deadline:  # the last calls' costs (TOK before ACK)
+            await asyncio.sleep(0.001)
         self._record_file.close()
-        if self.token_budget is not None:  # the phase's whole spend, for case.json
-            self.tokens_spent += self._new_tokens()
 
     async def flush(self) -> None:
         """Return once every exchange finished so far has its record in the file. Never hangs: a
@@ -187,7 +211,9 @@ class RecordingProxy:
         that) is killed, and the exchanges it owed are recorded as metadata only (:attr:`recorder_error`
         says so)."""
         for child in list(self._children):
-            await self._flush_child(child)
+            stats = await self._flush_child(child)
+            if isinstance(stats, dict):
+                self._recorder_stats[child] = stats
             if child.dead:
                 self._children.discard(child)
                 lost = child.lost_by_path.get(str(self.record_path), 0)
@@ -198,14 +224,14 @@ class RecordingProxy:
             self.recorder_error = (f"{self._metadata_only} exchange(s) recorded as metadata only: "
                                    f"{self._recorder_reason or 'the recorder process died'}")
 
-    async def _flush_child(self, child: RecorderChild) -> None:
+    async def _flush_child(self, child: RecorderChild) -> Any:
+        """Flush ``child``'s records of this proxy; its record book's stats (None when unknown)."""
         done = asyncio.wrap_future(child.flush(self.record_path))
         try:
             for _ in range(6):
                 mark = child.handled()
                 try:
-                    await asyncio.wait_for(asyncio.shield(done), self.flush_timeout_s)
-                    return
+                    return await asyncio.wait_for(asyncio.shield(done), self.flush_timeout_s)
                 except asyncio.TimeoutError:
                     if child.handled() == mark:  # no record written meanwhile: stuck
                         break
@@ -219,6 +245,7 @@ class RecordingProxy:
             if done.done() and not done.cancelled():
                 done.exception()  # retrieved: RecorderDied is expected here, not an unhandled error
             done.cancel()
+        return None
 
     @property
     def stopping(self) -> bool:
@@ -259,6 +286,14 @@ class RecordingProxy:
             return None
         return self._recorder.child()
 
+    def recorder_congested(self) -> RecorderChild | None:
+        """The recorder process this proxy hands exchanges to, when it is behind (then the relay waits for it
+        before forwarding another request, so what is queued for it stays bounded); else None."""
+        recorder = self._recorder
+        if self._observer_factory is not None or recorder is None:
+            return None
+        return recorder.congested()
+
     def register_child(self, child: RecorderChild) -> None:
         """``child`` took one of this proxy's exchanges: :meth:`flush` waits for it."""
         self._children.add(child)
@@ -285,9 +320,7 @@ class RecordingProxy:
     def write_record(self, record: dict) -> None:
         """Append one record as a JSON line (in-process observing). Never raises (a full disk costs
         the record only)."""
-        line = encode_record(record)
-        if line is not None:
-            self._record_file.append(line)
+        self._record_file.add(record)
 
     def write_metadata_only(self, record: dict, reason: str | None) -> None:
         """Append the metadata-only record of an exchange the recorder process died with; it counts
@@ -296,45 +329,87 @@ class RecordingProxy:
         self._recorder_reason = reason
         self.write_record(record)
 
-    async def budget_spent(self) -> bool:
-        """Has this phase spent its token budget? Counts the tokens of every model call recorded so far (the
-        records are flushed first, so the call that just ended counts). False without a budget."""
-        if self.token_budget is None:
+    def refused_model(self, why: str) -> None:
+        """A model call was refused for the model it named (see :attr:`pin`)."""
+        self.model_refusal_count += 1
+        if len(self.model_refusals) < 20:
+            self.model_refusals.append(why)
+
+    # ------------------------------------------------------------------------ the token budget
+
+    async def admit_model_call(self) -> bool:
+        """A model call's turn under the token budget (reserve, then settle): model calls are admitted one
+        at a time, each once the one before it has settled its cost, so a phase spends at most its budget
+        plus one call. ``True``: admitted, and the turn is the caller's until :meth:`settle_tokens`;
+        ``False``: the budget is spent (refuse the call; the turn is not held). Waiting may be cancelled."""
+        if self._turn is None:
+            self._turn = asyncio.Lock()
+        await self._turn.acquire()
+        budget = self.token_budget
+        if budget is not None and self.tokens_spent >= budget:
+            self.token_budget_exceeded = True
+            self._turn.release()
             return False
-        if not self.token_budget_exceeded:
-            await self.flush()
-            self.tokens_spent += self._new_tokens()
-        return self.tokens_spent >= self.token_budget
+        return True
 
-    def _new_tokens(self) -> int:
-        """Tokens of the model-call records added to the record file since the last look."""
-        from .protocols import MODEL_PROTOCOLS
+    def settle_tokens(self, tokens: int) -> None:
+        """The admitted call ended having cost ``tokens``: counted, and the next call's turn comes. Reaching
+        or crossing the budget is exceeding it (also with the phase's last call)."""
+        self.tokens_spent += max(0, int(tokens))
+        if self.token_budget is not None and self.tokens_spent >= self.token_budget:
+            self.token_budget_exceeded = True
+        if self._turn is not None and self._turn.locked():
+            self._turn.release()
 
-        try:
-            with open(self.record_path, "rb") as fh:
-                fh.seek(self._records_read)
-                data = fh.read()
-        except OSError:
-            return 0
-        complete = data.rfind(b"\n") + 1
-        self._records_read += complete
-        spent = 0
-        for _, record in json_lines(data[:complete]):
-            usage = record.get("x_gripprobe_usage")
-            if record.get("x_gripprobe_protocol") in MODEL_PROTOCOLS and isinstance(usage, dict):
-                total = usage.get("total_tokens")
-                if not isinstance(total, int) or isinstance(total, bool):
-                    total = sum(v for v in (usage.get("prompt_tokens"), usage.get("completion_tokens"))
-                                if isinstance(v, int) and not isinstance(v, bool))
-                spent += max(0, total)
-        return spent
+    def settle_tokens_later(self, owed: concurrent.futures.Future, fallback: int) -> None:
+        """Settle when the recorder says what the call cost (``owed``), or with ``fallback`` if it dies or
+        has not said within ``flush_timeout_s``."""
+        loop = asyncio.get_running_loop()
+        self._unsettled += 1
+        state = {"done": False}
+
+        def settle(tokens: int) -> None:
+            if state["done"]:
+                return
+            state["done"] = True
+            timer.cancel()
+            self._unsettled -= 1
+            self.settle_tokens(tokens)
+
+        def answered(fut: concurrent.futures.Future) -> None:
+            tokens = fallback
+            if not fut.cancelled() and fut.exception() is None and isinstance(fut.result(), int):
+                tokens = fut.result()
+            try:
+                loop.call_soon_threadsafe(settle, tokens)
+            except RuntimeError:  # the loop is closed: the phase is over, nothing waits for this turn
+                pass
+
+        timer = loop.call_later(self.flush_timeout_s, settle, fallback)
+        owed.add_done_callback(answered)
+
+    def records(self) -> dict[str, int]:
+        """What became of this proxy's records (summed over the recorder processes and in-process writes):
+        ``{"written", "slimmed", "dropped", "dropped_bytes", "bytes", "max_records", "max_bytes"}``; valid
+        after :meth:`flush`."""
+        out = dict(self._record_file.stats())
+        for stats in self._recorder_stats.values():
+            for key in ("written", "slimmed", "dropped", "dropped_bytes", "bytes"):
+                value = stats.get(key)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    out[key] += value
+        return out
 
     def status(self) -> dict[str, Any]:
         """``{"error": str | None, "reason": str | None, "exchanges": int, "recorder_error": str | None,
-        "token_budget_exceeded": bool, "tokens_spent": int}``; ``error`` is set when an exchange failed because of
+        "token_budget_exceeded": bool, "tokens_spent": int, "model_not_under_test": int, "records": dict}``;
+        ``error`` is set when an exchange failed because of
         the upstream (:data:`UPSTREAM_ERRORS`); ``recorder_error`` when records were degraded to metadata only
-        (see :attr:`recorder_error`); ``token_budget_exceeded`` when a model call was refused for the token budget."""
-        budget = {"token_budget_exceeded": self.token_budget_exceeded, "tokens_spent": self.tokens_spent}
+        (see :attr:`recorder_error`); ``token_budget_exceeded`` when a model call was refused for the token budget;
+        ``model_not_under_test`` how many model calls were refused for naming another model (:attr:`pin`);
+        ``records`` what became of the records under their caps (:meth:`records`)."""
+        budget = {"token_budget_exceeded": self.token_budget_exceeded, "tokens_spent": self.tokens_spent,
+                  "model_not_under_test": self.model_refusal_count, "records": self.records()}
         upstream = [r for r in self.proxy_errors if r in UPSTREAM_ERRORS]
         if not upstream:
             return {"error": None, "reason": None, "exchanges": self.exchange_count,
@@ -351,8 +426,26 @@ class RecordingProxy:
 def read_records(path: Path) -> list[dict]:
     """The JSON-line records of ``path`` in order; ``[]`` when it is missing. A line that is not a JSON
     object (a torn write) is skipped, never raised on (:func:`gripprobe_core.json_lines`)."""
+    return list(iter_records(path))
+
+
+def iter_records(path: Path, *, keys: Iterable[str] | None = None,
+                 without: Iterable[str] = ()) -> Iterator[dict]:
+    """The records of ``path`` one at a time, read a line at a time (memory: one record, whatever the
+    file's size); a torn or non-object line is skipped. ``keys``: keep only these keys of each record;
+    ``without``: drop these (the bodies, ``x_gripprobe_request`` / ``_response``, when only the facts
+    matter)."""
+    keep = frozenset(keys) if keys is not None else None
+    drop = tuple(without)
     try:
-        data = Path(path).read_bytes()
+        fh = open(path, "rb")
     except OSError:
-        return []
-    return [obj for _, obj in json_lines(data)]
+        return
+    with fh:
+        for line in fh:
+            for _, obj in json_lines(line):
+                if keep is not None:
+                    obj = {k: v for k, v in obj.items() if k in keep}
+                for k in drop:
+                    obj.pop(k, None)
+                yield obj

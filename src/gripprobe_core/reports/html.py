@@ -350,8 +350,15 @@ def _proxy_view(case_dir: Path, phase: str, rec) -> dict:
     name = record if isinstance(record, str) and record and "/" not in record and "\\" not in record \
         and record not in (".", "..") else f"proxy.{phase}.http.jsonl"
     path = case_dir / "artifacts" / name
+    records = info.get("records") if isinstance(info.get("records"), dict) else {}
+    capped = {k: records.get(k) if type(records.get(k)) is int else 0
+              for k in ("slimmed", "dropped", "dropped_bytes", "max_records", "max_bytes")}
+    refused = info.get("model_not_under_test")
     view = {"phase": phase, "mode": info.get("mode"), "status": info.get("status"),
-            "reason": info.get("skip_reason") or info.get("error"), "state": "ok", "rows": [], "more": 0, "bad": 0}
+            "reason": info.get("skip_reason") or info.get("error"), "state": "ok", "rows": [], "more": 0, "bad": 0,
+            "capped": capped if capped["slimmed"] or capped["dropped"] else None,
+            "refused": refused if type(refused) is int and refused > 0 else 0,
+            "models": [str(m) for m in info.get("models") or [] if isinstance(m, str)]}
     try:
         fh = open_regular(path)
     except FileNotFoundError:

@@ -22,7 +22,8 @@ from ..timeutil import utc_now_iso
 from ..validators.context import ValidatorContext
 from .evidence import evidence_digests
 from .judge import (
-    CASE_INPUTS, backend_was_unreachable, budget_was_exceeded, derive_verdict, phase_harness_failure, run_validators,
+    CASE_INPUTS, backend_was_unreachable, budget_was_exceeded, derive_verdict, model_not_under_test,
+    phase_harness_failure, run_validators,
 )
 from .matrix import PlannedCase, missing_tool_kinds
 from .phase import PHASES, PhaseResult, run_phase
@@ -131,7 +132,8 @@ def judge(case: PlannedCase, run: ActiveRun, last: PhaseResult, case_dir: Path) 
     verdict = derive_verdict(run.hooks, case.test, process=rec.process, events=last.events, summary=rec.summary,
                              validators=validators, harness_error=phase_harness_failure(last.harness_error, error),
                              backend_unreachable=backend_was_unreachable(rec, case_dir / "artifacts"),
-                             budget_exceeded=budget_was_exceeded(rec))
+                             budget_exceeded=budget_was_exceeded(rec),
+                             model_swapped=model_not_under_test(rec, case_dir / "artifacts", case.backend))
     return Judgement(validators, verdict, last.harness_error or error)
 
 

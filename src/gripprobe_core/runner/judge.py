@@ -22,7 +22,7 @@ from ..evaluator import EvaluationInputs
 from ..hooks import Hooks
 from ..models.events import Event
 from ..models.results import PhaseRecord, ProcessResult, TelemetrySummary, Usage, ValidatorResult, Verdict
-from ..models.specs import TestSpec
+from ..models.specs import BackendSpec, TestSpec
 from ..phase import PhaseCapture, PhaseContext, Transcript
 from ..pluginmanager import Registry
 from ..telemetry.summary import merge_events, summarize_phase
@@ -31,6 +31,7 @@ from ..validators import is_invalid_options
 from ..validators.context import ValidatorContext
 
 CASE_INPUTS = "case_inputs.json"
+_PROXY_ERROR, _REQUEST, _RESPONSE = "x_gripprobe_proxy_error", "x_gripprobe_request", "x_gripprobe_response"
 
 
 def phase_context_name(phase: str) -> str:
@@ -65,6 +66,8 @@ class ProxyEvidence:
     events: list[Event]
     summary_kwargs: dict[str, Any]
     calls: list[ModelCall] = field(default_factory=list)
+    watched: bool = False
+    """The proxy ran for the phase: what the backend answered is known from the wire, not the agent."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ def proxy_evidence(phase: str, proxy: dict[str, Any] | None, record_path: Path,
     """Tier A of ``phase`` from its proxy record file, given what case.json says of its proxy
     (``phases[].proxy``); tool names normalized with the driver's table."""
     from ..proxy.events import proxy_counts, records_to_events
-    from ..proxy.server import read_records
+    from ..proxy.server import iter_records
     from ..telemetry.toolnames import GENERIC
 
     p = proxy or {}
@@ -92,11 +95,12 @@ def proxy_evidence(phase: str, proxy: dict[str, Any] | None, record_path: Path,
         started = record_path.exists()
     if not started:
         return ProxyEvidence([], kw)
-    records = read_records(record_path)
+    # the bodies are what makes a record big, and nothing here reads them: memory stays one record's
+    records = list(iter_records(record_path, without=(_REQUEST, _RESPONSE)))
     kw.update(proxy_counts(records))
     names = driver.tool_names if driver is not None else GENERIC
     return ProxyEvidence(records_to_events(records, phase=phase, artifact_name=record_path.name, tool_names=names), kw,
-                         calls_from_records(records))
+                         calls_from_records(records), watched=True)
 
 
 def read_transcript(driver: AgentDriver, ctx: PhaseContext, capture: PhaseCapture) -> tuple[Transcript, str | None]:
@@ -163,9 +167,11 @@ def derive_telemetry(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, captu
                                        run_id=run_id, case_id=case_id)
     parse_error = driver_error or parse_error
     proxy_kw = dict(proxy.summary_kwargs)
-    # The backend refusing tools is evidence whichever tier saw it (proxy record or agent output).
-    proxy_kw["backend_tool_unsupported"] = bool(proxy_kw.get("backend_tool_unsupported")) or any(
-        e.error_type == "backend_tool_unsupported" for e in events)
+    # The backend refusing tools (TOOL_UNSUPPORTED, out of n) is the backend's own answer about the case's model:
+    # when the proxy watched the phase only its records say so (the agent's word, or an answer the proxy made
+    # itself, never does); without a proxy the agent's output is all there is.
+    proxy_kw["backend_tool_unsupported"] = bool(proxy_kw.get("backend_tool_unsupported")) or (
+        not proxy.watched and any(e.error_type == "backend_tool_unsupported" for e in events))
     summary = summarize_phase(
         events, observability=driver.observability, capture_missing=not capture.stdout_path.exists(),
         parse_error=parse_error is not None, **proxy_kw,
@@ -216,14 +222,50 @@ def backend_was_unreachable(rec: PhaseRecord, artifacts: Path) -> bool:
         return True
     if not (rec.proxy or {}).get("started"):
         return False
-    from ..proxy.server import UPSTREAM_ERRORS, read_records
+    from ..proxy.server import UPSTREAM_ERRORS, iter_records
 
     last = None
-    for r in read_records(artifacts / proxy_record_name(rec.phase)):
+    for r in iter_records(artifacts / proxy_record_name(rec.phase), keys=(_PROXY_ERROR,)):
         err = r.get("x_gripprobe_proxy_error")
         if err is None or err in UPSTREAM_ERRORS:  # exchanges that reached for the upstream
             last = err
     return last == "proxy_connect_error"
+
+
+def model_not_under_test(rec: PhaseRecord, artifacts: Path, backend: BackendSpec) -> str | None:
+    """Did phase ``rec`` ask for a model other than the case's? Why (one sentence), or None.
+
+    Yes when its recording proxy refused a model call for the model it named (case.json's
+    ``phases[].proxy.model_not_under_test``, or a record with that ``proxy_error``), or, for the oracle
+    backend, when the oracle's own record of the tool calls it made (``oracle.<phase>.jsonl``) names a
+    profile other than the case's model: another model answered, whatever the proxy says (a proxy plugin
+    that does not pin the model, a run from before the pin)."""
+    from ..proxy.pin import MODEL_NOT_UNDER_TEST
+    from ..proxy.server import iter_records
+
+    proxy = rec.proxy or {}
+    refused = proxy.get("model_not_under_test")
+    if isinstance(refused, int) and not isinstance(refused, bool) and refused > 0:
+        return f"the proxy refused {refused} model call(s) naming another model"
+    if proxy.get("started"):
+        for r in iter_records(artifacts / proxy_record_name(rec.phase), keys=(_PROXY_ERROR,)):
+            if r.get(_PROXY_ERROR) == MODEL_NOT_UNDER_TEST:
+                return "the proxy refused a model call naming another model"
+    if backend.kind == "oracle":
+        from ..jsonl import json_lines
+
+        try:
+            data = (artifacts / f"oracle.{rec.phase}.jsonl").read_bytes()
+        except OSError:
+            return None
+        for _, entry in json_lines(data):
+            profile = entry.get("profile")
+            if isinstance(profile, str) and profile != backend.model_id:
+                return (f"the oracle answered as profile {profile!r}, not the case's model "
+                        f"{backend.model_id!r} (oracle.{rec.phase}.jsonl)")
+    return None
+
+
 
 
 def budget_was_exceeded(rec: PhaseRecord) -> bool:
@@ -243,13 +285,16 @@ def phase_harness_failure(phase_error: str | None, validator_error: str | None) 
 
 def derive_verdict(hooks: Hooks, test: TestSpec, *, process: ProcessResult, events: list[Event],
                    summary: TelemetrySummary, validators: list[ValidatorResult], harness_error: str | None = None,
-                   backend_unreachable: bool = False, budget_exceeded: bool = False) -> Verdict:
+                   backend_unreachable: bool = False, budget_exceeded: bool = False,
+                   model_swapped: str | None = None) -> Verdict:
     """The evaluator's verdict. ``harness_error`` is a failure_reason (``validator_error``,
-    ``proxy_required_but_not_available`` ...) that makes the case HARNESS_ERROR."""
+    ``proxy_required_but_not_available`` ...) that makes the case HARNESS_ERROR; ``model_swapped`` (from
+    :func:`model_not_under_test`) makes it FAIL ``model_not_under_test``."""
     return hooks.evaluate(EvaluationInputs(
         validators=validators, process=process, events=events, summary=summary,
         required_kinds=list(test.requires), rules=test.rules.model_dump(), harness_error=harness_error,
         backend_unreachable=backend_unreachable, budget_exceeded=budget_exceeded,
+        model_not_under_test=model_swapped is not None,
         tool_unsupported="backend_tool_unsupported" if summary.telemetry_backend_tool_unsupported else None))
 
 

@@ -33,6 +33,12 @@ class ProxySession:
     """Set when ``force`` could not have its proxy: the phase must not run (HARNESS_ERROR)."""
     token_budget_was_exceeded: bool = False
     tokens_spent: int | None = None
+    models: tuple[str, ...] = ()
+    """The names of the case's model the proxy serves (model calls naming another are refused)."""
+    model_not_under_test: int = 0
+    """Model calls the proxy refused for naming another model."""
+    records: dict[str, int] | None = None
+    """What became of the phase's records under their caps (written, slimmed, dropped …)."""
     _stopped: bool = field(default=False, repr=False)
 
     @property
@@ -60,6 +66,11 @@ class ProxySession:
         self.token_budget_was_exceeded = bool(stats.get("token_budget_exceeded")) or self.token_budget_exceeded()
         spent = stats.get("tokens_spent")
         self.tokens_spent = spent if type(spent) is int else None
+        refused = stats.get("model_not_under_test")
+        self.model_not_under_test = refused if type(refused) is int and refused > 0 else 0
+        records = stats.get("records")
+        if isinstance(records, dict):
+            self.records = {str(k): v for k, v in records.items() if type(v) is int}
         if stats.get("error"):
             self.status, self.skip_reason = "error", stats.get("reason") or "proxy_connect_error"
             self.error = stats.get("error")
@@ -88,6 +99,10 @@ class ProxySession:
         if self.token_budget is not None:
             out.update(token_budget=self.token_budget, tokens_spent=self.tokens_spent,
                        token_budget_exceeded=self.token_budget_exceeded())
+        if self.started and self.models:
+            out.update(models=list(self.models), model_not_under_test=self.model_not_under_test)
+        if self.records is not None:
+            out["records"] = dict(self.records)
         return out
 
 
@@ -103,8 +118,10 @@ async def open_proxy_session(hooks: Hooks, driver: AgentDriver, ctx: PhaseContex
                              token_budget: int | None = None) -> ProxySession:
     """The phase's proxy as ``mode`` wants it, started (``ctx`` is the phase before routing);
     ``max_request_body``: the request body cap in bytes (``None``: the proxy's default); ``token_budget``:
-    the tokens the phase may spend (``None``: no budget)."""
-    session = ProxySession(mode=mode, record_path=record_path, token_budget=token_budget)
+    the tokens the phase may spend (``None``: no budget). The proxy serves only the case's model
+    (:func:`model_names`)."""
+    session = ProxySession(mode=mode, record_path=record_path, token_budget=token_budget,
+                           models=model_names(driver, ctx))
     if mode == "off":
         session.skip_reason = "disabled"
         return session
@@ -112,7 +129,7 @@ async def open_proxy_session(hooks: Hooks, driver: AgentDriver, ctx: PhaseContex
     if not route.routable:
         return _unavailable(session, route.reason or "unsupported_shell")
     try:
-        handle = hooks.start_proxy(ctx, upstream, record_path, max_request_body, token_budget)
+        handle = hooks.start_proxy(ctx, upstream, record_path, max_request_body, token_budget, session.models)
         if handle is None:
             return _unavailable(session, "unsupported_backend")
         await handle.start()
@@ -121,6 +138,21 @@ async def open_proxy_session(hooks: Hooks, driver: AgentDriver, ctx: PhaseContex
         return _unavailable(session, "proxy_bind_error", status="error")
     session.handle, session.status = handle, "collected"
     return session
+
+
+def model_names(driver: AgentDriver, ctx: PhaseContext) -> tuple[str, ...]:
+    """The names the case's model goes by on the wire: the name the agent was given (``ctx.model_name``),
+    the backend's ``model_id``, and the aliases the driver declares (``model_aliases``, optional). A
+    driver whose ``model_aliases`` fails or answers junk declares none."""
+    names = [ctx.model_name, ctx.backend.model_id]
+    aliases = getattr(driver, "model_aliases", None)
+    if callable(aliases):
+        try:
+            extra = aliases(ctx)
+            names += [a for a in (extra or ()) if isinstance(a, str) and a]
+        except Exception:
+            pass
+    return tuple(dict.fromkeys(n for n in names if n))
 
 
 def _unavailable(session: ProxySession, reason: str, status: str = "skipped") -> ProxySession:

@@ -33,7 +33,7 @@ from ..validators.context import ValidatorContext
 from .evidence import verify_evidence
 from .judge import (
     CASE_INPUTS, backend_was_unreachable, budget_was_exceeded, derive_telemetry, derive_verdict, harness_error_verdict,
-    phase_context_name, phase_harness_failure, proxy_evidence, proxy_record_name, run_validators,
+    model_not_under_test, phase_context_name, phase_harness_failure, proxy_evidence, proxy_record_name, run_validators,
 )
 
 #: The fields a recompute derives (and the identity test compares).
@@ -182,7 +182,8 @@ def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir
     verdict = derive_verdict(plugins.hook, test, process=last.process, events=last_events, summary=last.summary,
                              validators=validators, harness_error=phase_harness_failure(phase_error, validator_error),
                              backend_unreachable=backend_was_unreachable(last, case_dir / "artifacts"),
-                             budget_exceeded=budget_was_exceeded(last))
+                             budget_exceeded=budget_was_exceeded(last),
+                             model_swapped=model_not_under_test(last, case_dir / "artifacts", specs[2]))
     res = orig.model_copy(update={"phases": phases, "validators": validators, "verdict": verdict,
                                   "telemetry": last.summary, "harness_error": harness_error,
                                   "usage": combine(p.usage for p in phases)})
