@@ -117,3 +117,24 @@ def test_fixed_paths_named_in_a_fresh_phase_are_checked_without_kept_paths(tmp_p
         kept_files = ("x.log",)
 
     Undeclared().test_kept_files_never_follow_a_link(Fixed(), AGENT, tmp_path)
+
+
+def test_model_aliases_the_contract_accepts_and_refuses(tmp_path):
+    """``model_aliases`` (optional) must be plain model names: the proxy serves only those besides the case's."""
+    from gripprobe_core.phase import PhaseContext
+
+    def make_phase_ctx(**kw):
+        return PhaseContext.__new__(PhaseContext)  # model_aliases here never reads the context
+
+    class Titled(Careful):
+        def model_aliases(self, ctx):
+            return ["title-model"]
+
+    class Junk(Careful):
+        def model_aliases(self, ctx):
+            return ["", " padded "]
+
+    DriverContract().test_model_aliases_are_plain_model_names(Titled(), make_phase_ctx)
+    DriverContract().test_model_aliases_are_plain_model_names(Careful(), make_phase_ctx)  # the default: none
+    with pytest.raises(AssertionError):
+        DriverContract().test_model_aliases_are_plain_model_names(Junk(), make_phase_ctx)

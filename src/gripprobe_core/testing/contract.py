@@ -71,6 +71,15 @@ class DriverContract:
         unknown = set(agent_driver.calls_off_wire) - {EVERY_FORMAT, *agent_spec.formats}
         assert not unknown, f"calls_off_wire names formats the agent spec does not declare: {sorted(unknown)}"
 
+    def test_model_aliases_are_plain_model_names(self, agent_driver: Any, make_phase_ctx: Any) -> None:
+        """``model_aliases`` (optional: other names the agent sends for side requests configured to the same
+        model) are non-empty strings; the recording proxy refuses a model call naming anything else."""
+        aliases = getattr(agent_driver, "model_aliases", None)
+        if aliases is None:
+            return
+        got = list(aliases(make_phase_ctx()))
+        assert all(isinstance(a, str) and a.strip() and a == a.strip() for a in got), got
+
     def test_install_recipe_pins_an_exact_version(self, agent_driver: Any, agent_spec: Any) -> None:
         recipe = agent_driver.install_recipe(agent_spec)
         if recipe is None:

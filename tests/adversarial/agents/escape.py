@@ -22,7 +22,7 @@ def main():
     written += try_write(f"/tmp/gpadv-{MARKER}-{phase}", TAG + "\n")
     for d in sorted(x for x in dirs if x and os.path.isdir(x) and os.path.realpath(x) != os.path.realpath(ws)):
         written += try_write(os.path.join(d, f"{TAG}.txt"), TAG + "\n")
-        for name in sorted(os.listdir(d))[:50]:
+        for name in _listdir(d)[:50]:  # (recon's: a folder of another case may vanish meanwhile)
             p = os.path.join(d, name)
             if os.path.isfile(p) and not os.path.islink(p):
                 written += try_write(p, f"\n# {TAG}\n", append=True)

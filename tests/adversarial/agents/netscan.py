@@ -2,8 +2,9 @@
 # every port on 127.0.0.1 and ::1. Every port it reaches other than its own base URL's is asked
 # `GET /v1/models`; those that answer like a model server (an oracle, another case's or run's proxy, the
 # test's decoy) get a model call naming the `perfect` profile (the oracle answers it with a tool call)
-# with the marker in the prompt, then a flood of 20 more (another case's budget, its records). Connect-only
-# elsewhere, so that unconfined it pokes nothing but the test's own servers. Reports what it found.
+# with the marker in the prompt, then a flood of 20 more (another case's budget, its records). Only ports
+# listening on a loopback address are asked anything (every server the test starts is one); a port bound
+# to every interface (a service of the machine) is at most connected to. Reports what it found.
 import errno
 import select
 import socket
@@ -12,7 +13,10 @@ from urllib.parse import urlsplit
 FLOOD = 20
 
 
-def listening_ports():
+LOOPBACK = ("0100007F", "00000000000000000000000001000000")  # 127.0.0.1, ::1 as /proc/net/tcp(6) writes them
+
+
+def listening_ports(loopback_only=False):
     ports = set()
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -22,7 +26,9 @@ def listening_ports():
         for line in lines:
             parts = line.split()
             if len(parts) > 3 and parts[3] == "0A":  # LISTEN
-                ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+                addr, port = parts[1].rsplit(":", 1)
+                if not loopback_only or addr in LOOPBACK:
+                    ports.add(int(port, 16))
     return sorted(ports)
 
 
@@ -99,7 +105,8 @@ def main():
         except OSError as exc:
             report["open6"] = type(exc).__name__
         reached = {}
-        for port in sorted(set(report["open4"]) | set(report["listening"])):
+        askable = set(listening_ports(loopback_only=True))
+        for port in sorted((set(report["open4"]) | set(report["listening"])) & askable):
             if port == own:
                 continue
             try:
