@@ -8,7 +8,8 @@ sockets behind its own network namespace, runner/netbridge.py), measured on its 
 measured in the same run: the whole command's wall time per case in each mode (what a user waits for,
 including the workspace copy, evidence digests and reports), and the bare cost of starting a process under
 bwrap (its own PID and network namespaces, GripProbe's init as PID 1, with and without a forwarded port)
-against starting it directly. Target: median added cost ≤ 20 ms per phase.
+against starting it directly, and what the sandbox's network adds to a request's round trip (the init's relay,
+the Unix socket, the harness's bridge). Target: median added cost ≤ 20 ms per phase.
 
     ./dev bench            # or: .venv/bin/python benchmarks/sandbox_overhead.py [--cases 20] [--rounds 2]
 """
@@ -66,6 +67,66 @@ def bare_start_ms(n: int = 20) -> dict[str, float]:
                 "bridge": median_ms(lambda: asyncio.run(bridged(ws, False))) - median_ms(lambda: asyncio.run(asyncio.sleep(0)))}
 
 
+CLIENT = r"""
+import json, socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+s = socket.create_connection(("127.0.0.1", port))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+req = f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{{}}".encode()
+times = []
+for _ in range(n):
+    t0 = time.perf_counter()
+    s.sendall(req)
+    buf = b""
+    while b"\r\n\r\n" not in buf or not buf.endswith(b"ok"):
+        buf += s.recv(65536)
+    times.append((time.perf_counter() - t0) * 1000)
+print(json.dumps(sorted(times)[len(times) // 2]))
+"""
+
+
+def request_latency_ms(n: int = 500) -> tuple[float, float]:
+    """Median round trip of a small HTTP request on a kept-alive connection: from a process on the host
+    straight to a server on 127.0.0.1, and from inside the sandbox through its network (the init's relay,
+    the Unix socket, the harness's bridge)."""
+    import asyncio
+
+    from aiohttp import web
+
+    from gripprobe_core.runner.netbridge import NetBridge
+    from gripprobe_core.runner.sandbox import resolve_sandbox
+
+    box = resolve_sandbox("bwrap")
+
+    async def ok(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(text="ok")
+
+    async def main() -> tuple[float, float]:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", ok)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            async def client(argv: list[str]) -> float:
+                proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
+                out, _ = await proc.communicate()
+                return float(out)
+            argv = [sys.executable, "-c", CLIENT, str(port), str(n)]
+            direct = await client(argv)
+            with tempfile.TemporaryDirectory() as d:
+                async with NetBridge([port]) as bridge:
+                    boxed = await client(box.wrap(argv, cwd=Path(d), rw=[Path(d)], forwards=bridge.forwards))
+            return direct, boxed
+        finally:
+            await runner.cleanup()
+
+    return asyncio.run(main())
+
+
 def run_once(mode: str, tests: list[str], out: Path) -> tuple[float, dict[tuple[str, str], float]]:
     argv = [sys.executable, "-m", "gripprobe_core.cli", "run", "--specs", str(ROOT / "specs"), "--results", str(out),
             "--sandbox", mode, "-a", "reference", "-m", "oracle-perfect", "-m", "oracle-lazy"]
@@ -110,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 seen[mode] = phases
             added += [seen["bwrap"][k] - seen["none"][k] for k in seen["none"] if k in seen["bwrap"]]
     bare = bare_start_ms()
+    direct_rtt, boxed_rtt = request_latency_ms()
     added = [a + bare["bridge"] for a in added]
     med = statistics.median(added)
     print(f"phases paired: {len(added)} ({args.rounds} round(s) of {len(added) // max(1, args.rounds)})")
@@ -122,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bare start of /bin/true: direct {bare['direct']:.1f} ms, under bwrap {bare['bwrap']:.1f} ms "
           f"(+{bare['bwrap'] - bare['direct']:.1f} ms), with a forwarded port and its bridge "
           f"{bare['bwrap+forward']:.1f} ms")
+    print(f"a request's round trip (median of 500, kept alive): from the host {direct_rtt:.3f} ms, from inside the "
+          f"sandbox through its network {boxed_rtt:.3f} ms (+{boxed_rtt - direct_rtt:.3f} ms)")
     return 0 if med <= TARGET_MS else 1
 
 
