@@ -317,3 +317,29 @@ def test_open_dir_walks_from_the_root_with_no_link(tmp_path):
     assert exc.value.reason == "symlink_in_path" and exc.value.where.endswith("alias")
     with pytest.raises(Refused):
         open_dir("relative/path")
+
+
+def test_read_stored_follows_no_link_below_its_root(tmp_path):
+    """A stored run is read without following a link in any component below the run folder: a case folder or
+    its workspace swapped for a link to / is refused, as is a final link, a FIFO or a path leading out."""
+    from gripprobe_core.store import NotRegularFile, read_stored
+
+    run = tmp_path / "run"
+    (run / "cases" / "a" / "workspace").mkdir(parents=True)
+    (run / "cases" / "a" / "workspace" / "hello.txt").write_text("hello world\n")
+    assert read_stored(run, "cases/a/workspace/hello.txt") == b"hello world\n"
+    assert read_stored(run, Path("cases") / "a" / "workspace" / "hello.txt", limit=5) == b"hello"
+    (run / "cases" / "b").mkdir()
+    os.symlink("/", run / "cases" / "b" / "workspace")
+    os.symlink("/etc", run / "cases" / "c")
+    os.symlink("/etc/hostname", run / "cases" / "a" / "workspace" / "host.txt")
+    os.mkfifo(run / "cases" / "a" / "fifo")
+    for rel in ("cases/b/workspace/etc/hostname", "cases/c/hostname", "cases/a/workspace/host.txt", "cases/a/fifo",
+                "../run/cases/a/workspace/hello.txt", "/etc/hostname", "cases/a/workspace"):
+        with pytest.raises(NotRegularFile):
+            read_stored(run, rel)
+    with pytest.raises(FileNotFoundError):
+        read_stored(run, "cases/a/missing.txt")
+    linked_root = tmp_path / "linked-run"
+    os.symlink(run, linked_root)  # the folder the user names may itself be a link
+    assert read_stored(linked_root, "cases/a/workspace/hello.txt") == b"hello world\n"

@@ -1,7 +1,7 @@
 """Files on disk: results (SPEC §7: run directories, atomic writes, reading cases back, checking results
 paths), and the trees agents leave (``trees``: opened without following a link, removed without recursion)."""
 
-from .files import NotRegularFile, read_regular
+from .files import NotRegularFile, read_regular, read_stored
 from .layout import (
     RunFolder, allocate_run_dir, atomic_write_bytes, atomic_write_json, atomic_write_text, flush_folder, read_case,
 )
@@ -9,4 +9,4 @@ from .roots import ResultsPathError, check_readable_root, check_run_dir, prepare
 
 __all__ = ["NotRegularFile", "ResultsPathError", "RunFolder", "allocate_run_dir", "atomic_write_bytes",
            "atomic_write_json", "atomic_write_text", "check_readable_root", "flush_folder", "check_run_dir",
-           "prepare_results_root", "read_case", "read_regular"]
+           "prepare_results_root", "read_case", "read_regular", "read_stored"]

@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["NOT_REGULAR", "OPEN_FLAGS", "NotRegularFile", "kind_of", "open_regular", "read_regular"]
+__all__ = ["NOT_REGULAR", "OPEN_FLAGS", "NotRegularFile", "kind_of", "open_regular", "read_regular", "read_stored"]
 
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 """Flags every reader of untrusted stored files opens with (a symlink fails, a FIFO never blocks)."""
@@ -78,4 +78,28 @@ def read_regular(path: str | Path, limit: int | None = None, *, dir_fd: int | No
     when nothing is there, :class:`NotRegularFile` (an :class:`OSError`) for anything but a regular file,
     other :class:`OSError` when it cannot be read. FIFOs and devices are never opened."""
     with open_regular(path, dir_fd=dir_fd, expect=expect) as fh:
+        return fh.read(-1 if limit is None else limit)
+
+
+def read_stored(root: str | Path, rel: str | Path, limit: int | None = None) -> bytes:
+    """The bytes of the regular file ``rel`` below the stored run (or case) folder ``root``, read without
+    following a link in ANY component below ``root`` (``root`` itself is the path the user named, links and
+    all). Raises :class:`FileNotFoundError` when nothing is there and :class:`NotRegularFile` when a
+    component below ``root`` is a symlink, or the file is a FIFO, device or folder; never blocks on a FIFO."""
+    from .trees import DIR_FLAGS, Refused, open_beneath
+
+    parts = [n for n in Path(rel).parts if n not in ("", ".")]
+    if Path(rel).is_absolute() or ".." in parts:
+        raise NotRegularFile(NOT_REGULAR, "not a path below the run folder", str(rel))
+    top = os.open(root, DIR_FLAGS & ~os.O_NOFOLLOW)
+    try:
+        fd = open_beneath(top, parts, file=True)
+    except Refused as exc:
+        if exc.reason == "missing":
+            raise FileNotFoundError(errno.ENOENT, "no such file", str(Path(root) / rel)) from None
+        raise NotRegularFile(NOT_REGULAR, f"not read: {exc.reason} at {exc.where}", str(Path(root) / rel)) from None
+    finally:
+        os.close(top)
+    with os.fdopen(fd, "rb") as fh:
+        os.set_blocking(fd, True)
         return fh.read(-1 if limit is None else limit)
