@@ -22,15 +22,12 @@ import time
 from typing import Any, Callable
 
 from ..drivers import ToolCallOutcome, ToolCallProbe
+from ..oracle.probe import PROBE_PATH, PROBE_PROMPT, PROBE_TOOL_NAME
 from .http import server_root, shown_url
 
 __all__ = ["PROBE_PATH", "PROBE_PROMPT", "PROBE_TOOL", "PROBE_TOOL_NAME", "chat_completions_request",
            "judge_chat_completions", "judge_ollama_chat", "ollama_chat_request", "post_probe"]
 
-PROBE_TOOL_NAME = "read_file"
-PROBE_PATH = "gripprobe-probe.txt"
-PROBE_PROMPT = (f"Use the {PROBE_TOOL_NAME} tool to read the file {PROBE_PATH}. "
-                "Call the tool now; do not answer in text.")
 PROBE_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {

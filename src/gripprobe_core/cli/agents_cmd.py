@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..agents import AgentCache
+from ..agents import AgentCache, ensure_agents_installed, find_installed_agents, install_recipe
 from ..errors import UserError
 from ..pluginmanager import describe_failures, make_plugin_manager
 
@@ -24,12 +24,6 @@ def _load(specs_root: Path | None):
     return plugins, specs
 
 
-def install_recipe(registry, agent):
-    """The agent's install recipe from its driver (None: built in, or its plugin is not installed)."""
-    driver = registry.agents.get(agent.plugin)
-    return driver.install_recipe(agent) if driver is not None else None
-
-
 def agent_status(registry, cache: AgentCache, agent) -> dict:
     recipe = install_recipe(registry, agent)
     if recipe is None:
@@ -39,30 +33,6 @@ def agent_status(registry, cache: AgentCache, agent) -> dict:
     return {"agent": agent.id, "plugin": agent.plugin, "needs_install": True, "installed": inst is not None,
             "package": f"{recipe.kind}:{recipe.package}", "version": recipe.version,
             "path": str(inst.path) if inst else str(cache.directory(agent.id, recipe))}
-
-
-def ensure_agents_installed(registry, agents, cache: AgentCache, *, log, progress=None) -> dict:
-    """Install every agent that needs it (cached: near-instant when already there). Returns id -> InstalledAgent.
-
-    ``progress`` (``cli.progress.make_install_progress()``) reports a real install as it goes; without it
-    ``log`` gets one line per install."""
-    out = {}
-    for agent in agents:
-        recipe = install_recipe(registry, agent)
-        if recipe is not None:
-            out[agent.id] = cache.install(agent.id, recipe, log=log, progress=progress)
-    return out
-
-
-def find_installed_agents(registry, agents, cache: AgentCache) -> dict:
-    """Agents already in the cache (installs nothing). Returns id -> InstalledAgent."""
-    out = {}
-    for agent in agents:
-        recipe = install_recipe(registry, agent)
-        inst = cache.installed(agent.id, recipe) if recipe is not None else None
-        if inst is not None:
-            out[agent.id] = inst
-    return out
 
 
 @click.group("agents", context_settings=_CTX)

@@ -257,7 +257,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
 def _install_agents(plugins, cases, no_install: bool) -> dict:
     """This machine's installs of the cases' agents (``--no-install``: only those already in the cache)."""
     from ..agents import AgentCache
-    from .agents_cmd import ensure_agents_installed, find_installed_agents
+    from ..agents import ensure_agents_installed, find_installed_agents
     agents_used = list({c.agent.id: c.agent for c in cases}.values())
     if no_install:  # use what the cache already has; the others' cases are SKIPPED with the fix
         return find_installed_agents(plugins.registry, agents_used, AgentCache.default())

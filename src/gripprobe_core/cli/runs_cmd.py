@@ -126,7 +126,7 @@ def backfill_command(runs: tuple[Path, ...], results_root: Path | None, base_url
                      dry_run: bool) -> None:
     """Fill in model hashes of stored cases from the backend's model list (Ollama's /api/tags digest,
     or the embedded oracle's). A different recorded hash is never overwritten without --force."""
-    from ..store.backfill import backfill_runs
+    from ..runner.backfill import backfill_runs
     from ..store.runs import iter_run_dirs
 
     if not runs and results_root is None:

@@ -13,6 +13,11 @@ EventSource = Literal["wrapper", "proxy", "agent_output"]
 EventStatus = Literal["started", "success", "error", "timeout", "unknown"]
 Phase = Literal["warmup", "measured"]
 
+MODEL_PROTOCOLS = frozenset({"chat_completions", "responses", "ollama_chat", "ollama_generate"})
+"""The wire protocols whose exchanges are model calls (a proxy record's ``x_gripprobe_protocol``, a
+``model_response`` event's ``payload.protocol``): the proxy that records them and the telemetry that
+counts them share this vocabulary."""
+
 
 class ToolCallPayload(BaseModel):
     """Payload of tool_call_start / tool_call_result events."""

@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from aiohttp import web
 
-from ..backends.toolprobe import PROBE_PATH, PROBE_PROMPT
+from .probe import PROBE_PATH, PROBE_PROMPT
 from ..models.specs import ReadArgs, ReferenceAction, ReferenceRead
 from ..timeutil import utc_now_iso
 from .chat_api import ChatCompletionsWire, chat_completion_json, chat_stream_chunks

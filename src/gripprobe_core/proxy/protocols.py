@@ -26,10 +26,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from ..models.events import MODEL_PROTOCOLS
+
 __all__ = ["AssembledCall", "MODEL_PROTOCOLS", "ReplyAssembler", "detect_protocol", "iter_text_parts", "json_text",
            "usage_of"]
 
-MODEL_PROTOCOLS = frozenset({"chat_completions", "responses", "ollama_chat", "ollama_generate"})
 _MODEL_LIST_PATHS = ("/models", "/api/tags", "/api/show", "/api/version", "/api/ps")
 DEFAULT_ARGS_LIMIT = 1024 * 1024
 DEFAULT_TEXT_LIMIT = 1024 * 1024

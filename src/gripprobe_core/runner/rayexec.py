@@ -208,7 +208,7 @@ def probe_on_node(targets: list, api_keys: dict[str, str], timeout_s: float) -> 
 def _install(plugins: Any, job: CaseJob) -> dict:
     """The case's agent from this node's cache, installed first when the run installs."""
     from ..agents import AgentCache
-    from ..cli.agents_cmd import ensure_agents_installed, find_installed_agents
+    from ..agents import ensure_agents_installed, find_installed_agents
 
     cache = AgentCache.default()
     if job.settings.install_missing:

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 from ..models.events import Event
 from ..models.results import Usage
 from ..models.specs import Pricing
-from ..proxy.protocols import MODEL_PROTOCOLS
+from ..models.events import MODEL_PROTOCOLS
 
 __all__ = ["ModelCall", "calls_from_events", "calls_from_records", "combine", "summarize"]
 

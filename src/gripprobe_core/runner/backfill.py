@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..models.results import CaseResult
-from .layout import RunFolder, atomic_write_json, read_case
+from ..store.layout import RunFolder, atomic_write_json, read_case
 
 LOOKUP_TIMEOUT_S = 5.0
 
