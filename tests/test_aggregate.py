@@ -390,3 +390,47 @@ def test_corrupt_case_files_are_skipped_and_counted(tmp_path, template):
     assert data["runs"][0]["cases"] == 1 and data["rows"][0]["n"] == 1
     res = aggregate_cli("--runs-root", str(run), "--output", str(tmp_path / "out"))
     assert res.returncode == 0 and "unreadable case files skipped: 5" in res.stderr
+
+
+# ------------------------------------------------------------------ signatures
+
+def _forge_verdict(run: Path, glob: str, status: str = "PASS") -> str:
+    """Turn one case's verdict into ``status`` by editing its case.json (as anyone with the results could)."""
+    path = next(run.glob(f"cases/{glob}/case.json"))
+    data = json.loads(path.read_text())
+    data["verdict"].update(status=status, strict_pass_score=1.0, overall_score=1.0)
+    path.write_text(json.dumps(data))
+    return path.parent.name
+
+
+def test_changed_cases_are_left_out_and_every_run_shows_its_signature(real_root, synth_root, tmp_path):
+    real = sorted((real_root / "runs").iterdir())[0]
+    root = tmp_path / "results"
+    copy = root / "runs" / real.name
+    shutil.copytree(real, copy)
+    forged = _forge_verdict(copy, "*oracle-lazy*save_file")  # NO_TOOL_CALL made PASS
+    signing = json.loads((copy / "manifest.json").read_text())["signing"]
+    out = tmp_path / "agg"
+    res = aggregate_cli("--runs-root", str(root), "--runs-root", str(synth_root), "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "1 run(s) CHANGED after the run" in res.stderr and "1 case(s) left out" in res.stderr
+    data = json.loads((out / "aggregate.json").read_text())
+    runs = {r["run_id"]: r for r in data["runs"]}
+    mine = runs[real.name]
+    assert mine["integrity"] == {"status": "changed", "key": signing["key"], "public_key": signing["public_key"],
+                                 "changed_cases": 1, "run_files_changed": 0}
+    assert mine["cases"] == 3  # the forged case is not counted
+    assert {runs[r]["integrity"]["status"] for r in ("20260101T000000Z", "20260102T000000Z")} == {"unsigned"}
+    assert data["signatures"]["cases_left_out"] == 1 and data["signatures"]["runs"]["unsigned"] == 2
+    assert data["signatures"]["keys"] == [{"key": signing["key"], "public_key": signing["public_key"], "runs": 1}]
+    lazy = next(r for r in data["rows"] if r["model"] == "oracle-lazy")
+    assert "save_file" not in lazy["cells"] and forged  # only already_done of that row remains
+    md, html = (out / "aggregate.md").read_text(), (out / "index.html").read_text()
+    for page in (md, html):
+        assert signing["public_key"] in page and "CHANGED after the run" in page and "not signed" in page
+    # --verified-only: the unsigned runs leave too
+    res = aggregate_cli("--runs-root", str(root), "--runs-root", str(synth_root), "--output", str(tmp_path / "v"),
+                        "--verified-only")
+    assert res.returncode == 0, res.stderr
+    strict = json.loads((tmp_path / "v" / "aggregate.json").read_text())
+    assert {r["agent"] for r in strict["rows"]} == {"reference"} and strict["signatures"]["cases_left_out"] == 1 + 9

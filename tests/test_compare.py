@@ -7,6 +7,7 @@ PASS on all three trials to NO_TOOL_CALL on all three."""
 from __future__ import annotations
 
 import json
+import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -156,3 +157,23 @@ def _ids(html: str) -> set[str]:
             found.update(v for k, v in attrs if k == "id" and v)
     P().feed(html)
     return found
+
+
+def test_a_case_changed_after_its_run_is_left_out_and_named(runs, tmp_path):
+    b = tmp_path / "runs" / runs["B"].name
+    shutil.copytree(runs["B"], b)
+    path = next(b.glob("cases/*oracle-perfect*save_file__t2/case.json"))
+    data = json.loads(path.read_text())
+    data["verdict"].update(status="PASS", strict_pass_score=1.0, overall_score=1.0)  # NO_TOOL_CALL made PASS
+    path.write_text(json.dumps(data))
+    res = compare(runs["A"], b, "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["b"]["left_out"] == [f"{b.name}/{path.parent.name}"] and out["b"]["cases"] == 11
+    assert [r["status"] for r in out["b"]["signatures"]] == ["changed"]
+    assert [r["status"] for r in out["a"]["signatures"]] == ["verified"]
+    first = out["cells"][0]
+    assert first["b"]["statuses"] == ["NO_TOOL_CALL"] * 2  # the forged PASS never reaches a pair
+    assert "warning: signatures:" in res.stderr and path.parent.name in res.stderr
+    md = compare(runs["A"], b).stdout
+    assert "CHANGED after the run" in md and "1 case(s) left out" in md

@@ -372,9 +372,18 @@ def test_atif_trajectories_validate_against_the_spec(run_dir, tmp_path):
             assert traj.final_metrics.total_prompt_tokens == prompt_tokens
         assert traj.final_metrics.total_steps == len(traj.steps)
         assert traj.extra["gripprobe"]["status"] == result["verdict"]["status"]
-    # artifacts are evidence: nothing was added there, and a recompute still finds every digest intact
+    # artifacts are evidence: nothing was added there, and a recompute still finds every digest intact (but in
+    # codex's case, which the fixture moved in from another run: its signatures name that run)
     res = gripprobe("rebuild-reports", str(run), "--recompute", "--dry-run")
-    assert res.returncode == 0 and "0 changed" in res.stdout, res.stdout + res.stderr
+    changed = [line for line in res.stdout.splitlines() if "; changed:" in line]
+    assert res.returncode == 0 and "1 changed" in res.stdout, res.stdout + res.stderr
+    assert len(changed) == 1 and changed[0].startswith("codex__") and "signs case" in changed[0], changed
+    # the exports the harness wrote into the run are sealed with it: verify names only that moved case
+    verified = gripprobe("verify", str(run))
+    assert verified.returncode == 1 and "CHANGED" in verified.stdout and "run:" not in verified.stdout, \
+        verified.stdout
+    assert {line.split(":")[0].strip() for line in verified.stdout.splitlines()[1:] if line.startswith("  case")} \
+        == {f"case {changed[0].split(':')[0]}"}
 
 
 def test_atif_freeform_and_malformed_arguments_are_objects(run_dir, tmp_path):

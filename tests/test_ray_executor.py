@@ -117,6 +117,7 @@ def test_cases_run_where_their_resources_are_with_the_local_statuses(cluster, tm
     rec = gripprobe("rebuild-reports", str(ray_run), "--recompute")
     assert rec.returncode == 0, rec.stderr
     assert _statuses(ray_run) == _statuses(local_run)
+    assert gripprobe("verify", str(ray_run)).returncode == 0  # signed by the driver as each case arrived
 
 
 def test_a_resource_no_node_offers_is_refused_before_anything_runs(cluster, tmp_path):

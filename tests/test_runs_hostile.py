@@ -195,7 +195,9 @@ def test_unknown_statuses_are_invalid_everywhere_and_escapes_never_reach_the_ter
     res = gripprobe("aggregate-reports", "--runs-root", str(results), "--output", str(out), timeout=60)
     assert res.returncode == 0, res.stderr
     data = json.loads((out / "aggregate.json").read_text())
-    assert data["unreadable"] == 3 and data["rows"] == []
+    # the edited case.json files no longer verify: left out before they are read (unsigned runs with such
+    # files count them unreadable: tests/test_aggregate.py)
+    assert data["signatures"]["cases_left_out"] == 3 and data["unreadable"] == 0 and data["rows"] == []
 
     # an error quoting the manifest's suite is escaped (a manifest without its plan needs the suite's file)
     (run / "manifest.json").write_text(json.dumps({**manifest, "planned": []}))

@@ -81,11 +81,19 @@ def test_recompute_is_identical_to_the_run(mixed_run, tmp_path):
     assert (run / "reports" / "summary.md").is_file()
 
 
-def _forget_evidence(case_dir: Path) -> None:
-    """Make a case look written before evidence digests existed (nothing to check them against)."""
-    data = read_json(case_dir / "case.json")
-    data.pop("evidence", None)
-    (case_dir / "case.json").write_text(json.dumps(data))
+def _as_written_before_digests(run: Path) -> None:
+    """Make the whole run look written before evidence digests and signatures existed (nothing to check its
+    cases against): no seal, no `signing` in the manifest, no signature files, no `evidence` in any case."""
+    (run / "run.sig.json").unlink()
+    manifest = read_json(run / "manifest.json")
+    manifest.pop("signing")
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    for case_dir in _case_dirs(run):
+        for sig in ("evidence.sig.json", "case.sig.json"):
+            (case_dir / sig).unlink()
+        data = read_json(case_dir / "case.json")
+        data.pop("evidence", None)
+        (case_dir / "case.json").write_text(json.dumps(data))
 
 
 def test_recompute_turns_missing_or_corrupt_artifacts_into_harness_error(mixed_run, tmp_path):
@@ -94,8 +102,7 @@ def test_recompute_turns_missing_or_corrupt_artifacts_into_harness_error(mixed_r
     passed = [d for d in _case_dirs(run) if read_json(d / "case.json")["verdict"]["status"] == "PASS"]
     assert len(passed) >= 4
     a, b, c, d = passed[:4]
-    for case_dir in (a, c, d):
-        _forget_evidence(case_dir)
+    _as_written_before_digests(run)
     (a / "artifacts" / "case_inputs.json").unlink()                  # missing specs snapshot
     (b / "case.json").write_text('{"run_id": "trunc')               # corrupt case.json (named by the manifest)
     (c / "measured.stdout").unlink()                                 # the agent's captured output is gone
@@ -211,6 +218,9 @@ def test_sigkill_mid_run_then_resume_gives_every_case_exactly_once(tmp_path):
     # a second resume has nothing to do and changes nothing
     again = gripprobe("run-suite", "--resume", str(run))
     assert again.returncode == 0 and f"{len(planned)} of {len(planned)} case(s) done, 0 to run" in again.stderr
+    # the killed session's cases (signed as written, never sealed by it) and the resumed ones all verify
+    verified = gripprobe("verify", str(run))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
 def _processes_mentioning(*needles: str) -> list[int]:
@@ -279,6 +289,7 @@ def test_sigterm_mid_run_marks_it_incomplete_like_ctrl_c_and_resume_completes_it
     assert manifest["counts"] == {"PASS": 2, "TIMEOUT": 2}
     for name, digest in finished.items():  # finished cases were not run again
         assert _tree_digest(run / "cases" / name) == digest
+    assert gripprobe("verify", str(run)).returncode == 0  # both sessions signed with the same key
 
 
 def test_resume_refuses_another_suite_and_a_non_run(tmp_path, mixed_run):
@@ -332,6 +343,7 @@ def test_backfill_fills_from_the_oracle_and_never_overwrites_without_force(mixed
         assert h == "sha256:" + profile_digest(model.removeprefix("oracle-")), name
     assert len(set(hashes.values())) == 3  # one per profile
     assert "same" in gripprobe("backfill-model-hashes", str(run)).stdout
+    assert gripprobe("verify", str(run)).returncode == 0  # each rewritten case.json re-signed, and the seal
 
     victim = sorted(hashes)[0]
     case_path = run / "cases" / victim / "case.json"

@@ -90,6 +90,8 @@ def test_resume_goes_trial_by_trial_and_more_trials_can_be_added(tmp_path):
     assert all((first / "cases" / n / "case.json").read_bytes() == b for n, b in before.items())  # untouched
     res = gripprobe("run-suite", "--resume", str(first))  # nothing asked: the run's own 3 trials, all done
     assert res.returncode == 0 and "6 of 6 case(s) done, 0 to run" in res.stderr
+    verified = gripprobe("verify", str(first))  # every trial of both sessions signed, the seal re-signed
+    assert verified.returncode == 0 and "6 case(s) hold" in verified.stdout, verified.stdout + verified.stderr
 
 
 def priced_specs(tmp_path: Path, *, suite_budget: int | None = None) -> Path:

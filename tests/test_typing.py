@@ -1,5 +1,6 @@
 """mypy over the core's public plugin API, its typed hook facade and every hook call site (the runner, the
-default plugins, the backends), and over the five agent plugins written against that API."""
+default plugins, the backends), the signing of runs (integrity/, `gripprobe verify`), and over the five agent
+plugins written against that API."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ CHECKED = [
     "src/gripprobe_core/phase.py", "src/gripprobe_core/hooks.py", "src/gripprobe_core/hookspecs.py",
     "src/gripprobe_core/pluginmanager.py", "src/gripprobe_core/evaluator.py", "src/gripprobe_core/testing",
     "src/gripprobe_core/runner", "src/gripprobe_core/defaults", "src/gripprobe_core/backends",
+    "src/gripprobe_core/integrity", "src/gripprobe_core/cli/verify_cmd.py",
 ]
 
 

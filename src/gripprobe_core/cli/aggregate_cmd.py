@@ -29,21 +29,34 @@ _CONTEXT = {"help_option_names": ["-h", "--help"]}
 @click.option("--sort", type=click.Choice(["strict", "overall", "n", "name"]), default="strict", show_default=True,
               help="Row order: best strict (or overall) score first, most cases first, or by name.")
 @click.option("--title", default="GripProbe aggregate report", show_default=True, help="Report title.")
-def aggregate_command(runs_roots, output, agents, models, formats, tests, hardware, runs, sort, title) -> None:
+@click.option("--key", "keys", multiple=True, metavar="KEY",
+              help="The public key runs must be signed with (fingerprint sha256:…, base64, or a file; repeatable). "
+                   "Default: this machine's harness key, else each run's own.")
+@click.option("--verified-only", is_flag=True,
+              help="Leave out runs that are not signed, are signed by another key or whose own files changed "
+                   "(cases that changed after their run are always left out).")
+def aggregate_command(runs_roots, output, agents, models, formats, tests, hardware, runs, sort, title, keys,
+                      verified_only) -> None:
     """Aggregate many runs into one sanitized report for publication.
 
     Rows group cases by agent + version, model + hash, format and hardware profile; each test column
     counts every run of it. Home paths, user and host names, addresses and tokens are replaced; only
-    verdict fields are read, so prompts, proxy bodies and workspaces never reach the report. Writes
+    verdict fields are read, so prompts, proxy bodies and workspaces never reach the report. Every run
+    is checked against its signatures: a case that changed after its run is left out, and each run's
+    signature (verified, changed, another key, not signed) and public key are in the report. Writes
     only its three files inside --output; prints the output folder last. See docs/aggregate.md.
     """
-    from ..reports.aggregate import Filters, aggregate_runs, check_output, find_run_dirs, write_aggregate
+    from ..reports.aggregate import (
+        Filters, aggregate_runs, check_output, find_run_dirs, signatures_text, write_aggregate)
+    from .verify_cmd import resolve_anchors
 
     roots = list(runs_roots)
     run_dirs = find_run_dirs(roots)
     out = check_output(output, roots, run_dirs)
     filters = Filters(agents=agents, models=models, formats=formats, tests=tests, hardware=hardware, runs=runs)
-    data = aggregate_runs(run_dirs, filters=filters, sort=sort, title=title)
+    anchors, label = resolve_anchors(keys)
+    data = aggregate_runs(run_dirs, filters=filters, sort=sort, title=title, keys=anchors, key_label=label,
+                          verified_only=verified_only)
     if not data["runs"]:
         raise UserError(f"no run id matches --run {' '.join(runs)}; run `gripprobe list-runs` or drop --run")
     try:
@@ -58,6 +71,7 @@ def aggregate_command(runs_roots, output, agents, models, formats, tests, hardwa
     cases = sum(r["cases"] for r in data["runs"])
     click.echo(f"aggregated {cases} case(s) from {len(data['runs'])} run(s) into {len(data['rows'])} row(s); "
                f"unreadable case files skipped: {data['unreadable']}", err=True)
+    click.echo(signatures_text(data["signatures"]), err=True)
     for p in paths:
         click.echo(safe_name(p), err=True)
     click.echo(safe_name(out))

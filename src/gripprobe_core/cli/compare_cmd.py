@@ -44,13 +44,17 @@ def _resolve(arg: str, results: Path, option: str) -> Path:
 @click.option("--significance", type=click.FloatRange(0.0, 1.0, min_open=True), metavar="P",
               help="With --fail-on-regression: count a regressed cell only when its McNemar p-value is below P "
                    "(default: every drop counts).")
+@click.option("--key", "keys", multiple=True, metavar="KEY",
+              help="The public key runs must be signed with (fingerprint sha256:…, base64, or a file; repeatable). "
+                   "Default: this machine's harness key, else each run's own.")
 def compare_command(runs, more_a, more_b, agent_a, agent_b, model_a, model_b, results, output, as_json,
-                    fail_on_regression, significance) -> None:
+                    fail_on_regression, significance, keys) -> None:
     """Compare side A with side B case by case: flips first, McNemar's exact test, paired bootstrap intervals.
 
     RUN_A and RUN_B are run directories (or run ids under --results). One RUN with --agent-a/--agent-b (or
     --model-a/--model-b) compares two agents (models) of the same run. Prints the Markdown report (or
-    --json); --output also writes HTML, Markdown and JSON. See docs/scores.md.
+    --json); --output also writes HTML, Markdown and JSON. Every run is checked against its signatures
+    first: a case that changed after its run is left out and named. See docs/scores.md.
     """
     from ..reports.compare import Side, check_output, compare_sides, regressed_cells, render_compare_md, write_compare
 
@@ -72,7 +76,10 @@ def compare_command(runs, more_a, more_b, agent_a, agent_b, model_a, model_b, re
     a = Side(_label(dirs_a, agent_a, model_a), dirs_a, agent_a, model_a)
     b = Side(_label(dirs_b, agent_b, model_b), dirs_b, agent_b, model_b)
     out = check_output(output, (*dirs_a, *dirs_b)) if output is not None else None
-    data = compare_sides(a, b)
+    from .verify_cmd import resolve_anchors
+
+    anchors, label = resolve_anchors(keys)
+    data = compare_sides(a, b, keys=anchors, key_label=label)
     if out is not None:
         try:
             for p in write_compare(data, out):
@@ -87,6 +94,10 @@ def compare_command(runs, more_a, more_b, agent_a, agent_b, model_a, model_b, re
     s = data["summary"]
     click.echo(f"compare: {s['cells']} cells, regressed {s['regressed']}, improved {s['improved']}; McNemar p = "
                f"{s['mcnemar_p']}", err=True)
+    if any(r["status"] != "verified" for side in ("a", "b") for r in data[side]["signatures"]):
+        from ..reports.compare import signatures_line
+
+        click.echo(f"warning: {signatures_line(data)}", err=True)
     if fail_on_regression and regressed:
         names = ", ".join(" · ".join(str(c[f]) for f in (*data["pairing"][:-2], "test")) for c in regressed[:5])
         more = f" and {len(regressed) - 5} more" if len(regressed) > 5 else ""

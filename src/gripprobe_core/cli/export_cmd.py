@@ -79,6 +79,7 @@ def export_command(run_dir: Path, fmt: str, out: Path | None, otlp_endpoint: str
     <error>); unreadable event lines are left out. See docs/export.md.
     """
     from ..export import export_otlp, load_cases, write_atif, write_junit
+    from .runs_cmd import reseal_after
     from ..export.otlp import shown_url
     from ..store import RunFolder, check_run_dir
 
@@ -99,6 +100,7 @@ def export_command(run_dir: Path, fmt: str, out: Path | None, otlp_endpoint: str
             target, summary = write_junit(run, cases, out)
         except OSError as exc:
             raise UserError(_cannot_write(exc, out or run.reports)) from None
+        reseal_after(run, [target], "exports")
         for case in cases:
             if case.result is None:
                 note(f"{case.name}: {case.problem} (an <error> in the XML)")
@@ -110,6 +112,8 @@ def export_command(run_dir: Path, fmt: str, out: Path | None, otlp_endpoint: str
             folder, written = write_atif(run, cases, out, note=note)
         except OSError as exc:
             raise UserError(_cannot_write(exc, out or run.path / "exports" / "atif")) from None
+        reseal_after(run, [folder / f"{c.name}.json" for c in cases if (folder / f"{c.name}.json").is_file()],
+                     "exports")
         click.echo(f"atif: {written} trajectory file(s) -> {safe_name(folder)}")
     else:
         endpoint = _endpoint(otlp_endpoint)

@@ -139,6 +139,11 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         resume = check_run_dir(resume, f"--resume {resume}")
     else:
         results_root = prepare_results_root(results_root)
+    # The key before anything runs or is removed: one that cannot be used (or a resume of a run signed by
+    # another key) is one line and exit 2 (integrity/keys.py).
+    from ..integrity.seal import signer_for_run
+
+    signer = signer_for_run(results_root if resume is None else resume.parent.parent, resume)
     plugins = make_plugin_manager()
     for w in describe_failures(plugins):
         click.echo(w, err=True)
@@ -247,7 +252,8 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         raise
     reporter = make_reporter(total=len(cases))
     with reporter:
-        outcome = execute_run(cases, plugins, opts, on_done=reporter.case_done, resume=state, executor=runner)
+        outcome = execute_run(cases, plugins, opts, on_done=reporter.case_done, resume=state, executor=runner,
+                              signer=signer)
     reporter.final(outcome)
     click.echo(safe_name(outcome.run_dir.path))
     if outcome.interrupted:

@@ -36,11 +36,46 @@ def writing_into(run_dir, what: str):
 
 
 def write_reports(run_dir) -> None:
-    """Re-render a run's reports (``write_run_reports``) with :func:`writing_into`'s errors."""
+    """Re-render a run's reports (``write_run_reports``) with :func:`writing_into`'s errors, and re-sign the
+    run's seal over them when the run is signed with this machine's key (else say they are not re-signed)."""
     from ..reports import write_run_reports
 
     with writing_into(run_dir, "writing its reports"):
-        write_run_reports(run_dir)
+        reseal_after(run_dir, write_run_reports(run_dir), "re-rendered reports")
+
+
+def reseal_after(run_dir, written, what: str) -> None:
+    """Re-sign the run's seal over the files the harness just ``written`` into the run (reports, exports)
+    when the run is signed with this machine's key; otherwise say they are not signed."""
+    from ..integrity.keys import run_signer
+    from ..integrity.seal import reseal_run, run_public_key
+
+    inside = [p for p in written if run_dir.path.resolve() in Path(p).resolve().parents]
+    if not inside:
+        return
+    signer = run_signer(run_dir.path)
+    problem = reseal_run(run_dir.path, signer, wrote=inside)
+    recorded = run_public_key(run_dir.path)
+    if signer is None and recorded is not None:
+        problem = (f"the run is signed by {recorded.fingerprint}, not by this machine's key: its {what} are not "
+                   f"signed (`gripprobe verify` names them)")
+    if problem:
+        click.echo(f"warning: {safe_name(run_dir.path)}: {safe_text(problem)}", err=True)
+
+
+def require_own_key(run_dir, what: str) -> None:
+    """A signed run can be rewritten only where its key is: anything else is one line and exit 2."""
+    from ..integrity.keys import KEY_ENV, local_public_key, run_signer
+    from ..integrity.seal import run_public_key
+
+    recorded = run_public_key(run_dir.path)
+    if recorded is None or run_signer(run_dir.path) is not None:
+        return
+    mine = local_public_key()
+    held = f"this machine's key is {mine.fingerprint}" if mine else "this machine has no harness key"
+    raise UserError(f"{safe_name(run_dir.path)}: signed by {recorded.fingerprint} and {held}: {what} would "
+                    f"leave cases nobody can sign; run it where the run's key is (or point {KEY_ENV} at it), "
+                    f"or pass --dry-run")
 
 
 @click.command("rebuild-reports", context_settings=CTX)
@@ -59,6 +94,14 @@ def rebuild_reports_command(run_dir: Path, recompute: bool, dry_run: bool) -> No
     rd = _run_dir(run_dir)
     if recompute:
         from ..runner.recompute import recompute_run
+
+        if not dry_run:
+            require_own_key(rd, "--recompute")
+        from ..integrity.check import run_format
+
+        if run_format(rd.path) != "signed":
+            click.echo(f"warning: {safe_name(rd.path)} is not signed (written before gripprobe signed its runs, or "
+                       f"its signatures were removed): only what its digests still show can be checked", err=True)
 
         with writing_into(rd, "writing recomputed cases"):
             rows = recompute_run(make_plugin_manager(), rd, write=not dry_run)
@@ -136,6 +179,9 @@ def backfill_command(runs: tuple[Path, ...], results_root: Path | None, base_url
     dirs = [_run_dir(p) for p in runs]
     if results_root is not None:
         dirs += list(iter_run_dirs(check_readable_root(results_root)))
+    if not dry_run:
+        for d in dirs:
+            require_own_key(d, "backfill-model-hashes")
     try:
         from ..pluginmanager import make_plugin_manager
 

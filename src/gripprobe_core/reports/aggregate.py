@@ -197,9 +197,38 @@ def _score_or(v: float | None) -> float:
     return -1.0 if v is None else v
 
 
+def run_integrity(run_dir: Path, keys: Iterable[str] | None = None, label: str = "") -> tuple[dict[str, Any], set[str]]:
+    """How a run's signatures hold (docs/aggregate.md "Signatures"), and the case folders to leave out
+    because they changed after the run. Only values the checker made reach the output: a status from a
+    fixed list, a fingerprint and a public key it parsed itself, counts."""
+    from ..integrity.check import verify_run
+
+    check = verify_run(run_dir, keys, anchor_label=label)
+    changed = set(check.changed_cases)
+    return {"status": check.status, "key": check.key, "public_key": check.public_key,
+            "changed_cases": len(changed), "run_files_changed": len(check.problems)}, changed
+
+
+def _signatures(runs: list[dict[str, Any]], label: str, left_out: int) -> dict[str, Any]:
+    keys: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        i = r["integrity"]
+        if i["key"] and i["status"] != "unsigned":
+            keys.setdefault(i["key"], {"key": i["key"], "public_key": i["public_key"], "runs": 0})["runs"] += 1
+    count = {s: sum(r["integrity"]["status"] == s for r in runs) for s in ("verified", "changed", "other_key",
+                                                                             "unsigned")}
+    return {"checked_against": label or "the key each run records", "keys": sorted(keys.values(), key=lambda k: k["key"]),
+            "runs": count, "cases_left_out": left_out}
+
+
 def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, sort: str = "strict",
-                   title: str = DEFAULT_TITLE, sanitizer: Sanitizer | None = None) -> dict[str, Any]:
-    """The aggregate data (the shape ``render_aggregate_html`` takes; docs/aggregate.md), sanitized."""
+                   title: str = DEFAULT_TITLE, sanitizer: Sanitizer | None = None, keys: Iterable[str] | None = None,
+                   key_label: str = "", verified_only: bool = False) -> dict[str, Any]:
+    """The aggregate data (the shape ``render_aggregate_html`` takes; docs/aggregate.md), sanitized.
+
+    Every run is checked against its signatures first (``keys``: the fingerprints it must be signed with;
+    None: the key it records): a case that changed after its run is left out and counted; a run that is
+    not signed, or signed by a key not asked for, is counted and marked (``verified_only``: left out)."""
     if sort not in SORT_KEYS:
         raise UserError(f"unknown sort {sort!r}; choose one of {', '.join(SORT_KEYS)}")
     filters = filters or Filters()
@@ -207,14 +236,21 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
     name = san.name
     board = Scoreboard(ROW_FIELDS)
     runs: list[dict[str, Any]] = []
-    unreadable = 0
+    unreadable = left_out = 0
+    anchors = set(keys) if keys is not None else None
     for run_dir in run_dirs:
         if not filters.run_ok(run_dir.name):
             continue
+        integrity, changed = run_integrity(run_dir, anchors, key_label)
+        excluded = verified_only and (integrity["status"] in ("unsigned", "other_key")
+                                      or integrity["run_files_changed"] > 0)
         manifest = RunFolder(run_dir).read_manifest()
         hw_default = manifest.get("hardware_profile") if isinstance(manifest.get("hardware_profile"), str) else None
         used = 0
         for path in case_files(run_dir):
+            if excluded or path.parent.name in changed:
+                left_out += 1
+                continue
             facts = read_facts(path, hw_default)
             if facts is None:
                 unreadable += 1
@@ -227,7 +263,8 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
             board.add(ident, name(facts.test), facts.status, facts.overall, usage=facts.usage,
                       agent_s=facts.agent_s, case_s=facts.case_s)
         runs.append({"run_id": name(safe_name(run_dir.name)), "suite": _opt(name, _str_or_none(manifest.get("suite"))),
-                     "started_at": _opt(name, _str_or_none(manifest.get("started_at"))), "cases": used})
+                     "started_at": _opt(name, _str_or_none(manifest.get("started_at"))), "cases": used,
+                     "integrity": integrity})
     rows = _sort_rows(board.rows(), sort)
     from .. import __version__
     return {
@@ -240,6 +277,7 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
         "statuses": list(STATUSES),
         "rows": rows,
         "unreadable": unreadable,
+        "signatures": _signatures(runs, key_label, left_out),
         "filters": san.value(filters.as_dict()),
         "sort": sort,
     }
@@ -275,6 +313,7 @@ def render_aggregate_md(data: dict[str, Any]) -> str:
         f"- generated {data['generated_at']} by gripprobe {data['gripprobe_version']} from {len(data['runs'])} "
         f"run(s), {sum(r['cases'] for r in data['runs'])} case(s); unreadable case files skipped: "
         f"{data.get('unreadable', 0)}",
+        "- " + signatures_text(data.get("signatures")),
         "- " + SCORES_NOTE,
         "- " + ", ".join(f"{SHORT[s]} = {s}" for s in STATUSES if SHORT[s] != s), "",
         "| " + " | ".join(_md(h) for h in head) + " |",
@@ -290,8 +329,35 @@ def render_aggregate_md(data: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(_md(v) for v in vals) + " |")
     if not data["rows"]:
         lines += ["", "No case matched."]
-    lines += ["", "Runs: " + (", ".join(f"{_md(r['run_id'])} ({r['cases']})" for r in data["runs"]) or "none")]
+    lines += ["", "Runs: " + (", ".join(f"{_md(r['run_id'])} ({r['cases']}, {run_signature_text(r)})"
+                                       for r in data["runs"]) or "none")]
+    keys = (data.get("signatures") or {}).get("keys") or []
+    if keys:
+        lines += ["", "Public keys (check a run with `gripprobe verify RUN --key KEY`):", ""]
+        lines += [f"- `{_md(k['key'])}`: `{_md(k['public_key'])}` ({k['runs']} run(s))" for k in keys]
     return "\n".join(lines) + "\n"
+
+
+_SIGNATURE_WORDS = {"verified": "verified", "changed": "CHANGED after the run", "other_key": "signed by another key",
+                    "unsigned": "not signed"}
+
+
+def run_signature_text(run: dict[str, Any]) -> str:
+    i = run.get("integrity") or {}
+    word = _SIGNATURE_WORDS.get(i.get("status"), "unknown")
+    return word + (f" {i['key'][:15]}…" if i.get("key") and i.get("status") != "unsigned" else "")
+
+
+def signatures_text(sig: dict[str, Any] | None) -> str:
+    """One line: how the runs' signatures held (markdown and HTML say the same)."""
+    if not sig:
+        return "signatures: not checked"
+    runs = sig.get("runs") or {}
+    parts = [f"{runs.get(s, 0)} run(s) {_SIGNATURE_WORDS[s]}" for s in ("verified", "changed", "other_key", "unsigned")
+             if runs.get(s)]
+    left = sig.get("cases_left_out") or 0
+    return (f"signatures (checked against {sig.get('checked_against')}): " + (", ".join(parts) or "no runs")
+            + (f"; {left} case(s) left out (changed after their run, or not verified)" if left else ""))
 
 
 # ------------------------------------------------------------------ writing (confined)

@@ -33,7 +33,7 @@ from ..store import RunFolder, atomic_write_json, atomic_write_text
 from ..store.files import json_kind
 from ..textsafe import safe_name
 from ..timeutil import utc_now_iso
-from .aggregate import CaseFacts, case_files, read_facts
+from .aggregate import CaseFacts, case_files, read_facts, run_integrity, run_signature_text
 from .scores import OUT_OF_N, Spend, overall_of, score_text, usage_text
 
 __all__ = ["KIND", "OUTPUT_FILES", "Side", "compare_sides", "regressed_cells", "render_compare_md", "write_compare"]
@@ -81,6 +81,9 @@ class _Loaded:
     cases: int = 0
     unreadable: int = 0
     run_ids: list[str] = field(default_factory=list)
+    signatures: list[dict[str, Any]] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    """``run/case`` of every case left out because it changed after its run."""
 
 
 def _key_fields(a: Side, b: Side) -> tuple[str, ...]:
@@ -92,13 +95,18 @@ def _key_fields(a: Side, b: Side) -> tuple[str, ...]:
     return tuple(f for f in KEY_FIELDS if f not in dropped)
 
 
-def _load(side: Side, fields: Sequence[str]) -> _Loaded:
+def _load(side: Side, fields: Sequence[str], keys: set[str] | None, key_label: str) -> _Loaded:
     out = _Loaded()
     for run_dir in side.runs:
         manifest = RunFolder(run_dir).read_manifest()
         hw = manifest.get("hardware_profile") if isinstance(manifest.get("hardware_profile"), str) else None
         out.run_ids.append(safe_name(run_dir.name))
+        integrity, changed = run_integrity(run_dir, keys, key_label)
+        out.signatures.append({"run_id": safe_name(run_dir.name), **integrity})
         for path in case_files(run_dir):
+            if path.parent.name in changed:  # changed after its run: never paired
+                out.left_out.append(f"{safe_name(run_dir.name)}/{safe_name(path.parent.name)}")
+                continue
             f = read_facts(path, hw)
             if f is None:
                 out.unreadable += 1
@@ -203,10 +211,13 @@ def _delta(a: float | None, b: float | None) -> float | None:
 _ORDER = {"regressed": 0, "improved": 1, "coverage_lost": 2, "coverage_gained": 3, "same": 4, "unscored": 5}
 
 
-def compare_sides(a: Side, b: Side) -> dict[str, Any]:
-    """The comparison data (what ``compare.json`` holds; docs/scores.md#compare)."""
+def compare_sides(a: Side, b: Side, *, keys: Iterable[str] | None = None, key_label: str = "") -> dict[str, Any]:
+    """The comparison data (what ``compare.json`` holds; docs/scores.md#compare). Every run is checked
+    against its signatures first (``keys``: the fingerprints it must be signed with; None: its own): a case
+    that changed after its run is left out and named, and each run's signature is reported."""
     fields = _key_fields(a, b)
-    la, lb = _load(a, fields), _load(b, fields)
+    anchors = set(keys) if keys is not None else None
+    la, lb = _load(a, fields, anchors, key_label), _load(b, fields, anchors, key_label)
     if not la.cases or not lb.cases:
         empty = a if not la.cases else b
         raise UserError(f"side {empty.label} holds no case{_narrowed(empty)}; check the run folders with "
@@ -251,7 +262,21 @@ def _narrowed(side: Side) -> str:
 
 def _side(side: Side, loaded: _Loaded) -> dict[str, Any]:
     return {"label": side.label, "runs": loaded.run_ids, "agent": side.agent, "model": side.model,
-            "cases": loaded.cases, "unreadable": loaded.unreadable}
+            "cases": loaded.cases, "unreadable": loaded.unreadable, "signatures": loaded.signatures,
+            "left_out": loaded.left_out[:200], "left_out_count": len(loaded.left_out)}
+
+
+def signatures_line(data: dict[str, Any]) -> str:
+    """How both sides' signatures held, and the cases left out because they changed after their run."""
+    parts = []
+    for name in ("a", "b"):
+        side = data[name]
+        runs = ", ".join(f"{r['run_id']} {run_signature_text({'integrity': r})}" for r in side.get("signatures") or [])
+        left = side.get("left_out_count") or 0
+        parts.append(f"{name.upper()}: {runs or 'not checked'}"
+                     + (f"; {left} case(s) left out, changed after their run: {', '.join(side['left_out'][:5])}"
+                        + (" …" if left > 5 else "") if left else ""))
+    return "signatures: " + "; ".join(parts)
 
 
 def _cell_name(key: tuple) -> str:
@@ -319,6 +344,7 @@ def render_compare_md(data: dict[str, Any]) -> str:
         f"regressed {s['regressed']}, improved {s['improved']}, same {s['same']}, coverage lost "
         f"{s['coverage_lost']}, gained {s['coverage_gained']}; unpaired cells A {s['unpaired_cells']['a']}, "
         f"B {s['unpaired_cells']['b']}",
+        f"- {_md(signatures_line(data))}",
         f"- McNemar exact: PASS only in A {s['a_only']}, only in B {s['b_only']}, both {s['both_pass']}, "
         f"neither {s['neither']}: p = {p_text(s['mcnemar_p'])}",
         f"- strict B − A: {diff_text(s['strict'])} (A {score_text(s['strict']['a'])}, B "

@@ -451,8 +451,14 @@ def render_aggregate_html(data: dict) -> str:
     # Column priorities: in the compact layout (the page's script picks it when the full table is wider than
     # the window) a format or hardware column holding one value in every row is said once above the table.
     same = {k: v[0] for k, v in (("format", formats), ("hardware", hardware)) if len(v) == 1}
+    from .aggregate import run_signature_text, signatures_text
+
+    signatures = data.get("signatures") if isinstance(data.get("signatures"), dict) else None
     return _render("aggregate.html", data=data, title=data.get("title") or "GripProbe aggregate report",
-                   runs=data.get("runs") or [], tests=tests, statuses=statuses, rows=view_rows, same=same,
+                   runs=[{**r, "signature": run_signature_text(r)} for r in data.get("runs") or []], tests=tests,
+                   statuses=statuses, rows=view_rows, same=same,
+                   signatures_line=signatures_text(signatures) if signatures else None,
+                   public_keys=(signatures or {}).get("keys") or [],
                    filters={"agent": agents, "model": models, "format": formats, "hardware": hardware})
 
 
@@ -498,7 +504,7 @@ def _agg_cell(cell: Any, statuses: list[str], test: str = "") -> dict | None:
 
 def render_compare_html(data: dict) -> str:
     """The comparison page (``gripprobe compare``): flips first, then the paired summary and the rows."""
-    from .compare import cell_label, delta_text, diff_text, p_text, rate_text, statuses_text
+    from .compare import cell_label, delta_text, diff_text, p_text, rate_text, signatures_line, statuses_text
 
     fields = list(data.get("pairing") or [])[:-2]
     cells = [{"cell": c, "label": cell_label(c, fields), "a": rate_text(c["a"]), "b": rate_text(c["b"]),
@@ -513,4 +519,5 @@ def render_compare_html(data: dict) -> str:
             for r in data.get("rows") or []]
     s = data["summary"]
     return _render("compare.html", data=data, fields=fields, cells=cells, rows=rows, summary=s,
-                   strict=diff_text(s["strict"]), overall=diff_text(s["overall"]), p=p_text(s.get("mcnemar_p")))
+                   strict=diff_text(s["strict"]), overall=diff_text(s["overall"]), p=p_text(s.get("mcnemar_p")),
+                   signatures=signatures_line(data))

@@ -146,11 +146,12 @@ def render_summary_md(run_id: str, manifest: dict, results: list[CaseResult], un
     return "\n".join(lines) + "\n"
 
 
-def write_run_reports(run_dir: RunFolder) -> Path:
+def write_run_reports(run_dir: RunFolder) -> list[Path]:
     """Write ``reports/summary.md``, ``reports/summary.html`` and ``reports/cases/<case_id>.html``.
 
-    The single entry point, called at the end of every run. Returns the path of summary.md; the
-    Markdown is written first, so a failure while rendering HTML never costs the Markdown summary.
+    The single entry point, called at the end of every run. Returns the paths written, summary.md first
+    (the run's seal covers exactly these); the Markdown is written first, so a failure while rendering
+    HTML never costs the Markdown summary.
     """
     from .html import render_run_html
 
@@ -158,5 +159,4 @@ def write_run_reports(run_dir: RunFolder) -> Path:
     out = run_dir.reports / "summary.md"
     atomic_write_text(out, render_summary_md(run_dir.run_id, manifest, [r for _, r in entries if r is not None],
                                              [name for name, r in entries if r is None]), sync=False)
-    render_run_html(run_dir, manifest=manifest, entries=entries)
-    return out
+    return [out, *render_run_html(run_dir, manifest=manifest, entries=entries)]

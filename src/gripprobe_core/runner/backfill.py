@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..models.results import CaseResult
-from ..store.layout import RunFolder, atomic_write_json, read_case
+from ..store.layout import RunFolder, read_case
 
 LOOKUP_TIMEOUT_S = 5.0
 
@@ -115,5 +115,7 @@ def _apply(run: RunFolder, case_dir: Path, res: CaseResult, found: tuple[str, st
         return row
     row.outcome = "overwritten" if res.model_hash else "filled"
     if not dry_run:
-        atomic_write_json(case_dir / "case.json", res.model_copy(update={"model_hash": digest}).model_dump(mode="json"))
+        from ..integrity.seal import write_case_json  # re-signed when the run is this machine's and verifies
+
+        write_case_json(case_dir, res.model_copy(update={"model_hash": digest}))
     return row

@@ -10,11 +10,13 @@ import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..evaluator import EvaluationInputs
 from ..models.results import CaseResult, ProcessResult, TelemetrySummary, ValidatorResult, Verdict
-from ..store import atomic_write_json, atomic_write_text, flush_folder
+from ..integrity.keys import Signer
+from ..integrity.seal import REWRITE, write_case_json
+from ..store import atomic_write_json, atomic_write_text
 from ..store.trees import remove_tree
 from ..telemetry.summary import summarize_phase
 from ..telemetry.usage import combine
@@ -57,7 +59,7 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
     not_run = why_not_run(case, run)
     if not_run is not None:
         res = result(**not_run)
-        await asyncio.to_thread(write_case, case_dir, res, durable=run.settings.durable)
+        await asyncio.to_thread(write_case, case_dir, res, durable=run.settings.durable, signer=run.signer)
         return res
 
     await asyncio.to_thread(atomic_write_json, case_dir / "artifacts" / CASE_INPUTS, {
@@ -79,7 +81,7 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
                  telemetry=last.summary, harness_error=judged.harness_error,
                  sandbox=resolve_sandbox(case.sandbox).kind, usage=combine(p.record.usage for p in phases),
                  warnings=warnings)
-    await asyncio.to_thread(write_case, case_dir, res, durable=run.settings.durable)
+    await asyncio.to_thread(write_case, case_dir, res, durable=run.settings.durable, signer=run.signer)
     return res
 
 
@@ -137,12 +139,16 @@ def judge(case: PlannedCase, run: ActiveRun, last: PhaseResult, case_dir: Path) 
     return Judgement(validators, verdict, last.harness_error or error)
 
 
-def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False, durable: bool = True) -> None:
+def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False, durable: bool = True,
+               signer: Signer | None | Literal["rewrite"] = REWRITE) -> None:
     """Write the case's summary files, make everything durable at once, then case.json last: its presence
     means the case is complete (resume relies on this).
 
     The sha256 of every evidence file goes into case.json (``evidence``) unless ``keep_evidence`` (a
     recompute keeps what the run recorded, so tampering stays detectable on every later recompute).
+    Signed before case.json is written (:func:`~gripprobe_core.integrity.seal.write_case_json`): a new case
+    with ``signer`` (the run's key; None on a cluster worker, whose driver signs what it receives), a
+    rewrite by this machine's key when the run is signed with it and the case still verifies.
     ``durable=False`` skips the flushes: a cluster worker's copy is temporary, the driver makes its own
     durable (runner/rayexec.py)."""
     artifacts = case_dir / "artifacts"
@@ -154,8 +160,7 @@ def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False, 
                       sync=False)
     atomic_write_text(case_dir / "observed.txt", "".join(
         f"## {v.kind}: {'pass' if v.passed else 'fail'}\n{v.observed}\n" for v in res.validators), sync=False)
-    if not keep_evidence:
-        res.evidence = evidence_digests(case_dir) if res.phases else None
-    if durable:
-        flush_folder(case_dir)
-    atomic_write_json(case_dir / "case.json", res.model_dump(mode="json"), sync=durable)
+    if not keep_evidence:  # a case that never ran has none, unless it got as far as writing some (a harness bug)
+        digests = evidence_digests(case_dir)
+        res.evidence = digests if res.phases or digests else None
+    write_case_json(case_dir, res, signer=signer, new=not keep_evidence, durable=durable)

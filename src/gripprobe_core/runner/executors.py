@@ -44,7 +44,7 @@ def write_not_run(case: PlannedCase, run: ActiveRun, **fields: Any) -> CaseResul
     res = CaseResult(run_id=run.id, case_id=case.case_id, key=case.key, started_at=now, finished_at=now,
                      duration_s=0.0, tags=list(case.test.tags), run_values=dict(run.values),
                      hardware_profile=run.settings.hardware_profile, **fields)
-    write_case(run.folder.case(case.case_id), res, durable=run.settings.durable)
+    write_case(run.folder.case(case.case_id), res, durable=run.settings.durable, signer=run.signer)
     return res
 
 

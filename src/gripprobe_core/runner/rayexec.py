@@ -6,8 +6,9 @@ versions of gripprobe and its plugins; installs the agent with the same pinned r
 agent cache (once per node: a lock keeps concurrent tasks from installing twice); runs the case exactly
 as the local executor does (sandboxed phases, proxy, validators, verdict) into a private temporary run
 folder; and sends the finished case directory back as bytes (:mod:`..store.archive`). The driver writes
-it into the run directory as it arrives, case.json last, with the case's :class:`Placement` (node and
-attempts).
+it into the run directory as it arrives, checks its evidence against the worker's digests, signs it with
+the run's key (which never leaves the driver: workers sign nothing) and writes case.json last, with the
+case's :class:`Placement` (node and attempts).
 
 Placement: a case asks for its agent spec's and its backend spec's ``resources`` (``CPU`` default 1,
 ``GPU``, and custom ones such as ``ollama-qwen3-8b``), so it runs only where they are offered and at most
@@ -32,9 +33,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import UserError
 from ..models.results import Attempt, CaseResult, Placement
-from ..store import RunFolder, atomic_write_bytes
+from ..integrity.seal import write_case_json
+from ..store import RunFolder
 from ..store.archive import ArchiveError, pack_case, unpack_case
 from ..store.trees import scratch_folder
+from .evidence import evidence_digests
 from .executors import case_failed, guarded_case, run_each, write_not_run
 from .matrix import PlannedCase
 from .settings import ActiveRun, RunSettings
@@ -413,7 +416,8 @@ class RayExecutor:
         return Lost(_first_line(exc), retry=True)
 
     def _deliver(self, case: PlannedCase, run: ActiveRun, delivery: Delivery, attempts: list[Attempt]) -> CaseResult:
-        """Write a delivered case into the run directory, case.json last, with where it ran."""
+        """Write a delivered case into the run directory, case.json last, with where it ran, signed here by
+        the run's key after checking the evidence that arrived against the worker's own digests."""
         case_dir = run.folder.case(case.case_id)
         try:
             raw = unpack_case(delivery.archive, case_dir)
@@ -423,11 +427,15 @@ class RayExecutor:
         except (ArchiveError, ValueError) as exc:
             return case_failed(case, run, "harness_exception", f"the case came back unreadable from the Ray cluster: "
                                                                f"{_first_line(exc)}")
+        if evidence_digests(case_dir) != (res.evidence or {}):  # what the worker hashed is what arrived
+            return case_failed(case, run, "harness_exception", "the case came back from the Ray cluster with "
+                                                               "evidence that differs from its own digests")
         node = delivery.node
         res.placement = Placement(executor="ray", node_id=str(node.get("node_id")), node_ip=node.get("node_ip"),
                                   hostname=node.get("hostname"),
                                   attempts=[*attempts, Attempt(attempt=len(attempts) + 1, node_id=node.get("node_id"))])
-        atomic_write_bytes(case_dir / "case.json", res.model_dump_json().encode())
+        # the driver signs what it received (the key never leaves it), then writes case.json last
+        write_case_json(case_dir, res, signer=run.signer, new=True)
         return res
 
     def _cancel(self, refs: list[Any]) -> None:

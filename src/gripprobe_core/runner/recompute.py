@@ -30,7 +30,7 @@ from ..store import RunFolder, atomic_write_text
 from ..telemetry.summary import summarize_phase
 from ..telemetry.usage import combine
 from ..validators.context import ValidatorContext
-from .evidence import verify_evidence
+from ..integrity.check import tamper_problems
 from .judge import (
     CASE_INPUTS, backend_was_unreachable, budget_was_exceeded, derive_telemetry, derive_verdict, harness_error_verdict,
     model_not_under_test, phase_context_name, phase_harness_failure, proxy_evidence, proxy_record_name, run_validators,
@@ -145,15 +145,15 @@ def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir
         res = CaseResult(run_id=run_dir.run_id, case_id=case_id, key=key, started_at="", finished_at="",
                          duration_s=0.0, verdict=verdict, telemetry=summary, harness_error=problem)
         return Recomputed(case_id, res, ["verdict"], problem)
+    # signed runs: the case must verify; unsigned runs with digests: they must hold (integrity/check.py)
+    tampered = tamper_problems(run_dir.path, case_dir, orig)
+    if tampered:
+        problem = "changed after the run: " + "; ".join(tampered[:5]) + (
+            f" (+{len(tampered) - 5} more)" if len(tampered) > 5 else "")
+        res = _harness_case(plugins, orig, problem, reason="artifact_tampered")
+        return Recomputed(case_id, res, _changed(orig, res), problem)
     if not orig.phases:  # skipped, tool-unsupported or a harness exception: nothing ran, nothing to derive
         return Recomputed(case_id, orig)
-    if orig.evidence is not None:  # runs before evidence digests were recorded cannot be checked
-        tampered = verify_evidence(case_dir, orig.evidence)
-        if tampered:
-            problem = "evidence changed after the run: " + "; ".join(tampered[:5]) + (
-                f" (+{len(tampered) - 5} more)" if len(tampered) > 5 else "")
-            res = _harness_case(plugins, orig, problem, reason="artifact_tampered")
-            return Recomputed(case_id, res, _changed(orig, res), problem)
     try:
         specs = _inputs(case_dir)
         phases, events, contexts = [], [], []

@@ -55,6 +55,7 @@ def _manifest(run: ActiveRun, cases: list[PlannedCase], *, status: str, started_
               results: list[CaseResult] | None = None, finished_at: str | None = None,
               executor: Executor | None = None) -> dict:
     from .. import __version__
+    from ..integrity.seal import manifest_signing
     opts = run.settings
     placed = sorted((r for r in results or [] if r.placement is not None), key=lambda r: r.case_id)
     return {
@@ -76,17 +77,25 @@ def _manifest(run: ActiveRun, cases: list[PlannedCase], *, status: str, started_
         **(executor.manifest_fields() if executor is not None else {"executor": "local"}),
         "placement": {r.case_id: {"node_id": r.placement.node_id, "hostname": r.placement.hostname,
                                   "attempts": len(r.placement.attempts)} for r in placed if r.placement},
+        **({"signing": manifest_signing(run.signer)} if run.signer is not None else {}),
     }
 
 
 def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, settings: RunSettings,
                 on_done: Callable[[CaseResult], None] = lambda r: None,
-                resume: ResumeState | None = None, executor: Executor | None = None) -> RunResult:
+                resume: ResumeState | None = None, executor: Executor | None = None,
+                signer: Any = "auto") -> RunResult:
     """Run ``cases`` into a new run directory, or into ``resume.run_dir`` (see :func:`prepare_resume`), on
     ``executor`` (default: this process, ``settings.jobs`` at once), which is closed at the end. Each
-    case's proxy mode and sandbox are settled here, once (:meth:`PlannedCase.settle`). Returns even when
-    interrupted by Ctrl-C or SIGTERM."""
+    case's proxy mode and sandbox are settled here, once (:meth:`PlannedCase.settle`). Every case is
+    signed as it is written, and the run's seal whenever the manifest or the reports are, with ``signer``
+    (``auto``: :func:`~gripprobe_core.integrity.seal.signer_for_run`). Returns even when interrupted by
+    Ctrl-C or SIGTERM."""
+    from ..integrity.seal import reseal_run, signer_for_run
+
     t0 = time.monotonic()
+    if signer == "auto":
+        signer = signer_for_run(settings.results_root, resume.run_dir.path if resume is not None else None)
     executor = executor or LocalExecutor(settings.jobs)
     if resume is None:
         # Absolute from here on: agents run with the workspace as cwd, so a relative path would point nowhere.
@@ -103,7 +112,7 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
     results: list[CaseResult] = []
     with scratch_folder(f"gripprobe-{run_id}-") as scratch:  # agents' homes: removed whatever they hold
         run = ActiveRun(id=run_id, folder=folder, plugins=plugins, values=values, scratch=scratch,
-                        settings=settings)
+                        settings=settings, signer=signer)
 
         def manifest(status: str, finished_at: str | None = None) -> dict:
             present = folder.case_results() if resume is not None else results
@@ -119,6 +128,7 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
         stopped_by = 0
         with StopSignals() as stop:
             atomic_write_json(folder.manifest, manifest("running"))
+            _warn(reseal_run(folder.path, signer, wrote=[folder.manifest]))
             try:
                 stop.run(executor.run_cases(cases, run, on_done, results))
             except KeyboardInterrupt:
@@ -133,9 +143,16 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
                 m["interrupted_by"] = signal.Signals(stopped_by).name
             atomic_write_json(folder.manifest, m)
             from ..reports import write_run_reports
-            write_run_reports(folder)
+            reports = write_run_reports(folder)
+            _warn(reseal_run(folder.path, signer, wrote=[folder.manifest, *reports],
+                             cases=[r.case_id for r in results]))
     return RunResult(folder, sorted(results, key=lambda r: r.case_id), bool(stopped_by), time.monotonic() - t0,
                      int(stopped_by))
+
+
+def _warn(problem: str | None) -> None:
+    if problem:
+        log.warning("warning: %s", problem)
 
 
 @dataclass

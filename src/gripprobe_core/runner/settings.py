@@ -71,6 +71,10 @@ class ActiveRun:
     scratch: Path
     """Where the phases' workspaces, homes and temp folders live (outside the results tree)."""
     settings: RunSettings
+    signer: Any = None
+    """The harness's key (:class:`~gripprobe_core.integrity.keys.Signer`) that signs every case as it is
+    written; None on a cluster worker (the driver signs what it receives) and in a resumed run from before
+    signatures. Never in :class:`RunSettings`, which travels to workers."""
 
     @property
     def hooks(self) -> Hooks:

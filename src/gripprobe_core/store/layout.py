@@ -68,8 +68,14 @@ def atomic_write_text(path: Path, text: str, *, sync: bool = True) -> None:
     atomic_write_bytes(path, text.encode("utf-8", errors="backslashreplace"), sync=sync)
 
 
+def json_bytes(obj: Any) -> bytes:
+    """The bytes :func:`atomic_write_json` writes for ``obj`` (what a signature over a JSON file covers)."""
+    return (json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n").encode("utf-8",
+                                                                                     errors="backslashreplace")
+
+
 def atomic_write_json(path: Path, obj: Any, *, sync: bool = True) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", sync=sync)
+    atomic_write_bytes(path, json_bytes(obj), sync=sync)
 
 
 def _fsync_dir(path: Path) -> None:
