@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import threading
@@ -221,3 +222,75 @@ def test_recompute_lines_and_errors_quoting_disk_content_are_escaped(oracle_run,
     assert res.returncode == 0, res.stderr[-3000:]
     assert "evil\\x1b]0;pwned" in res.stderr
     _no_control(res.stdout + res.stderr)
+
+
+# ------------------------------------------------------------------------------------- values
+
+def _strict_json(text: str):
+    """JSON as RFC 8259 has it: NaN, Infinity and -Infinity are not JSON."""
+    def refuse(name: str):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+FORGED_VALUES = {  # case folder suffix -> (dotted path in case.json, value), each out of its range
+    "nan-score": ("verdict.strict_pass_score", float("nan")),
+    "huge-score": ("verdict.overall_score", 1e308),
+    "huge-trial": ("key.trial", 10**18),
+    "huge-usage": ("usage.prompt_tokens", 1e30),
+    "inf-cost": ("usage.cost", float("inf")),
+    "negative-duration": ("duration_s", -5.0),
+}
+
+
+def test_values_out_of_range_are_invalid_never_published(oracle_run, tmp_path):
+    """A case.json holding NaN or 1e308 scores, trial 1e18, usage 1e30, an infinite cost or a negative
+    duration is not a valid result: summary.md/html list it as unreadable, list-runs counts it invalid, the
+    aggregate counts it unreadable, and none of those numbers is published (as a number or as NaN)."""
+    run = _copy(oracle_run, tmp_path)
+    source = _case(run, "save_file")
+    original = read_json(source / "case.json")
+    for suffix, (dotted, value) in FORGED_VALUES.items():
+        forged = run / "cases" / f"{source.name}-{suffix}"
+        shutil.copytree(source, forged)
+        data = json.loads(json.dumps(original))
+        *parents, last = dotted.split(".")
+        target = data
+        for part in parents:
+            target = target[part]
+        target[last] = value
+        (forged / "case.json").write_text(json.dumps(data))  # Python writes NaN / Infinity as JSON does not
+    results = run.parents[1]
+
+    res = gripprobe("rebuild-reports", str(run), timeout=60)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    md = (run / "reports" / "summary.md").read_text()
+    table, unreadable = md.split("Cases without")
+    for suffix in FORGED_VALUES:
+        assert f"{source.name}-{suffix}" in unreadable
+    assert len(re.findall(r"^\| reference \|", table.split("## Cases")[1], re.M)) == 3  # the three real cases
+    for shown in (r"\bnan\b", r"\binf", r"1e\+30", "1000000000000000000", "-5.00"):
+        assert not re.search(shown, table, re.I), shown
+    html = re.sub(r"<script.*?</script>", "", (run / "reports" / "summary.html").read_text(), flags=re.S)
+    for shown in ("NaN", "Infinity", "1e+308", "1e+30", "1000000000000000000"):
+        assert shown not in html, shown
+
+    listed = gripprobe("list-runs", "--results", str(results), "--json", timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    info = _strict_json(listed.stdout)
+    assert info["counts"] == {"PASS": 3, "invalid": len(FORGED_VALUES)}
+
+    out = tmp_path / "agg"
+    res = gripprobe("aggregate-reports", "--runs-root", str(results), "--output", str(out), timeout=60)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    data = _strict_json((out / "aggregate.json").read_text())
+    assert data["unreadable"] == len(FORGED_VALUES)
+    (row,) = data["rows"]
+    assert row["n"] == 3 and row["strict_pass_score"] == 1.0 and row["usage"]["cost"] is None
+    agg_md = (out / "aggregate.md").read_text()
+    for shown in (r"\bnan\b", r"\binf", r"1e\+30", "1000000000000000000"):
+        assert not re.search(shown, agg_md, re.I), shown
+
+    res = gripprobe("compare", str(oracle_run), str(run), "--json", timeout=60)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    _strict_json(res.stdout)
