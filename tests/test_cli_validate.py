@@ -193,3 +193,17 @@ def test_help_matches_the_group(workdir):
     assert result.exit_code == 0
     assert "--specs, --root DIRECTORY" in result.stdout
     assert "-h, --help" in invoke(schema_command, "--help").stdout
+
+
+def test_validate_refuses_pricing_of_inf_with_one_line(workdir):
+    """`pricing` of `.inf` once passed validate and wrote `"cost": Infinity` (not JSON) into every case."""
+    root = write_tree(workdir, {**VALID, "models/qwen.yaml": VALID["models/qwen.yaml"] + (
+        "pricing:\n  input_per_million: .inf\n  output_per_million: 2.0\n")})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
+    bad = subprocess.run([sys.executable, "-m", "gripprobe_core.cli", "validate", "--root", "specs"],
+                         capture_output=True, text=True, env=env, timeout=120, cwd=workdir)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.splitlines() == [
+        "specs/models/qwen.yaml:8: pricing.input_per_million: .inf is not a number GripProbe can use; write a "
+        "finite number (not .nan or .inf)",
+        "1 spec error(s)"]

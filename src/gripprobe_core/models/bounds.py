@@ -68,26 +68,25 @@ def saturate(value: int, limit: int = COUNT_MAX) -> int:
     return value if value <= limit else limit
 
 
-def _finite_tree(value: Any, depth: int = 0) -> None:
+def _finite_tree(value: Any, where: str, depth: int = 0) -> None:
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError("a number that is not finite (nan or infinity)")
-    elif isinstance(value, dict):
+            shown = ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+            raise ValueError(f"{where or 'the value'} is {shown}, not a finite number; write a finite number")
+    elif isinstance(value, (dict, list)):
         if depth >= JSON_DEPTH_MAX:
-            raise ValueError(f"nested more than {JSON_DEPTH_MAX} levels deep")
-        for v in value.values():
-            _finite_tree(v, depth + 1)
-    elif isinstance(value, list):
-        if depth >= JSON_DEPTH_MAX:
-            raise ValueError(f"nested more than {JSON_DEPTH_MAX} levels deep")
-        for v in value:
-            _finite_tree(v, depth + 1)
+            raise ValueError(f"{where or 'the value'} is nested more than {JSON_DEPTH_MAX} levels deep")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for k, v in items:
+            _finite_tree(v, f"{where}[{k}]" if isinstance(k, int) else (f"{where}.{k}" if where else str(k)),
+                         depth + 1)
 
 
 def finite_tree(value: Any) -> Any:
-    """``value`` (JSON-like data) unchanged; ``ValueError`` when a float anywhere in it is nan or infinite,
-    or it nests deeper than ``JSON_DEPTH_MAX``. For free-form mappings of a stored result."""
-    _finite_tree(value)
+    """``value`` (JSON-like data) unchanged; ``ValueError`` naming the place when a float anywhere in it is
+    nan or infinite, or it nests deeper than ``JSON_DEPTH_MAX``. For free-form data (options, mappings of a
+    stored result)."""
+    _finite_tree(value, "")
     return value
 
 
