@@ -11,6 +11,8 @@ import click
 from ..agents import AgentCache
 from ..errors import UserError
 from ..pluginmanager import describe_failures, make_plugin_manager
+from ..models.bounds import TIMEOUT_MAX_S
+from .params import FiniteFloat, PathArg
 
 _CTX = {"help_option_names": ["-h", "--help"]}
 
@@ -71,7 +73,7 @@ def agents_group() -> None:
 
 
 @agents_group.command("list", context_settings=_CTX)
-@click.option("--specs", "--root", "specs_root", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
 def list_command(specs_root: Path | None, as_json: bool) -> None:
     """Agents in the specs, whether they are installed, and where."""
@@ -89,7 +91,7 @@ def list_command(specs_root: Path | None, as_json: bool) -> None:
 @agents_group.command("install", context_settings=_CTX)
 @click.argument("names", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Install every agent in the specs that needs installing.")
-@click.option("--specs", "--root", "specs_root", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path))
 def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None) -> None:
     """Install agents at their pinned versions into the cache (idempotent; instant when cached).
 
@@ -112,7 +114,7 @@ def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None)
 
 
 @click.command("doctor", context_settings=_CTX)
-@click.option("--specs", "--root", "specs_root", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path))
 @click.option("--no-check", is_flag=True, help="Skip the self-check run against the oracle.")
 @click.option("--test", "test_id", default=None,
               help="Test for the self-check (default: the first of shell_pwd, save_file and the sanity tests "
@@ -123,7 +125,7 @@ def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None)
 @click.option("--backend", "backend_id", default=None, help="With --model: the backend id to probe (default: each "
                                                              "model's first).")
 @click.option("--base-url", default=None, help="With --model: probe this URL instead of the spec's base_url.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=None,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1, max=TIMEOUT_MAX_S), default=None,
               help="With --model: seconds to wait for the tool-call answer (default 120; a cold model loads first).")
 @click.option("--json", "as_json", is_flag=True, help="With --model: print the findings as JSON.")
 def doctor_command(specs_root: Path | None, no_check: bool, test_id: str, models: tuple[str, ...],

@@ -10,6 +10,7 @@ import click
 
 from ..errors import UserError
 from ..textsafe import safe_name
+from .params import FiniteFloat, PathArg
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -25,23 +26,23 @@ def _resolve(arg: str, results: Path, option: str) -> Path:
 
 
 @click.command("compare", context_settings=_CONTEXT)
-@click.argument("runs", nargs=-1, metavar="[RUN_A] [RUN_B]")
-@click.option("--a", "-A", "more_a", multiple=True, metavar="RUN",
+@click.argument("runs", nargs=-1, metavar="[RUN_A] [RUN_B]", type=PathArg(path_type=str))
+@click.option("--a", "-A", "more_a", multiple=True, metavar="RUN", type=PathArg(path_type=str),
               help="A run of side A (repeatable: several runs pool their trials).")
-@click.option("--b", "-B", "more_b", multiple=True, metavar="RUN", help="A run of side B (repeatable).")
+@click.option("--b", "-B", "more_b", multiple=True, metavar="RUN", type=PathArg(path_type=str), help="A run of side B (repeatable).")
 @click.option("--agent-a", help="Side A: only this agent's cases (with --agent-b: agent against agent; the agent "
                                 "and format then leave the pairing key).")
 @click.option("--agent-b", help="Side B: only this agent's cases.")
 @click.option("--model-a", help="Side A: only this model's cases (with --model-b: model against model).")
 @click.option("--model-b", help="Side B: only this model's cases.")
-@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+@click.option("--results", type=PathArg(file_okay=False, path_type=Path), default=Path("results"),
               show_default=True, help="Where a RUN given as a run id is looked up (<results>/runs/<id>).")
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--output", "-o", type=PathArg(file_okay=False, path_type=Path),
               help="Also write compare.html, compare.md and compare.json into this folder (created if missing).")
 @click.option("--json", "as_json", is_flag=True, help="Print compare.json's content instead of the Markdown.")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit 1 when a cell regressed (its pass rate in B is below A's): for a CI job.")
-@click.option("--significance", type=click.FloatRange(0.0, 1.0, min_open=True), metavar="P",
+@click.option("--significance", type=FiniteFloat(0.0, 1.0, min_open=True), metavar="P",
               help="With --fail-on-regression: count a regressed cell only when its McNemar p-value is below P "
                    "(default: every drop counts).")
 def compare_command(runs, more_a, more_b, agent_a, agent_b, model_a, model_b, results, output, as_json,

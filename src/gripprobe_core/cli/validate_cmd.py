@@ -14,6 +14,7 @@ import click
 
 from ..errors import SpecError, UserError
 from ..textsafe import safe_text
+from .params import PathArg
 
 
 def _registry(ctx: click.Context) -> tuple[Any, list[str]]:
@@ -42,7 +43,7 @@ _CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
 @click.command("validate", context_settings=_CONTEXT)
-@click.option("--specs", "--root", "root", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--specs", "--root", "root", type=PathArg(file_okay=False, path_type=Path),
               help="Specs directory (default: $GRIPPROBE_SPECS, else ./specs or the nearest parent's).")
 @click.pass_context
 def validate_command(ctx: click.Context, root: Path | None) -> None:
@@ -72,7 +73,7 @@ def validate_command(ctx: click.Context, root: Path | None) -> None:
 
 
 @click.command("schema", context_settings=_CONTEXT)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("schemas"),
+@click.option("--out", "out_dir", type=PathArg(file_okay=False, path_type=Path), default=Path("schemas"),
               show_default=True, help="Directory to write <kind>.schema.json files into.")
 def schema_command(out_dir: Path) -> None:
     """Write JSON Schemas of every spec kind, for editor completion and checking.
