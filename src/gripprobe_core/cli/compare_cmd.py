@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import click
 
 from ..errors import UserError
+from ..jsonl import dumps
 from ..textsafe import safe_name
 from .params import FiniteFloat, PathArg
 
@@ -83,7 +83,7 @@ def compare_command(runs, more_a, more_b, agent_a, agent_b, model_a, model_b, re
 
             target = Path(os.fsdecode(exc.filename)) if isinstance(exc.filename, (str, bytes)) else out
             raise UserError(explain_os_error(f"--output {output}", target, exc, creating=True)) from None
-    click.echo(json.dumps(data, indent=2) if as_json else render_compare_md(data), nl=as_json)
+    click.echo(dumps(data, indent=2) if as_json else render_compare_md(data), nl=as_json)
     regressed = regressed_cells(data, significance)
     s = data["summary"]
     click.echo(f"compare: {s['cells']} cells, regressed {s['regressed']}, improved {s['improved']}; McNemar p = "

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from ..errors import UserError
+from ..jsonl import dumps
 from ..textsafe import safe_name, safe_text
 from .params import PathArg
 
@@ -95,7 +96,7 @@ def list_runs_command(results_root: Path, as_json: bool) -> None:
     infos = [describe_run(r) for r in iter_run_dirs(results_root)]
     if as_json:
         for i in infos:
-            click.echo(json.dumps(i.as_dict()))  # ensure_ascii: every control character is a \u escape
+            click.echo(dumps(i.as_dict()))  # ensure_ascii: every control character is a \u escape
         return
     if not infos:
         click.echo(f"no runs under {safe_name(results_root)}")

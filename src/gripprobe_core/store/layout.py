@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..jsonl import dumps
 from ..models.results import CaseResult
 from ..timeutil import run_id_stamp
 from .files import read_regular
@@ -69,7 +70,8 @@ def atomic_write_text(path: Path, text: str, *, sync: bool = True) -> None:
 
 
 def atomic_write_json(path: Path, obj: Any, *, sync: bool = True) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", sync=sync)
+    """Strict JSON (never ``NaN``/``Infinity``), C1 controls escaped (:func:`gripprobe_core.jsonl.dumps`)."""
+    atomic_write_text(path, dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", sync=sync)
 
 
 def _fsync_dir(path: Path) -> None:
