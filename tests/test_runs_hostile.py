@@ -240,12 +240,16 @@ FORGED_VALUES = {  # case folder suffix -> (dotted path in case.json, value), ea
     "huge-usage": ("usage.prompt_tokens", 1e30),
     "inf-cost": ("usage.cost", float("inf")),
     "negative-duration": ("duration_s", -5.0),
+    "lookalike-agent": ("key.agent", "r\u0435ference"),  # Cyrillic e: reads "reference"
+    "bidi-model": ("key.model", "oracle-\u202etcefrep"),  # shown as "oracle-perfect"
+    "invisible-test": ("key.test", "save\u200b_file"),
 }
 
 
 def test_values_out_of_range_are_invalid_never_published(oracle_run, tmp_path):
-    """A case.json holding NaN or 1e308 scores, trial 1e18, usage 1e30, an infinite cost or a negative
-    duration is not a valid result: summary.md/html list it as unreadable, list-runs counts it invalid, the
+    """A case.json holding NaN or 1e308 scores, trial 1e18, usage 1e30, an infinite cost, a negative
+    duration or a key id that reads like another (a Cyrillic letter, a bidi override, a zero-width space;
+    three such rows once all read "reference") is not a valid result: summary.md/html list it as unreadable, list-runs counts it invalid, the
     aggregate counts it unreadable, and none of those numbers is published (as a number or as NaN)."""
     run = _copy(oracle_run, tmp_path)
     source = _case(run, "save_file")

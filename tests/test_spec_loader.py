@@ -829,3 +829,41 @@ def test_a_model_with_pricing_of_inf_never_reaches_a_cost():
         Pricing(input_per_million=float("inf"), output_per_million=1.0)
     top = Pricing(input_per_million=1e6, output_per_million=1e6)
     assert top.cost(CALL_TOKENS_MAX * 10**6, CALL_TOKENS_MAX * 10**6) <= COST_MAX
+
+
+# --------------------------------------------------------------------------- ids
+
+@pytest.mark.parametrize("bad, what", [
+    ("refer\u202eence", "U+202E RIGHT-TO-LEFT OVERRIDE (a bidi control, which reorders what is shown) "
+                        "(did you mean 'reference'?)"),
+    ("ref\u200berence", "U+200B ZERO WIDTH SPACE (an invisible zero-width character) (did you mean 'reference'?)"),
+    ("r\u0435ference", "U+0435 CYRILLIC SMALL LETTER IE (which looks like the ASCII 'e') (did you mean 'reference'?)"),
+])
+def test_ids_that_read_like_another_are_refused_with_one_line(tree, bad, what):
+    """Three agents whose ids all read "reference" once made three rows reading "reference"."""
+    root = tree({f"cli_agents/{bad}.yaml": VALID["cli_agents/reference.yaml"].replace("id: reference", f"id: {bad}")})
+    (line,) = errors_of(root)
+    assert line.startswith(f"specs/cli_agents/{bad}.yaml:1: id: {ascii(bad)} holds {what}; agent ids are lowercase "
+                           f"ASCII letters and digits, words joined by one '-', '_' or '.', at most 32 characters")
+
+
+def test_ids_of_every_kind_follow_the_rule(tree):
+    root = tree({
+        "models/oracle-perfect.yaml": VALID["models/oracle-perfect.yaml"].replace("- id: oracle", "- id: Oracle"),
+        "cli_agents/reference.yaml": VALID["cli_agents/reference.yaml"].replace("[tool, markdown]", "[tool, mark down]"),
+        "tests/save_file__t2.yaml": VALID["tests/save_file.yaml"].replace("id: save_file", "id: save_file__t2"),
+        "suites/default.yaml": VALID["suites/default.yaml"].replace("format: markdown", "format: x__y"),
+        "hardware_profiles.yaml": "profiles:\n  - id: ci box\n",
+        "models/" + "m" * 70 + ".yaml": "id: " + "m" * 70 + "\nbackends: [{id: o, kind: oracle, model_id: perfect}]\n",
+    })
+    errors = errors_of(root)
+    assert [e.split(": ", 2)[:2] for e in errors] == [
+        ["specs/cli_agents/reference.yaml:4", "formats[1]"],
+        ["specs/hardware_profiles.yaml:2", "profiles[0].id"],
+        [f"specs/models/{'m' * 70}.yaml:1", "id"],
+        ["specs/models/oracle-perfect.yaml:4", "backends[0].id"],
+        ["specs/suites/default.yaml:7", "cases[0].format"],
+        ["specs/tests/save_file__t2.yaml:1", "id"],
+    ], errors
+    assert "'save_file__t2' is not a plain id (did you mean 'save_file_t2'?)" in errors[5]
+    assert "is 70 characters, over the 64 an id may have here" in errors[2]

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from .bounds import TRIALS_MAX, Cost, Count, FiniteTree, Millis, Rate, Score, Seconds
+from .ids import AgentId, BackendId, FormatId, ModelId, TestId
 
 ProcessStatus = Literal["ok", "timeout", "shell_error", "harness_capture_failed", "nonzero_exit"]
 Status = Literal[
@@ -128,28 +129,26 @@ class Verdict(_M):
 
 
 class CaseKey(_M):
-    """What a case is: one trial of one cell (agent × model × backend × format × test)."""
+    """What a case is: one trial of one cell (agent × model × backend × format × test). Every part is a plain id
+    (:mod:`.ids`), so the case id is unique by construction."""
 
-    agent: str
-    model: str
-    backend: str
-    format: str
-    test: str
+    agent: AgentId
+    model: ModelId
+    backend: BackendId
+    format: FormatId
+    test: TestId
     trial: int = Field(default=1, ge=1, le=TRIALS_MAX, description="Which repetition of the cell (--trials N: 1..N).")
 
     def slug(self) -> str:
         """The case id: the cell's parts joined by ``__``, and ``__t<n>`` for trials after the first (so a
-        one-trial run's ids are what they always were)."""
-        base = "__".join(_slug(p) for p in (self.agent, self.model, self.backend, self.format, self.test))
+        one-trial run's ids are what they always were). No id holds ``__`` or starts or ends with ``_``, so
+        splitting a case id at ``__`` gives its parts back: two keys never share a case folder."""
+        base = "__".join((self.agent, self.model, self.backend, self.format, self.test))
         return base if self.trial == 1 else f"{base}__t{self.trial}"
 
     def cell(self) -> tuple[str, str, str, str, str]:
         """The cell this trial belongs to (the key without the trial)."""
         return self.agent, self.model, self.backend, self.format, self.test
-
-
-def _slug(s: str) -> str:
-    return "".join(c if c.isalnum() or c in "-._" else "-" for c in s)
 
 
 BackendProblem = Literal["connect", "dns", "timeout", "url", "auth", "http", "body"]
@@ -232,7 +231,8 @@ class CaseResult(_M):
     agent_version: str | None = None
     model_hash: str | None = None
     hardware_profile: str | None = Field(
-        default=None, description="Hardware profile id (hardware_profiles.yaml) the run declared, if any.")
+        default=None, pattern=r"^[!-~]{1,128}$",
+        description="Hardware profile id (hardware_profiles.yaml) the run declared, if any (printable ASCII).")
     tags: list[str] = Field(default_factory=list)
     language: str = "en"
     started_at: str

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from .bounds import COUNT_MAX, PRICE_MAX, TIMEOUT_MAX_S, TRIALS_MAX, finite_tree
+from .ids import AgentId, BackendId, FormatId, HardwareId, ModelId, SuiteId, TestId
 
 ToolKind = Literal["read", "write", "execute", "search", "fetch", "other"]
 TOOL_KINDS: tuple[str, ...] = ("read", "write", "execute", "search", "fetch", "other")
@@ -90,7 +91,7 @@ Resources = Annotated[dict[str, float], AfterValidator(_check_resources)]
 class BackendSpec(_Strict):
     """One way to reach a model. ``kind`` decides how the runner talks to it."""
 
-    id: str
+    id: BackendId
     kind: str = Field(
         pattern=r"^[a-z0-9][a-z0-9._-]*$",
         description="Backend kind: oracle (embedded), openai-compatible, ollama, or one a plugin registers "
@@ -142,7 +143,7 @@ class Pricing(_Strict):
 
 
 class ModelSpec(_Strict):
-    id: str
+    id: ModelId
     label: str | None = None
     family: str | None = None
     size: str | None = None
@@ -163,11 +164,11 @@ class ModelSpec(_Strict):
 # --------------------------------------------------------------------------- agents
 
 class CliAgentSpec(_Strict):
-    id: str
+    id: AgentId
     plugin: str = Field(description="Name of the agent plugin that builds its command, env and parsers.")
     executable: str
     default_args: list[str] = Field(default_factory=list)
-    formats: list[str] = Field(default_factory=lambda: ["tool"], min_length=1)
+    formats: list[FormatId] = Field(default_factory=lambda: ["tool"], min_length=1)
     tool_kinds: list[ToolKind] = Field(description="Tool kinds the agent can perform.")
     timeout_s: Timeout = 120
     telemetry_proxy_mode: ProxyMode = "auto"
@@ -258,7 +259,7 @@ class TestRules(_Strict):
 class TestSpec(_Strict):
     __test__ = False  # not a pytest class
 
-    id: str
+    id: TestId
     title: str
     prompt: str = Field(description="Prompt text; ${name} placeholders are filled at run time.")
     language: str = "en"
@@ -282,20 +283,20 @@ class TestSpec(_Strict):
 # --------------------------------------------------------------------------- suites, hardware
 
 class SuiteCase(_Strict):
-    agent: str
-    model: str
-    test: str
-    format: str = "tool"
-    backend: str | None = None
+    agent: AgentId
+    model: ModelId
+    test: TestId
+    format: FormatId = "tool"
+    backend: BackendId | None = None
 
 
 class SuiteSpec(_Strict):
-    id: str
+    id: SuiteId
     title: str | None = None
     agents: list[str] = Field(default_factory=list)
     models: list[str] = Field(default_factory=list)
     tests: list[str] = Field(default_factory=list, description="Test ids; 'tag:<tag>' selects by tag.")
-    formats: list[str] = Field(default_factory=list, description="Formats to run, for each agent those of them it supports (an agent with none gets its first); empty means every format the agent supports.")
+    formats: list[FormatId] = Field(default_factory=list, description="Formats to run, for each agent those of them it supports (an agent with none gets its first); empty means every format the agent supports.")
     cases: list[SuiteCase] = Field(default_factory=list, description="Explicit cases, added to the matrix.")
     telemetry_proxy_mode: ProxyMode | None = None
     jobs: int | None = Field(default=None, ge=1, le=JOBS_MAX)
@@ -309,7 +310,7 @@ class SuiteSpec(_Strict):
 
 
 class HardwareProfile(_Strict):
-    id: str
+    id: HardwareId
     label: str | None = None
     cpu: str | None = None
     gpu: str | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import UserError
+from ..models.ids import id_problem
 from ..models.results import CaseKey
 from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, SuiteSpec, TestSpec
 
@@ -92,6 +93,9 @@ def plan_cases(specs, *, agents: list[str], models: list[str], tests: list[str],
     ``formats: [tool, whole]`` means "whichever of these each agent has"; an agent with none of them gets
     its first declared format)."""
     planned: dict[str, PlannedCase] = {}
+    for fmt in formats or []:  # a format no agent declares still names a (SKIPPED) case's folder
+        if (problem := id_problem(fmt, "format")) is not None:
+            raise UserError(f"--format {problem}")
     test_specs = select_tests(specs.tests, tests) if tests else []
     for agent_id in agents:
         agent = _lookup("agent", specs.agents, agent_id)
