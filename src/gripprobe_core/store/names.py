@@ -2,9 +2,9 @@
 
 Linux file systems take at most ``NAME_MAX`` (255) bytes in one path component and the kernel at most
 ``PATH_MAX`` (4,096 bytes, the terminating NUL included) in a whole path. A longer name is refused where
-it enters: a path option is one line and exit 2 (:func:`path_problem`), an id that would make a case
-folder (or a file in it) too long is a spec error (:func:`case_folder_problem`), never ``ENAMETOOLONG``
-from deep inside a run.
+it enters: a path option is one line and exit 2 (:func:`path_problem`); ids are short enough that a case
+folder is at most 222 bytes (``CASE_ID_MAX``, models/ids.py) and a kept file's ``<phase>.<name>`` is checked
+when kept (runner/evidence.py): never ``ENAMETOOLONG`` from deep inside a run.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..textsafe import safe_name
 
-__all__ = ["CASE_ID_MAX", "NAME_MAX", "PATH_MAX", "case_folder_problem", "check_path", "path_problem"]
+__all__ = ["CASE_ID_MAX", "NAME_MAX", "PATH_MAX", "check_path", "path_problem"]
 
 NAME_MAX = 255
 PATH_MAX = 4095
@@ -53,12 +53,3 @@ def check_path(path: Path, label: str) -> Path:
     if problem is not None:
         raise UserError(f"{safe_name(label)}: {problem}")
     return path
-
-
-def case_folder_problem(case_id: str) -> str | None:
-    """Why a case folder cannot be named ``case_id`` (too long for it and the files named after it), or None."""
-    size = len(case_id.encode("utf-8", "surrogateescape"))
-    if size > CASE_ID_MAX:
-        return (f"the case folder name {case_id[:60]!r}... would be {size} bytes, over the {CASE_ID_MAX} a case "
-                f"folder may have (its page reports/cases/<case>.html must fit in {NAME_MAX} bytes)")
-    return None
