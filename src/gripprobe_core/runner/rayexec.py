@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import UserError
 from ..models.results import Attempt, CaseResult, Placement
-from ..store import RunFolder, atomic_write_bytes
+from ..store import RunFolder, atomic_write_json
 from ..store.archive import ArchiveError, pack_case, unpack_case
 from ..store.trees import scratch_folder
 from .executors import case_failed, guarded_case, run_each, write_not_run
@@ -427,7 +427,7 @@ class RayExecutor:
         res.placement = Placement(executor="ray", node_id=str(node.get("node_id")), node_ip=node.get("node_ip"),
                                   hostname=node.get("hostname"),
                                   attempts=[*attempts, Attempt(attempt=len(attempts) + 1, node_id=node.get("node_id"))])
-        atomic_write_bytes(case_dir / "case.json", res.model_dump_json().encode())
+        atomic_write_json(case_dir / "case.json", res.model_dump(mode="json"))
         return res
 
     def _cancel(self, refs: list[Any]) -> None:
