@@ -17,7 +17,7 @@ from hypothesis import given, strategies as st
 from conftest import SPECS, gripprobe, read_json
 from gripprobe_core.jsonl import dumps
 
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 AGENT = r'''#!{python}
 import json, os, sys

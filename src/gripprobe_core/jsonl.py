@@ -21,10 +21,10 @@ def json_lines(data: bytes) -> Iterator[tuple[int, dict[str, Any]]]:
             yield lineno, obj
 
 
-# JSON never holds a raw C0 control (json escapes those); DEL, the C1 controls and the line and paragraph
-# separators it leaves raw with ensure_ascii=False. They only ever sit inside strings, where the escape is
-# the same character again.
-_RAW_CONTROLS = re.compile("[\x7f-\x9f\u2028\u2029]")
+# JSON never holds a raw C0 control (json escapes those); DEL, the C1 controls, the line and paragraph
+# separators and the bidi controls it leaves raw with ensure_ascii=False. They only ever sit inside strings,
+# where the escape is the same character again.
+_RAW_CONTROLS = re.compile("[\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _finite_copy(value: Any, depth: int = 0) -> Any:
@@ -41,8 +41,8 @@ def _finite_copy(value: Any, depth: int = 0) -> Any:
 
 def dumps(obj: Any, **kwargs: Any) -> str:
     """JSON text as RFC 8259 has it, and inert on a terminal: never ``NaN`` or ``Infinity`` (a non-finite
-    float that reached this far is written ``null``), and DEL, C1 controls, U+2028 and U+2029 written as
-    ``\\u`` escapes. Takes :func:`json.dumps`'s keyword arguments (``allow_nan`` is always False).
+    float that reached this far is written ``null``), and DEL, C1 controls, U+2028, U+2029 and bidi controls
+    written as ``\\u`` escapes. Takes :func:`json.dumps`'s keyword arguments (``allow_nan`` is always False).
 
     Every JSON file the harness writes goes through here; the values are normally checked long before
     (docs/result-contract.md "Values"), so the fallback copy is a last line, not the check."""

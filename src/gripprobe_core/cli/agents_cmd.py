@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 
@@ -10,8 +9,10 @@ import click
 
 from ..agents import AgentCache
 from ..errors import UserError
-from ..pluginmanager import describe_failures, make_plugin_manager
+from ..jsonl import dumps
 from ..models.bounds import TIMEOUT_MAX_S
+from ..pluginmanager import describe_failures, make_plugin_manager
+from ..textsafe import safe_text
 from .params import FiniteFloat, PathArg
 
 _CTX = {"help_option_names": ["-h", "--help"]}
@@ -81,11 +82,11 @@ def list_command(specs_root: Path | None, as_json: bool) -> None:
     cache = AgentCache.default()
     rows = [agent_status(plugins.registry, cache, a) for _, a in sorted(specs.agents.items())]
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(dumps(rows, indent=2))
         return
     for r in rows:
         state = "installed" if r["installed"] else "not installed"
-        click.echo(f"{r['agent']:12} {r['version']:12} {state:14} {r.get('path') or ''}")
+        click.echo(safe_text(f"{r['agent']:12} {r['version']:12} {state:14} {r.get('path') or ''}"))
 
 
 @agents_group.command("install", context_settings=_CTX)
@@ -110,7 +111,8 @@ def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None)
                                    log=lambda m: click.echo(m, err=True), progress=make_install_progress())
     for a in chosen:
         inst = done.get(a.id)
-        click.echo(f"{a.id}: {'built-in, nothing to install' if inst is None else f'{inst.version} at {inst.path}'}")
+        what = "built-in, nothing to install" if inst is None else f"{inst.version} at {inst.path}"
+        click.echo(safe_text(f"{a.id}: {what}"))
 
 
 @click.command("doctor", context_settings=_CTX)
@@ -160,7 +162,7 @@ def doctor_command(specs_root: Path | None, no_check: bool, test_id: str, models
     failed = 0
     for agent_id, agent in sorted(specs.agents.items()):
         st = agent_status(plugins.registry, cache, agent)
-        line = f"{agent_id:12} {st['version']:12} {'installed' if st['installed'] else 'NOT INSTALLED':14}"
+        line = safe_text(f"{agent_id:12} {st['version']:12} {'installed' if st['installed'] else 'NOT INSTALLED':14}")
         if not st["installed"]:
             click.echo(line + f" run `gripprobe agents install {agent_id}`")
             continue

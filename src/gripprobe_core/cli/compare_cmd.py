@@ -9,7 +9,7 @@ import click
 
 from ..errors import UserError
 from ..jsonl import dumps
-from ..textsafe import safe_name
+from ..textsafe import safe_cell, safe_name
 from .params import FiniteFloat, PathArg
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -89,7 +89,7 @@ def compare_command(runs, more_a, more_b, agent_a, agent_b, model_a, model_b, re
     click.echo(f"compare: {s['cells']} cells, regressed {s['regressed']}, improved {s['improved']}; McNemar p = "
                f"{s['mcnemar_p']}", err=True)
     if fail_on_regression and regressed:
-        names = ", ".join(" · ".join(str(c[f]) for f in (*data["pairing"][:-2], "test")) for c in regressed[:5])
+        names = ", ".join(" · ".join(safe_cell(c[f]) for f in (*data["pairing"][:-2], "test")) for c in regressed[:5])
         more = f" and {len(regressed) - 5} more" if len(regressed) > 5 else ""
         click.echo(f"regression: {len(regressed)} cell(s) regressed: {names}{more}", err=True)
         raise SystemExit(1)

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ..errors import SpecError, UserError
-from ..textsafe import safe_text
+from ..textsafe import safe_name, safe_text
 from .params import PathArg
 
 
@@ -57,7 +57,7 @@ def validate_command(ctx: click.Context, root: Path | None) -> None:
         root = root if root is not None else find_specs_root()
         registry, notes = _registry(ctx)
         for note in notes:
-            click.echo(note, err=True)
+            click.echo(safe_text(note), err=True)
         specs = load_specs(root, registry=registry)
     except SpecError as exc:
         for line in exc.errors:
@@ -68,7 +68,7 @@ def validate_command(ctx: click.Context, root: Path | None) -> None:
         click.echo(f"error: {safe_text(exc)}", err=True)
         raise SystemExit(exc.exit_code) from None
     for note in specs.notes:
-        click.echo(f"note: {note.format()}", err=True)
+        click.echo(safe_text(f"note: {note.format()}"), err=True)
     click.echo(f"ok: {specs.summary()}")
 
 
@@ -85,7 +85,7 @@ def schema_command(out_dir: Path) -> None:
     try:
         paths = write_schemas(out_dir)
     except OSError as exc:
-        click.echo(f"error: cannot write schemas to {out_dir}: {exc.strerror or exc}", err=True)
+        click.echo(f"error: cannot write schemas to {safe_name(out_dir)}: {exc.strerror or exc}", err=True)
         raise SystemExit(2) from None
     for path in paths:
-        click.echo(str(path))
+        click.echo(safe_name(path))

@@ -27,7 +27,7 @@ from ..store import RunFolder, atomic_write_json, atomic_write_text, check_reada
 from ..store.files import json_kind
 from ..store.runs import iter_run_dirs
 from ..timeutil import utc_now_iso
-from ..textsafe import safe_name
+from ..textsafe import safe_cell, safe_name
 from .sanitize import Sanitizer, current_sanitizer
 from .scores import (
     SCORES_NOTE, SHORT, Scoreboard, cell_text, coverage_text, ks_text, overall_of, score_text, usage_text)
@@ -228,9 +228,8 @@ def _str_or_none(v: Any) -> str | None:
 # ------------------------------------------------------------------ markdown
 
 def _md(v: Any) -> str:
-    s = "" if v is None else str(v)
-    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-            .replace("\r", " ").replace("\n", " "))
+    """One Markdown cell: control characters escaped (``safe_cell``), markup and ``|`` made literal."""
+    return safe_cell(v).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
 def _short_hash(h: str | None) -> str:
