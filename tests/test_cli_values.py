@@ -96,3 +96,18 @@ def test_a_resumed_manifest_is_checked_like_the_options(small_run, tmp_path, cha
     (run / "manifest.json").write_text(json.dumps({**manifest, **change}))
     res = gripprobe("run-suite", "--resume", str(run), timeout=120)
     _one_error(res, expected)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["-a", "r\u0435ference", "-m", "oracle-perfect", "-t", "save_file"],
+     "unknown agent: 'r\\u0435ference' holds U+0435 CYRILLIC SMALL LETTER IE (which looks like the ASCII 'e') "
+     "(did you mean 'reference'?)"),
+    (["-m", "oracle-\u202eperfect", "-t", "save_file"], "unknown model: 'oracle-\\u202eperfect' holds U+202E"),
+    (["-m", "oracle-perfect", "-t", "save\u200b_file"], "unknown test: 'save\\u200b_file' holds U+200B ZERO WIDTH"),
+    (["-m", "oracle-perfect", "-t", "save_file", "-f", "x__y"], "--format 'x__y' is not a plain id"),
+])
+def test_an_id_on_the_command_line_that_reads_like_another_is_named(tmp_path, args, expected):
+    """A lookalike of a known id is not answered "unknown agent 'reference'; known: reference"."""
+    res = gripprobe("run", *args, "--results", str(tmp_path / "results"), timeout=60)
+    _one_error(res, expected)
+    assert not (tmp_path / "results" / "runs").exists() or not any((tmp_path / "results" / "runs").iterdir())

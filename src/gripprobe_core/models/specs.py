@@ -263,7 +263,7 @@ class TestSpec(_Strict):
     title: str
     prompt: str = Field(description="Prompt text; ${name} placeholders are filled at run time.")
     language: str = "en"
-    variant_of: str | None = Field(default=None, description="Id of the test this one translates.")
+    variant_of: TestId | None = Field(default=None, description="Id of the test this one translates.")
     requires: list[Union[ToolKind, list[ToolKind]]] = Field(
         default_factory=list,
         description="Tool kinds the agent must be able to perform; a list inside means any one of them.")
@@ -293,8 +293,8 @@ class SuiteCase(_Strict):
 class SuiteSpec(_Strict):
     id: SuiteId
     title: str | None = None
-    agents: list[str] = Field(default_factory=list)
-    models: list[str] = Field(default_factory=list)
+    agents: list[AgentId] = Field(default_factory=list)
+    models: list[ModelId] = Field(default_factory=list)
     tests: list[str] = Field(default_factory=list, description="Test ids; 'tag:<tag>' selects by tag.")
     formats: list[FormatId] = Field(default_factory=list, description="Formats to run, for each agent those of them it supports (an agent with none gets its first); empty means every format the agent supports.")
     cases: list[SuiteCase] = Field(default_factory=list, description="Explicit cases, added to the matrix.")

@@ -69,6 +69,8 @@ def select_tests(tests: dict[str, TestSpec], selectors: list[str]) -> list[TestS
                 out.setdefault(t.id, t)
         elif sel in tests:
             out.setdefault(sel, tests[sel])
+        elif (problem := id_problem(sel, "test")) is not None:
+            raise UserError(f"unknown test: {problem}")
         else:
             raise UserError(f"unknown test {sel!r}; run `gripprobe validate` or see specs/tests/ for ids")
     return list(out.values())
@@ -80,7 +82,9 @@ def _tags(tests: dict[str, TestSpec]) -> list[str]:
 
 def _lookup(kind: str, table: dict, key: str):
     if key not in table:
-        raise UserError(f"unknown {kind} {key!r}; known: {', '.join(sorted(table)) or 'none'}")
+        problem = id_problem(key, kind) if isinstance(key, str) else None  # a lookalike reads like a known id
+        raise UserError(f"unknown {kind}: {problem}" if problem else
+                        f"unknown {kind} {key!r}; known: {', '.join(sorted(table)) or 'none'}")
     return table[key]
 
 
