@@ -162,3 +162,70 @@ def test_a_local_run_never_imports_ray(tmp_path):
     imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
     assert {"gripprobe_core.runner.executors", "gripprobe_core.runner.rayexec"} <= imported
     assert not {m for m in imported if m == "ray" or m.startswith("ray.")}
+
+
+# --------------------------------------------------------------------------- caps
+
+def _checksum(header: bytearray) -> bytes:
+    header[148:156] = b" " * 8
+    return b"%06o\0 " % sum(header)
+
+
+def _sparse_archive(real_size: int = 256 << 20) -> bytes:
+    """A GNU sparse member (type 'S'): one stored block of data whose sparse map puts it at the end of a
+    ``real_size`` file; everything before it is a hole, i.e. zeros written on extraction."""
+    info = tarfile.TarInfo("workspace/holes.bin")
+    info.size = 512
+    header = bytearray(info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
+    header[156:157] = tarfile.GNUTYPE_SPARSE
+    header[386:398] = tarfile.itn(real_size - 512, 12, tarfile.GNU_FORMAT)
+    header[398:410] = tarfile.itn(512, 12, tarfile.GNU_FORMAT)
+    header[483:495] = tarfile.itn(real_size, 12, tarfile.GNU_FORMAT)
+    header[148:156] = _checksum(header)
+    case = tarfile.TarInfo("case.json")
+    case.size = 2
+    body = bytes(header) + b"x" * 512 + case.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape") + b"{}".ljust(512, b"\0")
+    return body + b"\0" * 1024
+
+
+def test_a_sparse_member_is_refused_before_a_byte_of_it_is_written(tmp_path):
+    """A 3-KiB archive whose sparse member once unpacked into 256 MiB of zeros."""
+    data = _sparse_archive()
+    assert len(data) <= 3072
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:  # it is what it claims: tarfile reads it as sparse
+        (member,) = [m for m in tar if m.name == "workspace/holes.bin"]
+        assert member.issparse() and member.size == 256 << 20
+    with pytest.raises(ArchiveError, match="is a sparse file"):
+        unpack_case(data, tmp_path / "dest")
+    assert sum(p.stat().st_size for p in (tmp_path / "dest").rglob("*") if p.is_file()) == 0
+
+
+def _big_member_archive(size: int) -> bytes:
+    """A header claiming ``size`` bytes followed by far fewer: the cap is checked before any byte is read."""
+    info = tarfile.TarInfo("workspace/big.bin")
+    info.size = size
+    return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape") + b"y" * 4096
+
+
+def test_members_and_archives_past_their_caps_are_refused(tmp_path):
+    from gripprobe_core.store.archive import MEMBER_MAX
+
+    with pytest.raises(ArchiveError, match="over the 134,217,728 a file of a case may have"):
+        unpack_case(_big_member_archive(MEMBER_MAX + 1), tmp_path / "d1")  # refused from its header alone
+    with pytest.raises(ArchiveError):  # a header claiming more than its data
+        unpack_case(_big_member_archive(8192) + b"\0" * 1024, tmp_path / "d2")
+    many = _tar([_file("case.json")] + [_file(f"workspace/f{i}") for i in range(30)])
+    unpack_case(many, tmp_path / "d3")  # within the default caps
+    with pytest.raises(ArchiveError, match="more than 20 files and folders"):
+        unpack_case(many, tmp_path / "d4", members_max=20)
+    with pytest.raises(ArchiveError, match="unpacks to more than 10 bytes"):
+        unpack_case(many, tmp_path / "d5", total_max=10)
+    with pytest.raises(ArchiveError, match="bytes, over the 10 a case may have"):
+        unpack_case(b"\0" * (11 + (1 << 20)), tmp_path / "d6", total_max=10)
+    with pytest.raises(ArchiveError, match="over the 0 a file"):
+        unpack_case(many, tmp_path / "d7", member_max=0)
+
+
+def test_a_member_name_the_file_system_cannot_hold_is_refused(tmp_path):
+    with pytest.raises(ArchiveError, match="a name the file system cannot hold"):
+        unpack_case(_tar([_file("case.json"), _file("workspace/" + "n" * 300)]), tmp_path / "dest")

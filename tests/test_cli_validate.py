@@ -193,3 +193,39 @@ def test_help_matches_the_group(workdir):
     assert result.exit_code == 0
     assert "--specs, --root DIRECTORY" in result.stdout
     assert "-h, --help" in invoke(schema_command, "--help").stdout
+
+
+def test_validate_refuses_pricing_of_inf_with_one_line(workdir):
+    """`pricing` of `.inf` once passed validate and wrote `"cost": Infinity` (not JSON) into every case."""
+    root = write_tree(workdir, {**VALID, "models/qwen.yaml": VALID["models/qwen.yaml"] + (
+        "pricing:\n  input_per_million: .inf\n  output_per_million: 2.0\n")})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
+    bad = subprocess.run([sys.executable, "-m", "gripprobe_core.cli", "validate", "--root", "specs"],
+                         capture_output=True, text=True, env=env, timeout=120, cwd=workdir)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.splitlines() == [
+        "specs/models/qwen.yaml:8: pricing.input_per_million: .inf is not a number GripProbe can use; write a "
+        "finite number (not .nan or .inf)",
+        "1 spec error(s)"]
+
+
+def test_a_test_id_that_would_share_a_trials_folder_is_refused(tmp_path):
+    """A test named `save_file__t2` run with `--trials 2` once shared a folder with trial 2 of `save_file`
+    (4 planned, 3 folders, manifest complete): validate and run refuse it, naming the file and line."""
+    import shutil
+
+    specs = tmp_path / "specs"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "specs", specs)
+    text = (specs / "tests" / "save_file.yaml").read_text()
+    (specs / "tests" / "save_file__t2.yaml").write_text(text.replace("id: save_file", "id: save_file__t2"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
+    for args in (["validate"], ["run", "-m", "oracle-perfect", "-t", "save_file", "-t", "save_file__t2",
+                                "--trials", "2", "--results", str(tmp_path / "results")]):
+        res = subprocess.run([sys.executable, "-m", "gripprobe_core.cli", *args, "--specs", str(specs)],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        line = next(ln for ln in res.stderr.splitlines() if "save_file__t2.yaml" in ln)
+        assert line.endswith("save_file__t2.yaml:1: id: 'save_file__t2' is not a plain id (did you mean "
+                             "'save_file_t2'?); test ids are lowercase ASCII letters and digits, words joined by one "
+                             "'-', '_' or '.', at most 64 characters (e.g. my-test_2)"), line
+    assert not (tmp_path / "results" / "runs").exists() or not any((tmp_path / "results" / "runs").iterdir())

@@ -134,6 +134,19 @@ def test_a_name_that_is_not_a_plain_file_name_is_refused(tmp_path, name):
     assert sorted(os.listdir(ctx.artifacts_dir)) == ["measured.ok"]
 
 
+def test_a_name_too_long_for_its_file_is_refused_not_raised(tmp_path):
+    """``<phase>.<name>`` must fit 255 bytes (with its temporary name while written): a 250-byte name is refused
+    and listed, never an ENAMETOOLONG."""
+    ctx = _ctx(tmp_path)
+    (ctx.home / "f").write_text("f")
+    longest = "n" * 230
+    kept = keep_files(ctx, {"x" * 250: ctx.home / "f", "é" * 116: b"two bytes each", longest: ctx.home / "f"},
+                      ctx.artifacts_dir)
+    assert list(kept.files) == [longest]
+    assert [r["reason"] for r in kept.refused] == ["name_too_long", "name_too_long"]
+    assert sorted(os.listdir(ctx.artifacts_dir)) == [f"measured.{longest}"]
+
+
 def test_kept_copies_and_reads_are_capped(tmp_path):
     ctx = _ctx(tmp_path)
     (ctx.home / "big").write_bytes(b"x" * 5000)

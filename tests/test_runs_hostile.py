@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import threading
@@ -223,3 +224,152 @@ def test_recompute_lines_and_errors_quoting_disk_content_are_escaped(oracle_run,
     assert res.returncode == 0, res.stderr[-3000:]
     assert "evil\\x1b]0;pwned" in res.stderr
     _no_control(res.stdout + res.stderr)
+
+
+# ------------------------------------------------------------------------------------- values
+
+def _strict_json(text: str):
+    """JSON as RFC 8259 has it: NaN, Infinity and -Infinity are not JSON."""
+    def refuse(name: str):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+FORGED_VALUES = {  # case folder suffix -> (dotted path in case.json, value), each out of its range
+    "nan-score": ("verdict.strict_pass_score", float("nan")),
+    "huge-score": ("verdict.overall_score", 1e308),
+    "huge-trial": ("key.trial", 10**18),
+    "huge-usage": ("usage.prompt_tokens", 1e30),
+    "inf-cost": ("usage.cost", float("inf")),
+    "negative-duration": ("duration_s", -5.0),
+    "lookalike-agent": ("key.agent", "r\u0435ference"),  # Cyrillic e: reads "reference"
+    "bidi-model": ("key.model", "oracle-\u202etcefrep"),  # shown as "oracle-perfect"
+    "invisible-test": ("key.test", "save\u200b_file"),
+}
+
+
+def test_values_out_of_range_are_invalid_never_published(oracle_run, tmp_path):
+    """A case.json holding NaN or 1e308 scores, trial 1e18, usage 1e30, an infinite cost, a negative
+    duration or a key id that reads like another (a Cyrillic letter, a bidi override, a zero-width space;
+    three such rows once all read "reference") is not a valid result: summary.md/html list it as unreadable, list-runs counts it invalid, the
+    aggregate counts it unreadable, and none of those numbers is published (as a number or as NaN)."""
+    run = _copy(oracle_run, tmp_path)
+    source = _case(run, "save_file")
+    original = read_json(source / "case.json")
+    for suffix, (dotted, value) in FORGED_VALUES.items():
+        forged = run / "cases" / f"{source.name}-{suffix}"
+        shutil.copytree(source, forged)
+        data = json.loads(json.dumps(original))
+        *parents, last = dotted.split(".")
+        target = data
+        for part in parents:
+            target = target[part]
+        target[last] = value
+        (forged / "case.json").write_text(json.dumps(data))  # Python writes NaN / Infinity as JSON does not
+    results = run.parents[1]
+
+    res = gripprobe("rebuild-reports", str(run), timeout=60)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    md = (run / "reports" / "summary.md").read_text()
+    table, unreadable = md.split("Cases without")
+    for suffix in FORGED_VALUES:
+        assert f"{source.name}-{suffix}" in unreadable
+    assert len(re.findall(r"^\| reference \|", table.split("## Cases")[1], re.M)) == 3  # the three real cases
+    for shown in (r"\bnan\b", r"\binf", r"1e\+30", "1000000000000000000", "-5.00"):
+        assert not re.search(shown, table, re.I), shown
+    html = re.sub(r"<script.*?</script>", "", (run / "reports" / "summary.html").read_text(), flags=re.S)
+    for shown in ("NaN", "Infinity", "1e+308", "1e+30", "1000000000000000000"):
+        assert shown not in html, shown
+
+    listed = gripprobe("list-runs", "--results", str(results), "--json", timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    info = _strict_json(listed.stdout)
+    assert info["counts"] == {"PASS": 3, "invalid": len(FORGED_VALUES)}
+
+    out = tmp_path / "agg"
+    res = gripprobe("aggregate-reports", "--runs-root", str(results), "--output", str(out), timeout=60)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    data = _strict_json((out / "aggregate.json").read_text())
+    assert data["unreadable"] == len(FORGED_VALUES)
+    (row,) = data["rows"]
+    assert row["n"] == 3 and row["strict_pass_score"] == 1.0 and row["usage"]["cost"] is None
+    agg_md = (out / "aggregate.md").read_text()
+    for shown in (r"\bnan\b", r"\binf", r"1e\+30", "1000000000000000000"):
+        assert not re.search(shown, agg_md, re.I), shown
+
+    res = gripprobe("compare", str(oracle_run), str(run), "--json", timeout=60)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    _strict_json(res.stdout)
+
+
+# ------------------------------------------------------------------------------------- text
+
+RAW_CONTROL = re.compile(rb"[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xa8-\xae\x8e\x8f]"
+                         rb"|\xe2\x81[\xa6-\xa9]")
+"""A raw control byte in a file: C0 but tab, newline and CR, DEL, C1 (UTF-8), U+2028/2029, bidi controls."""
+BAD = "\x1b]0;pwned\x07\x0b\x1b[2J\x9b31m\u202e"
+
+
+def _plant_text(case: Path) -> None:
+    data = read_json(case / "case.json")
+    v = data["verdict"]
+    v["evaluator_reason_code"] = "none" + BAD
+    v["evaluator_reason_text"] = "text" + BAD
+    v["failure_reason"] = "why" + BAD
+    data["tags"] = ["sanity", "t" + BAD]
+    data["agent_version"] = "1.0" + BAD
+    data["model_hash"] = "sha256:" + BAD
+    data["skip_reason"], data["harness_error"], data["warnings"] = "skip" + BAD, "err" + BAD, ["warn" + BAD]
+    for val in data["validators"]:
+        val.update(message="msg" + BAD, expected="exp" + BAD, observed="obs" + BAD)
+    for ph in data["phases"]:
+        ph["process"]["command"] = ["agent", "--flag" + BAD]
+        ph["process"]["error"] = "proc" + BAD
+    (case / "case.json").write_text(json.dumps(data))
+    (case / "measured.stdout").write_text("out" + BAD + "\n")
+    events = case / "artifacts" / "events.measured.jsonl"
+    lines = [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
+    for e in lines:
+        e["payload"] = {**e.get("payload", {}), "name": "write" + BAD, "output": "o" + BAD, "text": "t" + BAD}
+        e["error_type"] = "boom" + BAD
+    events.write_text("".join(json.dumps(e) + "\n" for e in lines))
+
+
+def test_control_characters_in_stored_text_never_reach_a_report(oracle_run, tmp_path):
+    """ESC, BEL, VT, C1 and a bidi override in every text field of a stored case (and its stdout and events)
+    reach no report as a raw byte: summary.html/md, the case page, compare.html/md, the aggregate's
+    index.html, aggregate.md and aggregate.json, JUnit, ATIF, list-runs. They are shown escaped."""
+    run = _copy(oracle_run, tmp_path)
+    case = _case(run, "save_file")
+    _plant_text(case)
+    manifest = read_json(run / "manifest.json")
+    (run / "manifest.json").write_text(json.dumps({**manifest, "suite": "s" + BAD}))
+
+    outputs = []
+    res = gripprobe("rebuild-reports", str(run), timeout=60)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    outputs += [run / "reports" / "summary.html", run / "reports" / "summary.md",
+                run / "reports" / "cases" / f"{case.name}.html"]
+    res = gripprobe("compare", str(oracle_run), str(run), "-o", str(tmp_path / "cmp"), timeout=60)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert not RAW_CONTROL.search(res.stdout.encode() + res.stderr.encode())
+    outputs += [tmp_path / "cmp" / n for n in ("compare.html", "compare.md", "compare.json")]
+    res = gripprobe("aggregate-reports", "--runs-root", str(run), "-o", str(tmp_path / "agg"), timeout=60)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    outputs += [tmp_path / "agg" / n for n in ("index.html", "aggregate.md", "aggregate.json")]
+    for fmt, out in (("junit", tmp_path / "junit.xml"), ("atif", tmp_path / "atif")):
+        res = gripprobe("export", str(run), "--format", fmt, "--out", str(out), timeout=60)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+        outputs += [out] if out.is_file() else sorted(out.rglob("*.json"))
+    res = gripprobe("list-runs", "--results", str(run.parents[1]), env={"COLUMNS": "300"}, timeout=60)
+    assert res.returncode == 0 and not RAW_CONTROL.search(res.stdout.encode()), res.stdout
+
+    for path in outputs:
+        raw = path.read_bytes()
+        hit = RAW_CONTROL.search(raw)
+        assert hit is None, (path.name, raw[max(0, hit.start() - 60):hit.end() + 20])
+    page = (run / "reports" / "cases" / f"{case.name}.html").read_text()
+    for shown in ("msg\\x1b]0;pwned\\x07\\x0b\\x1b[2J\\x9b31m\\u202e", "out\\x1b]0;pwned", "--flag\\x1b]0;pwned"):
+        assert shown in page, shown  # escaped, still there to read
+    assert "none\\x1b]0;pwned" in (run / "reports" / "summary.md").read_text()
+    assert "1.0\\x1b]0;pwned" in (tmp_path / "agg" / "aggregate.md").read_text()

@@ -357,7 +357,8 @@ def test_dict_of_models_locations(tree):
               timeout_s: -1
         """})
     assert errors_of(root) == [
-        "specs/models/oracle-perfect.yaml:6: policy.agents.reference.timeout_s: Input should be greater than 0"]
+        "specs/models/oracle-perfect.yaml:6: policy.agents.reference.timeout_s: -1 is out of range; give a number "
+        "greater than 0 and at most 86,400"]
 
 
 def test_fixture_path_validator(tree):
@@ -726,3 +727,143 @@ def test_docs_examples_are_valid_specs(tmp_path, monkeypatch):
     specs = load_specs(tmp_path / "specs", registry=registry)
     assert specs.models and specs.agents and specs.tests and specs.suites and specs.hardware.profiles
     assert specs.where("test", "save_file", "validators", 0) == "specs/tests/save_file.yaml:9"
+
+
+# --------------------------------------------------------------------------- numbers
+
+def test_numbers_that_are_not_finite_or_out_of_range_are_one_line_each(tree):
+    """``.nan``, ``.inf``, ``1e400`` (read as infinity) and values past a key's range, in every kind of spec:
+    each is one line naming the file, line and key, and what to write instead."""
+    huge = "1" + "0" * 400
+    root = tree({
+        "models/oracle-perfect.yaml": """\
+            id: oracle-perfect
+            backends:
+              - id: oracle
+                kind: oracle
+                model_id: perfect
+                resources: {gpu-box: .inf}
+            policy:
+              timeout_s: .nan
+              max_tokens_per_phase: 0
+              agents:
+                reference: {timeout_s: -1}
+            pricing:
+              input_per_million: .inf
+              output_per_million: 1e400
+              cached_input_per_million: -0.5
+            """,
+        "cli_agents/reference.yaml": f"""\
+            id: reference
+            plugin: reference
+            executable: gripprobe-refagent
+            tool_kinds: [read, write, execute]
+            timeout_s: {huge}
+            """,
+        "tests/save_file.yaml": """\
+            id: save_file
+            title: Save a file
+            prompt: Write greeting.txt.
+            timeout_s: 1e308
+            fixtures:
+              - {path: run.sh, mode: 99999999999999999999}
+            challenge: {kind: nonce, options: {delay_s: .nan}}
+            validators:
+              - {kind: file_equals, path: greeting.txt, expected: hello, tolerance: [1, .inf]}
+            reference:
+              - write: {path: greeting.txt, content: hello}
+            """,
+        "suites/default.yaml": """\
+            id: default
+            agents: [reference]
+            models: [oracle-perfect]
+            tests: [save_file]
+            jobs: 1000
+            trials: 101
+            max_tokens_per_phase: -3
+            """,
+        "hardware_profiles.yaml": "profiles:\n  - {id: ci, memory_gb: .nan}\n",
+    })
+    errors = errors_of(root)
+    expected = [
+        "specs/cli_agents/reference.yaml:5: timeout_s: 100000000000000000000000000... is out of range; give a "
+        "number greater than 0 and at most 86,400",
+        "specs/hardware_profiles.yaml:2: profiles[0].memory_gb: .nan is not a number GripProbe can use; write a "
+        "finite number (not .nan or .inf)",
+        "specs/models/oracle-perfect.yaml:6: backends[0].resources.gpu-box: .inf is not a number GripProbe can use; "
+        "write a finite number (not .nan or .inf)",
+        "specs/models/oracle-perfect.yaml:8: policy.timeout_s: .nan is not a number GripProbe can use; write a "
+        "finite number (not .nan or .inf)",
+        "specs/models/oracle-perfect.yaml:9: policy.max_tokens_per_phase: 0 is out of range; give a whole number "
+        "at least 1 and at most 1,000,000,000,000,000",
+        "specs/models/oracle-perfect.yaml:11: policy.agents.reference.timeout_s: -1 is out of range; give a number "
+        "greater than 0 and at most 86,400",
+        "specs/models/oracle-perfect.yaml:13: pricing.input_per_million: .inf is not a number GripProbe can use; "
+        "write a finite number (not .nan or .inf)",
+        "specs/models/oracle-perfect.yaml:14: pricing.output_per_million: .inf is not a number GripProbe can use; "
+        "write a finite number (not .nan or .inf)",
+        "specs/models/oracle-perfect.yaml:15: pricing.cached_input_per_million: -0.5 is out of range; give a number "
+        "at least 0 and at most 1,000,000",
+        "specs/suites/default.yaml:5: jobs: 1000 is out of range; give a whole number at least 1 and at most 64",
+        "specs/suites/default.yaml:6: trials: 101 is out of range; give a whole number at least 1 and at most 100",
+        "specs/suites/default.yaml:7: max_tokens_per_phase: -3 is out of range; give a whole number at least 1 "
+        "and at most 1,000,000,000,000,000",
+        "specs/tests/save_file.yaml:4: timeout_s: 1e+308 is out of range; give a number greater than 0 and at "
+        "most 86,400",
+        "specs/tests/save_file.yaml:6: fixtures[0].mode: 99999999999999999999 is out of range; give a whole "
+        "number at least 0 and at most 4095",
+        "specs/tests/save_file.yaml:7: challenge.options: delay_s is .nan, not a finite number; write a finite number",
+        "specs/tests/save_file.yaml:9: validators[0]: tolerance[1] is .inf, not a finite number; write a finite "
+        "number",
+    ]
+    assert errors == expected
+
+
+def test_a_model_with_pricing_of_inf_never_reaches_a_cost():
+    """The pricing a model spec can hold gives a finite cost for any believable token count."""
+    from gripprobe_core.models.bounds import CALL_TOKENS_MAX, COST_MAX
+    from gripprobe_core.models.specs import Pricing
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        Pricing(input_per_million=float("inf"), output_per_million=1.0)
+    top = Pricing(input_per_million=1e6, output_per_million=1e6)
+    assert top.cost(CALL_TOKENS_MAX * 10**6, CALL_TOKENS_MAX * 10**6) <= COST_MAX
+
+
+# --------------------------------------------------------------------------- ids
+
+@pytest.mark.parametrize("bad, what", [
+    ("refer\u202eence", "U+202E RIGHT-TO-LEFT OVERRIDE (a bidi control, which reorders what is shown) "
+                        "(did you mean 'reference'?)"),
+    ("ref\u200berence", "U+200B ZERO WIDTH SPACE (an invisible zero-width character) (did you mean 'reference'?)"),
+    ("r\u0435ference", "U+0435 CYRILLIC SMALL LETTER IE (which looks like the ASCII 'e') (did you mean 'reference'?)"),
+])
+def test_ids_that_read_like_another_are_refused_with_one_line(tree, bad, what):
+    """Three agents whose ids all read "reference" once made three rows reading "reference"."""
+    root = tree({f"cli_agents/{bad}.yaml": VALID["cli_agents/reference.yaml"].replace("id: reference", f"id: {bad}")})
+    (line,) = errors_of(root)
+    assert line.startswith(f"specs/cli_agents/{bad}.yaml:1: id: {ascii(bad)} holds {what}; agent ids are lowercase "
+                           f"ASCII letters and digits, words joined by one '-', '_' or '.', at most 32 characters")
+
+
+def test_ids_of_every_kind_follow_the_rule(tree):
+    root = tree({
+        "models/oracle-perfect.yaml": VALID["models/oracle-perfect.yaml"].replace("- id: oracle", "- id: Oracle"),
+        "cli_agents/reference.yaml": VALID["cli_agents/reference.yaml"].replace("[tool, markdown]", "[tool, mark down]"),
+        "tests/save_file__t2.yaml": VALID["tests/save_file.yaml"].replace("id: save_file", "id: save_file__t2"),
+        "suites/default.yaml": VALID["suites/default.yaml"].replace("format: markdown", "format: x__y"),
+        "hardware_profiles.yaml": "profiles:\n  - id: ci box\n",
+        "models/" + "m" * 70 + ".yaml": "id: " + "m" * 70 + "\nbackends: [{id: o, kind: oracle, model_id: perfect}]\n",
+    })
+    errors = errors_of(root)
+    assert [e.split(": ", 2)[:2] for e in errors] == [
+        ["specs/cli_agents/reference.yaml:4", "formats[1]"],
+        ["specs/hardware_profiles.yaml:2", "profiles[0].id"],
+        [f"specs/models/{'m' * 70}.yaml:1", "id"],
+        ["specs/models/oracle-perfect.yaml:4", "backends[0].id"],
+        ["specs/suites/default.yaml:7", "cases[0].format"],
+        ["specs/tests/save_file__t2.yaml:1", "id"],
+    ], errors
+    assert "'save_file__t2' is not a plain id (did you mean 'save_file_t2'?)" in errors[5]
+    assert "is 70 characters, over the 64 an id may have here" in errors[2]

@@ -268,3 +268,59 @@ def test_an_unknown_top_level_key_adds_its_error_and_hides_none(validators, drop
     added = [e for e in after if e not in before]
     assert all(e in after for e in before), (before, after)
     assert len(added) == 1 and added[0].split(": ", 1)[1].startswith("zzz_unknown: unknown key"), added
+
+
+# --------------------------------------------------------------------------- ids and case folders
+
+from gripprobe_core.models.bounds import TRIALS_MAX  # noqa: E402
+from gripprobe_core.models.ids import ID_MAX, id_problem  # noqa: E402
+from gripprobe_core.models.results import CaseKey  # noqa: E402
+from gripprobe_core.store.names import CASE_ID_MAX  # noqa: E402
+
+#: Separators, the trial suffix's letter and digits, capitals, lookalikes and invisibles: the characters
+#: that could make two ids, or an id and a trial suffix, collide in a case folder's name.
+_ID_CHARS = "ab_t-.12_A\u0435\u200b/ "
+_KINDS = ("agent", "model", "backend", "format", "test")
+
+
+def _ids(kind: str):
+    plain = st.from_regex(r"\A[at12]{1,3}([._-][at12]{1,3}){0,3}\Z")  # mostly valid, short: collisions likely
+    return st.one_of(plain, plain, plain, st.text(_ID_CHARS, min_size=1, max_size=ID_MAX[kind] + 2))
+
+
+_KEY = st.fixed_dictionaries({k: _ids(k) for k in _KINDS} | {"trial": st.integers(1, TRIALS_MAX)})
+
+
+@SETTINGS
+@given(a=_KEY, b=_KEY)
+def test_ids_that_pass_give_unique_case_folders_for_any_trials(a, b):
+    """Any two keys made of ids that pass validation, with any trials, have different case folder names
+    unless they are the same key; the name splits back into its parts; it fits the file system."""
+    if any(id_problem(a[k], k) or id_problem(b[k], k) for k in _KINDS):
+        for key in (a, b):
+            if any(id_problem(key[k], k) for k in _KINDS):
+                with pytest.raises(ValueError):
+                    CaseKey(**key)
+        return
+    ka, kb = CaseKey(**a), CaseKey(**b)
+    assert (ka.slug() == kb.slug()) == (ka == kb)
+    parts = ka.slug().split("__")
+    assert parts[:5] == [a[k] for k in _KINDS]
+    assert parts[5:] == ([] if a["trial"] == 1 else [f"t{a['trial']}"])
+    assert len(ka.slug().encode()) <= CASE_ID_MAX
+
+
+@SETTINGS
+@given(kind=st.sampled_from(_KINDS), value=st.text(max_size=80))
+def test_an_id_that_passes_is_plain_lowercase_ascii(kind, value):
+    if id_problem(value, kind) is None:
+        assert re.fullmatch(r"[a-z0-9]+([._-][a-z0-9]+)*", value) and len(value) <= ID_MAX[kind]
+    else:
+        with pytest.raises(ValueError):
+            CaseKey(**{k: value if k == kind else "x" for k in _KINDS})
+
+
+def test_the_longest_ids_still_fit_a_case_folder():
+    key = CaseKey(**{k: "x" * ID_MAX[k] for k in _KINDS}, trial=TRIALS_MAX)
+    assert len(key.slug()) == 222 <= CASE_ID_MAX
+    assert len(f".{key.slug()}.html.0123456789ab.tmp") <= 255

@@ -1,8 +1,11 @@
-"""JSON lines as agents and the harness write them: one object per line, anything else skipped."""
+"""JSON lines as agents and the harness write them: one object per line, anything else skipped; and
+:func:`dumps`, the one way the harness writes JSON (strict, inert)."""
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any, Iterator
 
 
@@ -16,3 +19,38 @@ def json_lines(data: bytes) -> Iterator[tuple[int, dict[str, Any]]]:
             continue
         if isinstance(obj, dict):
             yield lineno, obj
+
+
+# JSON never holds a raw C0 control (json escapes those); DEL, the C1 controls, the line and paragraph
+# separators and the bidi controls it leaves raw with ensure_ascii=False. They only ever sit inside strings,
+# where the escape is the same character again.
+_RAW_CONTROLS = re.compile("[\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _finite_copy(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if depth > 200:
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_copy(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_copy(v, depth + 1) for v in value]
+    return value
+
+
+def dumps(obj: Any, **kwargs: Any) -> str:
+    """JSON text as RFC 8259 has it, and inert on a terminal: never ``NaN`` or ``Infinity`` (a non-finite
+    float that reached this far is written ``null``), and DEL, C1 controls, U+2028, U+2029 and bidi controls
+    written as ``\\u`` escapes. Takes :func:`json.dumps`'s keyword arguments (``allow_nan`` is always False).
+
+    Every JSON file the harness writes goes through here; the values are normally checked long before
+    (docs/result-contract.md "Values"), so the fallback copy is a last line, not the check."""
+    kwargs["allow_nan"] = False
+    try:
+        text = json.dumps(obj, **kwargs)
+    except ValueError as exc:
+        if "Out of range float" not in str(exc):
+            raise
+        text = json.dumps(_finite_copy(obj), **kwargs)
+    return _RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

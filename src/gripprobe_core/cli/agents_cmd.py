@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 
@@ -10,7 +9,11 @@ import click
 
 from ..agents import AgentCache, ensure_agents_installed, find_installed_agents, install_recipe
 from ..errors import UserError
+from ..jsonl import dumps
+from ..models.bounds import TIMEOUT_MAX_S
 from ..pluginmanager import describe_failures, make_plugin_manager
+from ..textsafe import safe_text
+from .params import FiniteFloat, PathArg
 
 _CTX = {"help_option_names": ["-h", "--help"]}
 
@@ -41,7 +44,7 @@ def agents_group() -> None:
 
 
 @agents_group.command("list", context_settings=_CTX)
-@click.option("--specs", "--root", "specs_root", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
 def list_command(specs_root: Path | None, as_json: bool) -> None:
     """Agents in the specs, whether they are installed, and where."""
@@ -49,17 +52,17 @@ def list_command(specs_root: Path | None, as_json: bool) -> None:
     cache = AgentCache.default()
     rows = [agent_status(plugins.registry, cache, a) for _, a in sorted(specs.agents.items())]
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(dumps(rows, indent=2))
         return
     for r in rows:
         state = "installed" if r["installed"] else "not installed"
-        click.echo(f"{r['agent']:12} {r['version']:12} {state:14} {r.get('path') or ''}")
+        click.echo(safe_text(f"{r['agent']:12} {r['version']:12} {state:14} {r.get('path') or ''}"))
 
 
 @agents_group.command("install", context_settings=_CTX)
 @click.argument("names", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Install every agent in the specs that needs installing.")
-@click.option("--specs", "--root", "specs_root", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path))
 def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None) -> None:
     """Install agents at their pinned versions into the cache (idempotent; instant when cached).
 
@@ -78,11 +81,12 @@ def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None)
                                    log=lambda m: click.echo(m, err=True), progress=make_install_progress())
     for a in chosen:
         inst = done.get(a.id)
-        click.echo(f"{a.id}: {'built-in, nothing to install' if inst is None else f'{inst.version} at {inst.path}'}")
+        what = "built-in, nothing to install" if inst is None else f"{inst.version} at {inst.path}"
+        click.echo(safe_text(f"{a.id}: {what}"))
 
 
 @click.command("doctor", context_settings=_CTX)
-@click.option("--specs", "--root", "specs_root", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path))
 @click.option("--no-check", is_flag=True, help="Skip the self-check run against the oracle.")
 @click.option("--test", "test_id", default=None,
               help="Test for the self-check (default: the first of shell_pwd, save_file and the sanity tests "
@@ -93,7 +97,7 @@ def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None)
 @click.option("--backend", "backend_id", default=None, help="With --model: the backend id to probe (default: each "
                                                              "model's first).")
 @click.option("--base-url", default=None, help="With --model: probe this URL instead of the spec's base_url.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=None,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1, max=TIMEOUT_MAX_S), default=None,
               help="With --model: seconds to wait for the tool-call answer (default 120; a cold model loads first).")
 @click.option("--json", "as_json", is_flag=True, help="With --model: print the findings as JSON.")
 def doctor_command(specs_root: Path | None, no_check: bool, test_id: str, models: tuple[str, ...],
@@ -128,7 +132,7 @@ def doctor_command(specs_root: Path | None, no_check: bool, test_id: str, models
     failed = 0
     for agent_id, agent in sorted(specs.agents.items()):
         st = agent_status(plugins.registry, cache, agent)
-        line = f"{agent_id:12} {st['version']:12} {'installed' if st['installed'] else 'NOT INSTALLED':14}"
+        line = safe_text(f"{agent_id:12} {st['version']:12} {'installed' if st['installed'] else 'NOT INSTALLED':14}")
         if not st["installed"]:
             click.echo(line + f" run `gripprobe agents install {agent_id}`")
             continue

@@ -8,15 +8,16 @@ import click
 
 from ..errors import UserError
 from ..textsafe import safe_name
+from .params import PathArg
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
 @click.command("aggregate-reports", context_settings=_CONTEXT)
 @click.option("--runs-root", "runs_roots", multiple=True, required=True,
-              type=click.Path(file_okay=False, path_type=Path),
+              type=PathArg(file_okay=False, path_type=Path),
               help="A results root (holding runs/), a runs/ folder or one run directory (repeatable).")
-@click.option("--output", "-o", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--output", "-o", required=True, type=PathArg(file_okay=False, path_type=Path),
               help="Folder for index.html, aggregate.json and aggregate.md (created if missing; nothing else "
                    "in it is touched).")
 @click.option("--agent", "-a", "agents", multiple=True, help="Only these agents (glob, repeatable).")

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import click
 
 from ..errors import UserError
-from ..textsafe import safe_name
+from ..jsonl import dumps
+from ..textsafe import safe_cell, safe_name
+from .params import FiniteFloat, PathArg
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -25,23 +26,23 @@ def _resolve(arg: str, results: Path, option: str) -> Path:
 
 
 @click.command("compare", context_settings=_CONTEXT)
-@click.argument("runs", nargs=-1, metavar="[RUN_A] [RUN_B]")
-@click.option("--a", "-A", "more_a", multiple=True, metavar="RUN",
+@click.argument("runs", nargs=-1, metavar="[RUN_A] [RUN_B]", type=PathArg(path_type=str))
+@click.option("--a", "-A", "more_a", multiple=True, metavar="RUN", type=PathArg(path_type=str),
               help="A run of side A (repeatable: several runs pool their trials).")
-@click.option("--b", "-B", "more_b", multiple=True, metavar="RUN", help="A run of side B (repeatable).")
+@click.option("--b", "-B", "more_b", multiple=True, metavar="RUN", type=PathArg(path_type=str), help="A run of side B (repeatable).")
 @click.option("--agent-a", help="Side A: only this agent's cases (with --agent-b: agent against agent; the agent "
                                 "and format then leave the pairing key).")
 @click.option("--agent-b", help="Side B: only this agent's cases.")
 @click.option("--model-a", help="Side A: only this model's cases (with --model-b: model against model).")
 @click.option("--model-b", help="Side B: only this model's cases.")
-@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+@click.option("--results", type=PathArg(file_okay=False, path_type=Path), default=Path("results"),
               show_default=True, help="Where a RUN given as a run id is looked up (<results>/runs/<id>).")
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--output", "-o", type=PathArg(file_okay=False, path_type=Path),
               help="Also write compare.html, compare.md and compare.json into this folder (created if missing).")
 @click.option("--json", "as_json", is_flag=True, help="Print compare.json's content instead of the Markdown.")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit 1 when a cell regressed (its pass rate in B is below A's): for a CI job.")
-@click.option("--significance", type=click.FloatRange(0.0, 1.0, min_open=True), metavar="P",
+@click.option("--significance", type=FiniteFloat(0.0, 1.0, min_open=True), metavar="P",
               help="With --fail-on-regression: count a regressed cell only when its McNemar p-value is below P "
                    "(default: every drop counts).")
 @click.option("--key", "keys", multiple=True, metavar="KEY",
@@ -89,7 +90,7 @@ def compare_command(runs, more_a, more_b, agent_a, agent_b, model_a, model_b, re
 
             target = Path(os.fsdecode(exc.filename)) if isinstance(exc.filename, (str, bytes)) else out
             raise UserError(explain_os_error(f"--output {output}", target, exc, creating=True)) from None
-    click.echo(json.dumps(data, indent=2) if as_json else render_compare_md(data), nl=as_json)
+    click.echo(dumps(data, indent=2) if as_json else render_compare_md(data), nl=as_json)
     regressed = regressed_cells(data, significance)
     s = data["summary"]
     click.echo(f"compare: {s['cells']} cells, regressed {s['regressed']}, improved {s['improved']}; McNemar p = "
@@ -99,7 +100,7 @@ def compare_command(runs, more_a, more_b, agent_a, agent_b, model_a, model_b, re
 
         click.echo(f"warning: {signatures_line(data)}", err=True)
     if fail_on_regression and regressed:
-        names = ", ".join(" · ".join(str(c[f]) for f in (*data["pairing"][:-2], "test")) for c in regressed[:5])
+        names = ", ".join(" · ".join(safe_cell(c[f]) for f in (*data["pairing"][:-2], "test")) for c in regressed[:5])
         more = f" and {len(regressed) - 5} more" if len(regressed) > 5 else ""
         click.echo(f"regression: {len(regressed)} cell(s) regressed: {names}{more}", err=True)
         raise SystemExit(1)

@@ -11,6 +11,7 @@ import click
 
 from ..errors import UserError
 from ..textsafe import safe_name, safe_text
+from .params import FiniteFloat, PathArg
 
 CTX = {"help_option_names": ["-h", "--help"]}
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110)
@@ -51,11 +52,11 @@ def _endpoint(url: str | None) -> str:
 
 
 @click.command("export", context_settings=CTX)
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir", type=PathArg(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["junit", "otlp", "atif"]), required=True,
               help="junit: JUnit XML (one testcase per case); otlp: OpenTelemetry GenAI spans sent over OTLP/HTTP "
                    "(needs the extra gripprobe-core[otlp]); atif: one Harbor ATIF trajectory per case.")
-@click.option("--out", type=click.Path(path_type=Path),
+@click.option("--out", type=PathArg(path_type=Path),
               help="junit: the XML file (default RUN_DIR/reports/junit.xml); atif: the folder for <case_id>.json "
                    "(default RUN_DIR/exports/atif). Not for otlp.")
 @click.option("--otlp-endpoint", help="OTLP/HTTP traces URL (default: env OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else "
@@ -64,7 +65,7 @@ def _endpoint(url: str | None) -> str:
 @click.option("--otlp-header", "otlp_headers", multiple=True, metavar="KEY=VALUE",
               help="An HTTP header sent with every OTLP request, e.g. for auth (repeatable). Added to those of env "
                    "OTEL_EXPORTER_OTLP_TRACES_HEADERS (else OTEL_EXPORTER_OTLP_HEADERS). Values are never printed.")
-@click.option("--otlp-timeout", type=click.FloatRange(min=0.1, max=600), default=10.0, show_default=True,
+@click.option("--otlp-timeout", type=FiniteFloat(min=0.1, max=600), default=10.0, show_default=True,
               help="Seconds for each OTLP request, retries included.")
 @click.option("--include-content", is_flag=True,
               help="otlp: also record prompts, model texts, tool arguments and results (gen_ai.input.messages, "

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import sys
 
 import click
 
 from ..errors import SpecError, UserError
-from ..textsafe import safe_text
+from ..textsafe import safe_name, safe_text
 
 
 def make_cli() -> click.Group:
@@ -58,5 +59,16 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        # Path options are checked where they enter (cli/params.py); a name made too long elsewhere (an
+        # environment variable, a folder inside a given one) is still one line, never a traceback.
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        from ..store.names import path_problem
+
+        name = exc.filename if isinstance(exc.filename, (str, bytes)) else ""
+        why = (path_problem(name) if name else None) or "a name in it is too long for the file system"
+        click.echo(f"error: {safe_name(name) if name else 'a path'}: {why}", err=True)
+        sys.exit(2)
     # With standalone_mode=False click *returns* the code given to ctx.exit(n) instead of raising it.
     sys.exit(code if isinstance(code, int) else 0)

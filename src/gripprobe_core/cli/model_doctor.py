@@ -18,6 +18,7 @@ import click
 
 from ..backends.doctor import CHECKS, ModelCheck, check_model
 from ..errors import UserError
+from ..jsonl import dumps
 from ..runner.preflight import PROBE_TIMEOUT_S, BackendTarget, fix_for, unreachable_line
 from ..textsafe import safe_text
 
@@ -223,7 +224,7 @@ def run_model_doctor(specs, registry, model_ids: tuple[str, ...], *, backend_id:
     for c in checks:
         c.notes = fixes(c, specs, base_url=base_url, env=env)
     if as_json:
-        click.echo(json.dumps([c.to_json() for c in checks], indent=2, ensure_ascii=False))
+        click.echo(dumps([c.to_json() for c in checks], indent=2, ensure_ascii=False))
     else:
         for i, c in enumerate(checks):
             if i:

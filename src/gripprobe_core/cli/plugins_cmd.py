@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
+from ..jsonl import dumps
 from ..pluginmanager import make_plugin_manager
+from ..textsafe import safe_text
 
 
 @click.command("plugins", context_settings={"help_option_names": ["-h", "--help"]})
@@ -22,14 +22,14 @@ def plugins_command(as_json: bool) -> None:
         "challenge_servers": sorted(reg.challenges), "oracle_dialects": sorted({*reg.dialects, "tools"}),
     }
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        click.echo(dumps(data, indent=2))
         return
     for p in data["plugins"]:
         origin = "built-in" if p["builtin"] else f"{p['distribution']} {p['version']}"
-        click.echo(f"{p['name']}  ({origin})")
-        click.echo(f"    hooks: {', '.join(p['hooks'])}")
+        click.echo(safe_text(f"{p['name']}  ({origin})"))
+        click.echo(safe_text(f"    hooks: {', '.join(p['hooks'])}"))
     for f in plugins.failures:
-        click.echo(f"BROKEN {f}  (skipped; GRIPPROBE_STRICT_PLUGINS=1 makes this fatal)")
+        click.echo(safe_text(f"BROKEN {f}  (skipped; GRIPPROBE_STRICT_PLUGINS=1 makes this fatal)"))
     for label, key in (("agents", "agents"), ("backends", "backends"), ("validators", "validators"),
                        ("challenge servers", "challenge_servers"), ("oracle dialects", "oracle_dialects")):
-        click.echo(f"{label}: {', '.join(data[key]) or '-'}")
+        click.echo(safe_text(f"{label}: {', '.join(data[key]) or '-'}"))

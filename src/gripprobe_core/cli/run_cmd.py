@@ -12,27 +12,35 @@ import click
 from ..errors import UserError
 from ..pluginmanager import describe_failures, make_plugin_manager
 from ..textsafe import safe_name
+from ..models.bounds import COUNT_MAX, TIMEOUT_MAX_S
+from .params import FiniteFloat, PathArg
 
 DEFAULT_SUITE = "default"
 _SIZE = re.compile(r"([0-9]+)([KMG]?)", re.IGNORECASE | re.ASCII)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+SIZE_MAX = 4 << 30
+"""The largest request body cap (4 GiB): the proxy reads a request body whole before forwarding it."""
 
 
 def _parse_size(text: str) -> int:
-    """``"1048576"``, ``"512K"``, ``"64M"``, ``"1G"`` (KiB, MiB, GiB; any case) → bytes, at least 1.
-    ``ValueError`` with the fix otherwise."""
+    """``"1048576"``, ``"512K"``, ``"64M"``, ``"1G"`` (KiB, MiB, GiB; any case) → bytes, at least 1 and at
+    most ``SIZE_MAX``. ``ValueError`` with the fix otherwise."""
     m = _SIZE.fullmatch(text.strip())
     if not m or int(m.group(1)) == 0:
         raise ValueError(f"{text!r} is not a size: give a positive number of bytes, or of KiB, MiB or GiB "
                          f"with a K, M or G suffix (e.g. 64M)")
-    return int(m.group(1)) * _UNITS[m.group(2).upper()]
+    size = int(m.group(1)) * _UNITS[m.group(2).upper()]
+    if size > SIZE_MAX:
+        raise ValueError(f"{text!r} is over the 4G a request body may be (the proxy holds it in memory); give "
+                         f"at most 4G")
+    return size
 
 
 class _ByteSize(click.ParamType):
     name = "SIZE"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= SIZE_MAX:
             return value
         try:
             return _parse_size(str(value))
@@ -43,17 +51,18 @@ class _ByteSize(click.ParamType):
 def _common_options(fn):
     """Options shared by ``run`` and ``run-suite`` (applied bottom-up, so listed in reverse)."""
     opts = [
-        click.option("--results", "results_root", type=click.Path(file_okay=False, path_type=Path),
+        click.option("--results", "results_root", type=PathArg(file_okay=False, path_type=Path),
                      default=Path("results"), show_default=True,
                      help="Results root; runs go to <results>/runs/<RUN_ID>."),
         click.option("--no-install", is_flag=True, help="Do not install missing agents; their cases are SKIPPED."),
         click.option("--hardware", "hardware", envvar="GRIPPROBE_HARDWARE_PROFILE",
                      help="Hardware profile id from specs/hardware_profiles.yaml, recorded in every case "
                           "(env GRIPPROBE_HARDWARE_PROFILE). Default: none recorded."),
-        click.option("--specs", "--root", "specs_root", type=click.Path(file_okay=False, path_type=Path),
+        click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path),
                      help="Specs directory (default: ./specs or the nearest parent's)."),
         click.option("--base-url", help="Override the backend base URL (not for the oracle)."),
-        click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), help="Per-phase agent timeout in seconds."),
+        click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1, max=TIMEOUT_MAX_S),
+                     help="Per-phase agent timeout in seconds (0.1 to 86400)."),
         click.option("--telemetry-proxy", "proxy_mode", type=click.Choice(["off", "auto", "force"]), default=None,
                      help="Recording proxy mode (default: the agent spec's telemetry_proxy_mode)."),
         click.option("--sandbox", "sandbox", type=click.Choice(["auto", "bwrap", "none"]), default=None,
@@ -63,13 +72,13 @@ def _common_options(fn):
                           "(required: exit 2 when it cannot run), none (unsandboxed on purpose). "
                           "Default: the suite's, else each agent spec's `sandbox`, else auto."),
         click.option("--proxy-max-body", "proxy_max_body", type=_ByteSize(), default=None,
-                     help="Largest request body the recording proxy accepts: bytes, or K/M/G (KiB/MiB/GiB). "
+                     help="Largest request body the recording proxy accepts: bytes, or K/M/G (KiB/MiB/GiB), at most 4G. "
                           "A larger request gets 413 and is recorded as request_body_too_large. Default: 64M."),
         click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Cases run at once (default 1)."),
         click.option("--trials", type=click.IntRange(1, 100), default=None,
                      help="Run each cell (agent × model × format × test) N times; reports give pass@k and pass^k "
                           "and mark cells whose trials disagree. Default: the suite's `trials`, else 1."),
-        click.option("--max-tokens-per-phase", "token_budget", type=click.IntRange(1), default=None,
+        click.option("--max-tokens-per-phase", "token_budget", type=click.IntRange(1, COUNT_MAX), default=None,
                      help="Token budget of each phase, enforced by the recording proxy: past it the next model call "
                           "is refused, the agent stopped, the case TIMEOUT / budget_exceeded. Default: the suite's "
                           "`max_tokens_per_phase`, else each model's policy, else none."),
@@ -108,7 +117,7 @@ def run_command(suite, agents, models, tests, formats, **common) -> None:
 
 @click.command("run-suite", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--suite", "-s", help="Suite id (specs/suites/<id>.yaml); with --resume, default: the run's own suite.")
-@click.option("--resume", "resume", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--resume", "resume", type=PathArg(file_okay=False, path_type=Path),
               help="Continue this run directory: run only the suite's cases that have no complete case.json "
                    "(key: agent, model, backend, format, test); each case ends up exactly once.")
 @_common_options
@@ -206,13 +215,15 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         cases = state.todo
         hardware = hardware or state.option("hardware_profile")
         proxy_mode = proxy_mode or state.option("telemetry_proxy_mode")
-        timeout_s = timeout_s or state.option("timeout_s")
+        timeout_s = timeout_s or _resumed_timeout(state)
         base_url = base_url or state.option("base_url_override")
         sandbox = sandbox or state.option("sandbox")
         resumed_cap = state.option("proxy_max_body")
-        proxy_max_body = proxy_max_body or (resumed_cap if type(resumed_cap) is int and resumed_cap > 0 else None)
+        proxy_max_body = proxy_max_body or (resumed_cap if type(resumed_cap) is int and 0 < resumed_cap <= SIZE_MAX
+                                            else None)
         resumed_budget = state.option("max_tokens_per_phase")
-        token_budget = token_budget or (resumed_budget if type(resumed_budget) is int and resumed_budget > 0 else None)
+        token_budget = token_budget or (resumed_budget if type(resumed_budget) is int and 0 < resumed_budget <= COUNT_MAX
+                                        else None)
     from ..runner.executors import Executor, LocalExecutor
     from ..runner.preflight import preflight
     from ..runner.rayexec import RayExecutor  # imports Ray only when it runs
@@ -258,6 +269,18 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     click.echo(safe_name(outcome.run_dir.path))
     if outcome.interrupted:
         sys.exit(128 + outcome.signal)  # 130 after Ctrl-C (SIGINT), 143 after SIGTERM
+
+
+def _resumed_timeout(state) -> float | None:
+    """The timeout the resumed run recorded, checked like ``--timeout``: a manifest saying ``NaN`` or ``1e308``
+    is one line and exit 2, never a phase that runs forever."""
+    value = state.option("timeout_s")
+    if value is None:
+        return None
+    if type(value) in (int, float) and 0.1 <= value <= TIMEOUT_MAX_S:  # nan fails both comparisons
+        return float(value)
+    raise UserError(f"{safe_name(state.run_dir.manifest)}: timeout_s {value!r} is not a timeout (0.1 to "
+                    f"{TIMEOUT_MAX_S:g} seconds); pass --timeout SECONDS to resume with one")
 
 
 def _install_agents(plugins, cases, no_install: bool) -> dict:

@@ -12,7 +12,9 @@ from pathlib import Path
 import click
 
 from ..errors import UserError
+from ..jsonl import dumps
 from ..textsafe import safe_name, safe_text
+from .params import PathArg
 
 CTX = {"help_option_names": ["-h", "--help"]}
 
@@ -79,7 +81,7 @@ def require_own_key(run_dir, what: str) -> None:
 
 
 @click.command("rebuild-reports", context_settings=CTX)
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir", type=PathArg(path_type=Path))
 @click.option("--recompute", is_flag=True,
               help="Re-derive every verdict field (events, telemetry, validators, verdict) from the stored "
                    "artifacts before rendering. A case whose artifacts are missing or corrupt becomes HARNESS_ERROR.")
@@ -121,7 +123,7 @@ def rebuild_reports_command(run_dir: Path, recompute: bool, dry_run: bool) -> No
 
 
 @click.command("list-runs", context_settings=CTX)
-@click.option("--results", "results_root", type=click.Path(path_type=Path), default=Path("results"),
+@click.option("--results", "results_root", type=PathArg(path_type=Path), default=Path("results"),
               show_default=True, help="Results root (or its runs/ folder).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run, newest last.")
 def list_runs_command(results_root: Path, as_json: bool) -> None:
@@ -137,7 +139,7 @@ def list_runs_command(results_root: Path, as_json: bool) -> None:
     infos = [describe_run(r) for r in iter_run_dirs(results_root)]
     if as_json:
         for i in infos:
-            click.echo(json.dumps(i.as_dict()))  # ensure_ascii: every control character is a \u escape
+            click.echo(dumps(i.as_dict()))  # ensure_ascii: every control character is a \u escape
         return
     if not infos:
         click.echo(f"no runs under {safe_name(results_root)}")
@@ -159,8 +161,8 @@ def list_runs_command(results_root: Path, as_json: bool) -> None:
 
 
 @click.command("backfill-model-hashes", context_settings=CTX)
-@click.argument("runs", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--results", "results_root", type=click.Path(path_type=Path), default=None,
+@click.argument("runs", nargs=-1, type=PathArg(path_type=Path))
+@click.option("--results", "results_root", type=PathArg(path_type=Path), default=None,
               help="Backfill every run under this results root (instead of RUN_DIR arguments).")
 @click.option("--base-url", help="Ask this backend instead of the one recorded with each case.")
 @click.option("--force", is_flag=True, help="Overwrite a recorded hash that differs from the backend's.")

@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from ..errors import SpecError, UserError
-from ..textsafe import safe_text
+from ..textsafe import safe_name, safe_text
+from .params import PathArg
 
 
 def _registry(ctx: click.Context) -> tuple[Any, list[str]]:
@@ -42,7 +43,7 @@ _CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
 @click.command("validate", context_settings=_CONTEXT)
-@click.option("--specs", "--root", "root", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--specs", "--root", "root", type=PathArg(file_okay=False, path_type=Path),
               help="Specs directory (default: $GRIPPROBE_SPECS, else ./specs or the nearest parent's).")
 @click.pass_context
 def validate_command(ctx: click.Context, root: Path | None) -> None:
@@ -56,7 +57,7 @@ def validate_command(ctx: click.Context, root: Path | None) -> None:
         root = root if root is not None else find_specs_root()
         registry, notes = _registry(ctx)
         for note in notes:
-            click.echo(note, err=True)
+            click.echo(safe_text(note), err=True)
         specs = load_specs(root, registry=registry)
     except SpecError as exc:
         for line in exc.errors:
@@ -67,12 +68,12 @@ def validate_command(ctx: click.Context, root: Path | None) -> None:
         click.echo(f"error: {safe_text(exc)}", err=True)
         raise SystemExit(exc.exit_code) from None
     for note in specs.notes:
-        click.echo(f"note: {note.format()}", err=True)
+        click.echo(safe_text(f"note: {note.format()}"), err=True)
     click.echo(f"ok: {specs.summary()}")
 
 
 @click.command("schema", context_settings=_CONTEXT)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("schemas"),
+@click.option("--out", "out_dir", type=PathArg(file_okay=False, path_type=Path), default=Path("schemas"),
               show_default=True, help="Directory to write <kind>.schema.json files into.")
 def schema_command(out_dir: Path) -> None:
     """Write JSON Schemas of every spec kind, for editor completion and checking.
@@ -84,7 +85,7 @@ def schema_command(out_dir: Path) -> None:
     try:
         paths = write_schemas(out_dir)
     except OSError as exc:
-        click.echo(f"error: cannot write schemas to {out_dir}: {exc.strerror or exc}", err=True)
+        click.echo(f"error: cannot write schemas to {safe_name(out_dir)}: {exc.strerror or exc}", err=True)
         raise SystemExit(2) from None
     for path in paths:
-        click.echo(str(path))
+        click.echo(safe_name(path))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import __version__
+from ..jsonl import dumps
 from ..store import RunFolder
 from .common import (
     Call, ExportCase, Response, Timeline, clean, iso, read_text, read_timeline, readable_cases, when, write_file)
@@ -199,7 +200,7 @@ def build_trajectory(case: ExportCase, run_id: str, timeline: Timeline | None = 
 
 
 def trajectory_bytes(trajectory: dict[str, Any]) -> bytes:
-    return (json.dumps(trajectory, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    return (dumps(trajectory, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def write_atif(run: RunFolder, cases: list[ExportCase], out: Path | None = None,

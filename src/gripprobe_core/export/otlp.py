@@ -32,6 +32,8 @@ from typing import Any, Callable
 
 from .. import __version__
 from ..errors import UserError
+from ..jsonl import dumps
+from ..textsafe import safe_text
 from .common import LATEST, Call, ExportCase, Response, Timeline, clean, read_text, readable_cases, when
 
 __all__ = ["DEFAULT_ENDPOINT", "OtlpError", "OtlpSummary", "export_otlp", "load_sdk", "shown_url"]
@@ -90,7 +92,8 @@ class OtlpSummary:
 
 
 def _attrs(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:
-    """OTLP attribute values: clean strings, int64 ints, finite floats, bools, string lists; None dropped."""
+    """OTLP attribute values: clean strings (control characters shown escaped), int64 ints, finite floats, bools,
+    string lists; None dropped."""
     out: dict[str, Any] = {}
     for key, value in pairs:
         if value is None or value == "":
@@ -104,15 +107,18 @@ def _attrs(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:
             if value == value and value not in (float("inf"), float("-inf")):
                 out[key] = value
         elif isinstance(value, (list, tuple)):
-            out[key] = [clean(v, 256) for v in value]
+            out[key] = [safe_text(clean(v, 256)) for v in value]
         else:
-            out[key] = clean(value, CONTENT_LIMIT)
+            out[key] = safe_text(clean(value, CONTENT_LIMIT))
     return out
 
 
 def _content(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return clean(text, CONTENT_LIMIT)
+    """A content attribute: text with its control characters shown escaped (``safe_text``); structured
+    content as JSON, whose string escapes keep the exact characters and no raw control byte."""
+    if isinstance(value, str):
+        return safe_text(clean(value, CONTENT_LIMIT))
+    return clean(dumps(value, ensure_ascii=False, default=str), CONTENT_LIMIT)
 
 
 def _json_file(path) -> dict[str, Any]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 EventType = Literal["tool_call_start", "tool_call_result", "model_response"]
 Tier = Literal["A", "B", "C", "D"]
@@ -56,6 +57,14 @@ class Event(BaseModel):
     seen_by: list[Tier] | None = Field(
         default=None, description="Set by the merge when several sources saw this event and it was kept once: "
                                   "every tier that saw it, best first (the event itself is the best tier's).")
+
+    @field_validator("latency_ms", mode="before")
+    @classmethod
+    def _finite_latency(cls, value: Any) -> Any:
+        """A latency an agent reported as ``NaN`` or infinite (its own JSON may hold them) is unknown."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        return value
 
     def is_tool_event(self) -> bool:
         return self.event_type in ("tool_call_start", "tool_call_result")

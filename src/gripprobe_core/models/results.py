@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+from .bounds import TRIALS_MAX, Cost, Count, FiniteTree, Millis, Rate, Score, Seconds
+from .ids import AgentId, BackendId, FormatId, ModelId, TestId
 
 ProcessStatus = Literal["ok", "timeout", "shell_error", "harness_capture_failed", "nonzero_exit"]
 Status = Literal[
@@ -27,21 +30,28 @@ Invoked = Literal["yes", "no", "maybe"]
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Every number finite (``nan`` and ``inf`` are refused: a stored case.json holding one is not a valid
+    result) and, where it has one, in its range (:mod:`.bounds`)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+ExitCode = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+FreeForm = Annotated[dict[str, Any], FiniteTree]
 
 
 class ProcessResult(_M):
     """What happened to the agent process in one phase."""
 
     status: ProcessStatus
-    exit_code: int | None = None
-    signal: int | None = None
-    duration_s: float = 0.0
+    exit_code: ExitCode | None = None
+    signal: int | None = Field(default=None, ge=1, le=255)
+    duration_s: Seconds = 0.0
     started_at: str | None = None
     finished_at: str | None = None
     command: list[str] = Field(default_factory=list)
-    stdout_bytes: int = 0
-    stderr_bytes: int = 0
+    stdout_bytes: Count = 0
+    stderr_bytes: Count = 0
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     error: str | None = Field(default=None, description="Why the process could not start or be captured.")
@@ -51,7 +61,7 @@ class SourcePointer(_M):
     """Points from a validator result to the event that produced the value it judged (SPEC §6)."""
 
     kind: Literal["run_event", "tool_call", "final_output"]
-    sequence: int
+    sequence: Count
     event_type: str
     field_path: str | None = None
     phase: str = "measured"
@@ -74,22 +84,22 @@ class TelemetrySummary(_M):
     telemetry_capture_skip_reason: str | None = None
     telemetry_proxy_skip_reason: str | None = None
     telemetry_source_tier: Literal["A", "B", "C", "D", "none"] = "none"
-    telemetry_event_count: int = 0
-    telemetry_tool_call_count: int = 0
-    telemetry_proxy_tool_call_nonstructured_count: int = 0
-    telemetry_tool_result_count: int = 0
-    telemetry_tool_error_count: int = 0
-    telemetry_invoked_confidence: float = 0.0
+    telemetry_event_count: Count = 0
+    telemetry_tool_call_count: Count = 0
+    telemetry_proxy_tool_call_nonstructured_count: Count = 0
+    telemetry_tool_result_count: Count = 0
+    telemetry_tool_error_count: Count = 0
+    telemetry_invoked_confidence: Score = 0.0
     telemetry_retry_loop_detected: bool = False
-    telemetry_tool_call_without_result_count: int = 0
-    telemetry_tool_call_unwitnessed_count: int = Field(
+    telemetry_tool_call_without_result_count: Count = 0
+    telemetry_tool_call_unwitnessed_count: Count = Field(
         default=0, description="Tool calls the agent reported that the recording proxy never saw the model ask "
                                "for, where every real call travels on the wire (they confirm nothing).")
-    telemetry_tool_result_orphan_count: int = Field(
+    telemetry_tool_result_orphan_count: Count = Field(
         default=0, description="Tool results the agent sent in its requests that answer no call a model response "
                                "of the phase made (they confirm nothing; docs/telemetry.md).")
     telemetry_backend_tool_unsupported: bool = False
-    telemetry_protocol_structured_count: int | None = Field(
+    telemetry_protocol_structured_count: Count | None = Field(
         default=None, description="Structured tool calls seen at tier A; None without proxy data.")
     tool_event_verdict: ToolEventVerdict
     tool_event_verdict_reason: ToolEventVerdictReason
@@ -109,38 +119,36 @@ class Verdict(_M):
     failure_reason: str | None
     trajectory: Trajectory
     invoked: Invoked
-    artifact_match: float
-    tool_invocation_match: float
-    protocol_match: float | None
-    strict_pass_score: float
-    overall_score: float
+    artifact_match: Score
+    tool_invocation_match: Score
+    protocol_match: Score | None
+    strict_pass_score: Score
+    overall_score: Score
     tool_event_verdict: ToolEventVerdict
     tool_event_verdict_reason: ToolEventVerdictReason
 
 
 class CaseKey(_M):
-    """What a case is: one trial of one cell (agent × model × backend × format × test)."""
+    """What a case is: one trial of one cell (agent × model × backend × format × test). Every part is a plain id
+    (:mod:`.ids`), so the case id is unique by construction."""
 
-    agent: str
-    model: str
-    backend: str
-    format: str
-    test: str
-    trial: int = Field(default=1, ge=1, description="Which repetition of the cell (--trials N: 1..N).")
+    agent: AgentId
+    model: ModelId
+    backend: BackendId
+    format: FormatId
+    test: TestId
+    trial: int = Field(default=1, ge=1, le=TRIALS_MAX, description="Which repetition of the cell (--trials N: 1..N).")
 
     def slug(self) -> str:
         """The case id: the cell's parts joined by ``__``, and ``__t<n>`` for trials after the first (so a
-        one-trial run's ids are what they always were)."""
-        base = "__".join(_slug(p) for p in (self.agent, self.model, self.backend, self.format, self.test))
+        one-trial run's ids are what they always were). No id holds ``__`` or starts or ends with ``_``, so
+        splitting a case id at ``__`` gives its parts back: two keys never share a case folder."""
+        base = "__".join((self.agent, self.model, self.backend, self.format, self.test))
         return base if self.trial == 1 else f"{base}__t{self.trial}"
 
     def cell(self) -> tuple[str, str, str, str, str]:
         """The cell this trial belongs to (the key without the trial)."""
         return self.agent, self.model, self.backend, self.format, self.test
-
-
-def _slug(s: str) -> str:
-    return "".join(c if c.isalnum() or c in "-._" else "-" for c in s)
 
 
 BackendProblem = Literal["connect", "dns", "timeout", "url", "auth", "http", "body"]
@@ -154,9 +162,9 @@ class BackendProbe(_M):
     kind: str = Field(description="The backend kind (ollama, openai-compatible, or a plugin's).")
     url: str = Field(description="The listing URL probed (credentials in it removed).")
     reachable: bool
-    models: int | None = Field(default=None, description="How many models the listing named (when reachable).")
-    latency_ms: float = Field(description="From sending the request to the whole answer read.")
-    http_status: int | None = None
+    models: Count | None = Field(default=None, description="How many models the listing named (when reachable).")
+    latency_ms: Millis = Field(description="From sending the request to the whole answer read.")
+    http_status: int | None = Field(default=None, ge=0, le=999)
     problem: BackendProblem | None = Field(
         default=None, description="Why unreachable: connect | dns | timeout | url | auth | http | body.")
     error: str | None = Field(default=None, description="What went wrong, in a few words.")
@@ -169,18 +177,18 @@ class Usage(_M):
 
     source: Literal["A", "B", "none"] = Field(
         default="none", description="A: the recording proxy's records; B: the agent's own events; none: unknown.")
-    model_calls: int = 0
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = Field(default=None, description="Prompt tokens the backend served from its cache.")
-    total_tokens: int | None = None
-    ttft_ms: float | None = Field(default=None, description="Time to first token: median over the model calls "
+    model_calls: Count = 0
+    prompt_tokens: Count | None = None
+    completion_tokens: Count | None = None
+    cached_tokens: Count | None = Field(default=None, description="Prompt tokens the backend served from its cache.")
+    total_tokens: Count | None = None
+    ttft_ms: Millis | None = Field(default=None, description="Time to first token: median over the model calls "
                                                             "(the proxy's time to the first response byte).")
-    model_time_s: float | None = Field(default=None, description="Time the model calls took, summed.")
-    generation_s: float | None = Field(default=None, description="Time from first to last byte of the calls, summed.")
-    output_tokens_per_s: float | None = Field(default=None, description="completion_tokens / generation_s.")
-    cost: float | None = Field(default=None, description="From the model spec's pricing; None without one.")
-    currency: str | None = None
+    model_time_s: Seconds | None = Field(default=None, description="Time the model calls took, summed.")
+    generation_s: Seconds | None = Field(default=None, description="Time from first to last byte of the calls, summed.")
+    output_tokens_per_s: Rate | None = Field(default=None, description="completion_tokens / generation_s.")
+    cost: Cost | None = Field(default=None, description="From the model spec's pricing; None without one.")
+    currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")
 
 
 class PhaseRecord(_M):
@@ -188,8 +196,8 @@ class PhaseRecord(_M):
     process: ProcessResult
     summary: TelemetrySummary
     usage: Usage | None = Field(default=None, description="Model calls, tokens, latency and cost of the phase.")
-    proxy: dict[str, Any] = Field(default_factory=dict)
-    challenge: dict[str, Any] = Field(default_factory=dict, description="Per-phase challenge facts (tokens, URL).")
+    proxy: FreeForm = Field(default_factory=dict)
+    challenge: FreeForm = Field(default_factory=dict, description="Per-phase challenge facts (tokens, URL).")
     backend_probe: BackendProbe | None = Field(
         default=None, description="The backend probed by the harness right after the phase (not for the oracle).")
 
@@ -197,7 +205,7 @@ class PhaseRecord(_M):
 class Attempt(_M):
     """One try at running a case on a cluster node (``--executor ray``)."""
 
-    attempt: int = Field(ge=1)
+    attempt: int = Field(ge=1, le=1000)
     node_id: str | None = Field(default=None, description="The Ray node that ran it, when it reported back.")
     error: str | None = Field(default=None, description="Why it delivered nothing (its node or worker lost); "
                                                         "None for the attempt whose result this is.")
@@ -216,20 +224,21 @@ class Placement(_M):
 class CaseResult(_M):
     """``case.json``: the whole result contract of one case."""
 
-    schema_version: int = 1
+    schema_version: int = Field(default=1, ge=1, le=1000)
     run_id: str
     case_id: str
     key: CaseKey
     agent_version: str | None = None
     model_hash: str | None = None
     hardware_profile: str | None = Field(
-        default=None, description="Hardware profile id (hardware_profiles.yaml) the run declared, if any.")
+        default=None, pattern=r"^[!-~]{1,128}$",
+        description="Hardware profile id (hardware_profiles.yaml) the run declared, if any (printable ASCII).")
     tags: list[str] = Field(default_factory=list)
     language: str = "en"
     started_at: str
     finished_at: str
-    duration_s: float
-    run_values: dict[str, Any] = Field(
+    duration_s: Seconds
+    run_values: FreeForm = Field(
         default_factory=dict, validation_alias=AliasChoices("run_values", "run_context"),
         description="Values fixed at run time (today's date, ...) so a rebuild agrees (``run_context`` in runs "
                     "written before 0.2, still read).")

@@ -11,6 +11,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
+from .bounds import COUNT_MAX, PRICE_MAX, TIMEOUT_MAX_S, TRIALS_MAX, finite_tree
+from .ids import AgentId, BackendId, FormatId, HardwareId, ModelId, SuiteId, TestId
+
 ToolKind = Literal["read", "write", "execute", "search", "fetch", "other"]
 TOOL_KINDS: tuple[str, ...] = ("read", "write", "execute", "search", "fetch", "other")
 #: The tags the shipped specs use, and what they mean (docs/specs.md). Tags are free: any ``TAG_PATTERN`` works.
@@ -47,7 +50,19 @@ REMOTE_KINDS: tuple[str, ...] = ("ollama", "openai-compatible")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    """Unknown keys are errors; every number is finite (``.nan`` and ``.inf`` are refused with the key's line)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False)
+
+
+JOBS_MAX = 64
+"""Cases run at once (a suite's ``jobs``, ``--jobs``)."""
+RESOURCE_AMOUNT_MAX = 1_000_000
+MEMORY_GB_MAX = 1_000_000
+Timeout = Annotated[float, Field(gt=0, le=TIMEOUT_MAX_S, allow_inf_nan=False)]
+"""Seconds a phase may run: more than 0, at most one day (``TIMEOUT_MAX_S``)."""
+TokenBudget = Annotated[int, Field(ge=1, le=COUNT_MAX)]
+Price = Annotated[float, Field(ge=0, le=PRICE_MAX, allow_inf_nan=False)]
 
 
 RESOURCE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
@@ -61,9 +76,9 @@ def _check_resources(value: dict[str, float]) -> dict[str, float]:
         if not _RESOURCE_RE.match(name):
             raise ValueError(f"{name!r} is not a resource name: use letters, digits and . _ : / - "
                              f"(e.g. ollama-qwen3-8b)")
-        if not amount > 0 or (amount > 1 and amount != int(amount)):
+        if not 0 < amount <= RESOURCE_AMOUNT_MAX or (amount > 1 and amount != int(amount)):
             raise ValueError(f"resource {name!r}: {amount!r} is not an amount Ray can schedule: give a fraction "
-                             f"up to 1 (0.25) or a whole number (2)")
+                             f"up to 1 (0.25) or a whole number (2, at most {RESOURCE_AMOUNT_MAX:,})")
     return value
 
 
@@ -76,7 +91,7 @@ Resources = Annotated[dict[str, float], AfterValidator(_check_resources)]
 class BackendSpec(_Strict):
     """One way to reach a model. ``kind`` decides how the runner talks to it."""
 
-    id: str
+    id: BackendId
     kind: str = Field(
         pattern=r"^[a-z0-9][a-z0-9._-]*$",
         description="Backend kind: oracle (embedded), openai-compatible, ollama, or one a plugin registers "
@@ -104,19 +119,19 @@ class BackendSpec(_Strict):
 
 
 class ModelPolicy(_Strict):
-    timeout_s: float | None = Field(default=None, gt=0, description="Overrides the agent's timeout per phase.")
-    max_tokens_per_phase: int | None = Field(
-        default=None, ge=1, description="Token budget of each phase with this model, enforced by the recording proxy.")
+    timeout_s: Timeout | None = Field(default=None, description="Overrides the agent's timeout per phase.")
+    max_tokens_per_phase: TokenBudget | None = Field(
+        default=None, description="Token budget of each phase with this model, enforced by the recording proxy.")
     agents: dict[str, "ModelPolicy"] = Field(default_factory=dict, description="Per-agent overrides.")
 
 
 class Pricing(_Strict):
     """What a model's tokens cost (per million), for the cost columns of reports and compare."""
 
-    input_per_million: float = Field(ge=0, description="Price of a million prompt (input) tokens.")
-    output_per_million: float = Field(ge=0, description="Price of a million completion (output) tokens.")
-    cached_input_per_million: float | None = Field(
-        default=None, ge=0, description="Price of a million cached prompt tokens (default: the input price).")
+    input_per_million: Price = Field(description="Price of a million prompt (input) tokens.")
+    output_per_million: Price = Field(description="Price of a million completion (output) tokens.")
+    cached_input_per_million: Price | None = Field(
+        default=None, description="Price of a million cached prompt tokens (default: the input price).")
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
 
     def cost(self, prompt: int, completion: int, cached: int = 0) -> float:
@@ -128,7 +143,7 @@ class Pricing(_Strict):
 
 
 class ModelSpec(_Strict):
-    id: str
+    id: ModelId
     label: str | None = None
     family: str | None = None
     size: str | None = None
@@ -149,13 +164,13 @@ class ModelSpec(_Strict):
 # --------------------------------------------------------------------------- agents
 
 class CliAgentSpec(_Strict):
-    id: str
+    id: AgentId
     plugin: str = Field(description="Name of the agent plugin that builds its command, env and parsers.")
     executable: str
     default_args: list[str] = Field(default_factory=list)
-    formats: list[str] = Field(default_factory=lambda: ["tool"], min_length=1)
+    formats: list[FormatId] = Field(default_factory=lambda: ["tool"], min_length=1)
     tool_kinds: list[ToolKind] = Field(description="Tool kinds the agent can perform.")
-    timeout_s: float = Field(default=120, gt=0)
+    timeout_s: Timeout = 120
     telemetry_proxy_mode: ProxyMode = "auto"
     sandbox: SandboxMode | None = Field(
         default=None, description="auto | bwrap | none: how its phases are confined (default auto; a suite's "
@@ -174,7 +189,7 @@ class FixtureFile(_Strict):
 
     path: str
     content: str = ""
-    mode: int | None = None
+    mode: int | None = Field(default=None, ge=0, le=0o7777, description="File mode, e.g. 0o755.")
 
     @field_validator("path")
     @classmethod
@@ -188,7 +203,7 @@ class ChallengeSpec(_Strict):
     """A challenge HTTP server started per phase (nonces and tokens differ between phases)."""
 
     kind: str = Field(description="Challenge server kind, e.g. 'nonce' or 'search' (pluggable).")
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: Annotated[dict[str, Any], AfterValidator(finite_tree)] = Field(default_factory=dict)
 
 
 class ValidatorSpec(_Strict):
@@ -196,6 +211,11 @@ class ValidatorSpec(_Strict):
 
     model_config = ConfigDict(extra="allow")
     kind: str
+
+    @model_validator(mode="after")
+    def _finite_options(self) -> "ValidatorSpec":
+        finite_tree(self.model_extra or {})
+        return self
 
 
 class ReferenceShell(_Strict):
@@ -239,11 +259,11 @@ class TestRules(_Strict):
 class TestSpec(_Strict):
     __test__ = False  # not a pytest class
 
-    id: str
+    id: TestId
     title: str
     prompt: str = Field(description="Prompt text; ${name} placeholders are filled at run time.")
     language: str = "en"
-    variant_of: str | None = Field(default=None, description="Id of the test this one translates.")
+    variant_of: TestId | None = Field(default=None, description="Id of the test this one translates.")
     requires: list[Union[ToolKind, list[ToolKind]]] = Field(
         default_factory=list,
         description="Tool kinds the agent must be able to perform; a list inside means any one of them.")
@@ -257,44 +277,44 @@ class TestSpec(_Strict):
     reference: list[ReferenceAction] = Field(
         min_length=1, description="Actions that solve the test; the oracle performs them.")
     rules: TestRules = Field(default_factory=TestRules)
-    timeout_s: float | None = Field(default=None, gt=0)
+    timeout_s: Timeout | None = None
 
 
 # --------------------------------------------------------------------------- suites, hardware
 
 class SuiteCase(_Strict):
-    agent: str
-    model: str
-    test: str
-    format: str = "tool"
-    backend: str | None = None
+    agent: AgentId
+    model: ModelId
+    test: TestId
+    format: FormatId = "tool"
+    backend: BackendId | None = None
 
 
 class SuiteSpec(_Strict):
-    id: str
+    id: SuiteId
     title: str | None = None
-    agents: list[str] = Field(default_factory=list)
-    models: list[str] = Field(default_factory=list)
+    agents: list[AgentId] = Field(default_factory=list)
+    models: list[ModelId] = Field(default_factory=list)
     tests: list[str] = Field(default_factory=list, description="Test ids; 'tag:<tag>' selects by tag.")
-    formats: list[str] = Field(default_factory=list, description="Formats to run, for each agent those of them it supports (an agent with none gets its first); empty means every format the agent supports.")
+    formats: list[FormatId] = Field(default_factory=list, description="Formats to run, for each agent those of them it supports (an agent with none gets its first); empty means every format the agent supports.")
     cases: list[SuiteCase] = Field(default_factory=list, description="Explicit cases, added to the matrix.")
     telemetry_proxy_mode: ProxyMode | None = None
-    jobs: int | None = Field(default=None, ge=1)
+    jobs: int | None = Field(default=None, ge=1, le=JOBS_MAX)
     sandbox: SandboxMode | None = Field(
         default=None, description="auto | bwrap | none for every agent of the suite (the command line's --sandbox wins).")
-    trials: int | None = Field(default=None, ge=1, le=100,
+    trials: int | None = Field(default=None, ge=1, le=TRIALS_MAX,
                                description="How many times each cell runs (the command line's --trials wins).")
-    max_tokens_per_phase: int | None = Field(
-        default=None, ge=1, description="Token budget of each phase, enforced by the recording proxy "
+    max_tokens_per_phase: TokenBudget | None = Field(
+        default=None, description="Token budget of each phase, enforced by the recording proxy "
                                         "(the command line's --max-tokens-per-phase wins over this, this over a model's).")
 
 
 class HardwareProfile(_Strict):
-    id: str
+    id: HardwareId
     label: str | None = None
     cpu: str | None = None
     gpu: str | None = None
-    memory_gb: float | None = None
+    memory_gb: float | None = Field(default=None, ge=0, le=MEMORY_GB_MAX)
     notes: str | None = None
 
 

@@ -53,6 +53,8 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
+from ..jsonl import dumps
+
 __all__ = ["BEGIN", "CHUNK", "DEFAULT_MAX_RECORDS", "DEFAULT_MAX_RECORD_BYTES", "END", "FLUSH", "HEADER", "WATERMARK",
            "RecordBook", "RecordFile", "Recorder", "encode_record", "main", "minimal_record", "record_timestamp",
            "slim_record"]
@@ -94,7 +96,7 @@ def record_timestamp(started: float) -> str:
 def encode_record(record: dict) -> bytes | None:
     """One record as a JSON line (UTF-8, unencodable characters replaced); ``None`` if not serializable."""
     try:
-        line = json.dumps(record, ensure_ascii=False, default=str)
+        line = dumps(record, ensure_ascii=False, default=str)  # strict JSON even when a body held NaN
     except (TypeError, ValueError, RecursionError) as exc:
         log.warning("recording proxy: record not serializable: %s", exc)
         return None

@@ -1,8 +1,9 @@
 """Cross-run publication report (SPEC §7 ``aggregate-reports``): many runs in, one sanitized table out.
 
-Reading is lean: each ``case.json`` is parsed with :mod:`json` and only the handful of fields the table
-needs are kept (key, versions, hash, hardware profile, tags, status, overall score); nothing else of a
-case ever reaches the output, so prompts, command lines, proxy bodies and workspaces stay out by
+Reading is lean: each ``case.json`` is checked as a whole like every report checks it (a case the run's
+summary calls unreadable is unreadable here too) and only the handful of fields the table needs are kept
+(key, versions, hash, hardware profile, tags, status, overall score, usage); nothing else of a case ever
+reaches the output, so prompts, command lines, proxy bodies and workspaces stay out by
 construction. Counts accumulate per (row, test) cell while the files stream past, so memory grows with
 the number of distinct cells, not with the number of cases.
 
@@ -13,7 +14,6 @@ flaky mark, a row its mean over tests with a bootstrap interval, and its usage (
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..models.results import STATUSES
-from ..store import RunFolder, atomic_write_json, atomic_write_text, check_readable_root, read_regular
+from ..models.results import STATUSES, CaseResult
+from ..store import RunFolder, atomic_write_json, atomic_write_text, check_readable_root, read_case
 from ..store.files import json_kind
-from ..store.layout import STORED_JSON_LIMIT
 from ..store.runs import iter_run_dirs
 from ..timeutil import utc_now_iso
-from ..textsafe import safe_name
+from ..textsafe import safe_cell, safe_name
 from .sanitize import Sanitizer, current_sanitizer
 from .scores import (
     SCORES_NOTE, SHORT, Scoreboard, cell_text, coverage_text, ks_text, overall_of, score_text, usage_text)
@@ -42,7 +41,6 @@ OUTPUT_FILES = ("aggregate.json", "aggregate.md", "index.html")
 SORT_KEYS = ("strict", "overall", "n", "name")
 DEFAULT_TITLE = "GripProbe aggregate report"
 ROW_FIELDS = ("agent", "agent_version", "model", "model_hash", "format", "hardware")
-_STATUS_INDEX = {s: i for i, s in enumerate(STATUSES)}
 
 # ------------------------------------------------------------------ discovery
 
@@ -117,53 +115,27 @@ class CaseFacts:
     case_id: str = ""
 
 
-def _opt_str(obj: dict, key: str) -> str | None:
-    v = obj.get(key)
-    if v is None or isinstance(v, str):
-        return v or None
-    raise ValueError(key)
-
-
 def read_facts(path: Path, hardware_default: str | None = None) -> CaseFacts | None:
-    """The fields the aggregate needs from one ``case.json``; None when unreadable or not a case."""
-    try:
-        obj = json.loads(read_regular(path, STORED_JSON_LIMIT))
-        key, verdict = obj["key"], obj["verdict"]
-        names = [key[k] for k in ("agent", "model", "format", "test")]
-        if not all(isinstance(n, str) and n for n in names):
-            return None
-        status = verdict["status"]
-        if status not in _STATUS_INDEX:
-            return None
-        tags = obj.get("tags") or ()
-        tags = tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ()
-        usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
-        return CaseFacts(names[0], _opt_str(obj, "agent_version"), names[1], _opt_str(obj, "model_hash"), names[2],
-                      names[3], _opt_str(obj, "hardware_profile") or hardware_default, tags, status,
-                      overall_of(status, verdict.get("overall_score")), usage, _agent_seconds(obj.get("phases")),
-                      _seconds(obj.get("duration_s")), _str(key.get("backend")), _trial(key.get("trial")),
-                      _str(obj.get("case_id")) or path.parent.name)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+    """The fields the aggregate needs from one ``case.json``; None when it is not a valid result. The whole
+    file is checked as every report checks it (:func:`~gripprobe_core.store.read_case`: the status one of
+    the nine, every number finite and in its range, ids plain), so a case the run's own summary lists as
+    unreadable is never published here as a number."""
+    res = read_case(path)
+    if res is None:
         return None
+    key, verdict = res.key, res.verdict
+    return CaseFacts(key.agent, res.agent_version or None, key.model, res.model_hash or None, key.format, key.test,
+                     res.hardware_profile or hardware_default, tuple(res.tags), verdict.status,
+                     overall_of(verdict.status, verdict.overall_score),
+                     res.usage.model_dump() if res.usage is not None else None, _agent_seconds(res),
+                     res.duration_s, key.backend, key.trial, res.case_id or path.parent.name)
 
 
-def _str(v: Any) -> str:
-    return v if isinstance(v, str) else ""
-
-
-def _trial(v: Any) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else 1
-
-
-def _seconds(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e9 else None
-
-
-def _agent_seconds(phases: Any) -> float | None:
+def _agent_seconds(res: CaseResult) -> float | None:
     """The measured phase's process duration (what the agent took on the job)."""
-    for p in phases if isinstance(phases, list) else ():
-        if isinstance(p, dict) and p.get("phase") == "measured" and isinstance(p.get("process"), dict):
-            return _seconds(p["process"].get("duration_s"))
+    for p in res.phases:
+        if p.phase == "measured":
+            return p.process.duration_s
     return None
 
 
@@ -294,9 +266,8 @@ def _str_or_none(v: Any) -> str | None:
 # ------------------------------------------------------------------ markdown
 
 def _md(v: Any) -> str:
-    s = "" if v is None else str(v)
-    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-            .replace("\r", " ").replace("\n", " "))
+    """One Markdown cell: control characters escaped (``safe_cell``), markup and ``|`` made literal."""
+    return safe_cell(v).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
 def _short_hash(h: str | None) -> str:

@@ -31,7 +31,7 @@ from ..models.results import STATUSES
 from ..stats import mcnemar_exact, paired_bootstrap_difference
 from ..store import RunFolder, atomic_write_json, atomic_write_text
 from ..store.files import json_kind
-from ..textsafe import safe_name
+from ..textsafe import safe_cell, safe_name
 from ..timeutil import utc_now_iso
 from .aggregate import CaseFacts, case_files, read_facts, run_integrity, run_signature_text
 from .scores import OUT_OF_N, Spend, overall_of, score_text, usage_text
@@ -292,9 +292,8 @@ def regressed_cells(data: dict[str, Any], significance: float | None = None) -> 
 # ---------------------------------------------------------------------------------------------- markdown
 
 def _md(v: Any) -> str:
-    s = "" if v is None else str(v)
-    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-            .replace("\r", " ").replace("\n", " "))
+    """One Markdown cell: control characters escaped (``safe_cell``), markup and ``|`` made literal."""
+    return safe_cell(v).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
 def cell_label(cell: dict[str, Any], fields: Sequence[str]) -> str:

@@ -9,7 +9,9 @@ once. Missing or corrupt artifacts are shown as "missing" / "unreadable", never 
 
 Every stored file is read with :func:`~gripprobe_core.store.files.read_regular` (a FIFO, device or
 symlink planted in its place is never opened), the workspace through :mod:`.workspace_view`, and every
-name from disk (case directories, workspace and artifact files) is shown through ``safe_name``.
+name from disk (case directories, workspace and artifact files) is shown through ``safe_name``. Every other
+value goes through ``safe_text`` on its way into a page (the environment's ``finalize``; the JSON a script
+draws from through ``inert``), so no stored byte reaches a page as a control character.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..models.results import STATUSES, CaseResult
 from ..store import RunFolder, atomic_write_text
 from ..store.files import open_regular, read_regular
 from ..store.runs import manifest_status
-from ..textsafe import safe_name
+from ..textsafe import inert, safe_name, safe_text
 from .scores import coverage_text, usage_parts
 from .summary_md import COLUMNS, SCORE_COLUMNS, attempted, run_scores, run_totals, score_row_cells, summary_row
 from .textdiff import diff_lines, first_difference, mark_differences
@@ -44,23 +46,49 @@ SHORT_STATUS = {
     "TIMEOUT": "TIMEOUT", "TOOL_UNSUPPORTED": "UNSUPP", "SHELL_ERROR": "SHELL_ERR",
     "HARNESS_ERROR": "HARNESS_ERR", "SKIPPED": "SKIP",
 }
+_CACHE_TAG = "inert1"
+"""Part of every compiled template's cache file name: compiled code depends on the environment (``finalize``,
+how filters are called), so a change to either bumps it and no page is rendered by stale code."""
 
 
 @lru_cache(maxsize=1)
 def _env():
-    from jinja2 import Environment, PackageLoader, StrictUndefined
+    from jinja2 import Environment, PackageLoader, StrictUndefined, pass_eval_context
 
     env = Environment(loader=PackageLoader("gripprobe_core.reports", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                      bytecode_cache=_bytecode_cache())
+                      bytecode_cache=_bytecode_cache(), finalize=_finalize)
     env.filters["num"] = _num
+    env.filters["tojson"] = pass_eval_context(_tojson)
     env.globals["short_status"] = lambda s: SHORT_STATUS.get(s, s)
     return env
 
 
+def _finalize(value: Any) -> Any:
+    """Every ``{{ value }}`` of every page: text with its control characters escaped (``safe_text``: ESC, BEL,
+    VT, C1, bidi controls shown as ``\\x1b`` …), whatever it came from, before autoescaping makes it HTML."""
+    from markupsafe import Markup
+
+    if isinstance(value, Markup):
+        return Markup(safe_text(str(value)))
+    if isinstance(value, str):
+        return safe_text(value)
+    return value
+
+
+def _tojson(eval_ctx: Any, value: Any, indent: int | None = None) -> Any:
+    """Jinja's ``tojson`` (``<``, ``>``, ``&``, ``'`` as ``\\u`` escapes) of an inert copy: the strings a page's
+    script draws are as safe as the rest of the page, and a NaN is ``null`` (``JSON.parse`` takes no NaN).
+    Takes the evaluation context first, as Jinja's own does (compiled templates call it so)."""
+    from jinja2.utils import htmlsafe_json_dumps
+
+    return htmlsafe_json_dumps(inert(value), indent=indent, sort_keys=True)
+
+
 def _bytecode_cache() -> Any:
-    """Compiled templates kept across runs (~/.cache/gripprobe/jinja, keyed by template source and Jinja's
-    version): compiling them costs a quarter of a second a process. None when the folder cannot be made."""
+    """Compiled templates kept across runs (~/.cache/gripprobe/jinja, keyed by template source, Jinja's version
+    and ``_CACHE_TAG``): compiling them costs a quarter of a second a process. None when the folder cannot be
+    made."""
     from jinja2 import FileSystemBytecodeCache
 
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gripprobe" / "jinja"
@@ -68,7 +96,7 @@ def _bytecode_cache() -> Any:
         base.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
-    return FileSystemBytecodeCache(str(base))
+    return FileSystemBytecodeCache(str(base), pattern=f"__jinja2_{_CACHE_TAG}_%s.cache")
 
 
 def _render(template: str, **ctx: Any) -> str:

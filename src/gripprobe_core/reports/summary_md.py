@@ -14,7 +14,7 @@ from ..models.results import STATUSES, CaseResult
 from .scores import OUT_OF_N, SCORES_NOTE, Scoreboard, Spend, cell_text, coverage_text, ks_text, score_text, usage_text
 from ..store import RunFolder, atomic_write_text
 from ..store.runs import manifest_status
-from ..textsafe import safe_name
+from ..textsafe import safe_cell, safe_name
 
 COLUMNS = ("agent", "model", "format", "test", "trial", "status", "reason", "trajectory", "invoked", "strict", "overall",
            "tier", "tokens", "cost", "agent s", "case s")
@@ -23,7 +23,8 @@ ROW_FIELDS = ("agent", "model", "backend", "format")
 
 
 def _cell(v: object) -> str:
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    """One Markdown cell: on one line, its control characters escaped (``safe_cell``), ``|`` kept literal."""
+    return safe_cell(v).replace("|", "\\|")
 
 
 def _planned(manifest: dict) -> int:

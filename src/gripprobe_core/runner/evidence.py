@@ -227,8 +227,17 @@ class KeptFiles:
     """``{name, path, reason}`` of every entry not kept (outside the phase's folders, a symlink in the way …)."""
 
 
+KEPT_NAME_MAX = 255 - len("warmup.") - len("..0123456789ab.tmp")
+"""Bytes a kept file's name may have: ``<phase>.<name>`` (and its temporary ``.<phase>.<name>.<hex>.tmp``
+while a report or a recompute writes beside it) must fit the file system's 255."""
+
+
 def _plain_name(name: object) -> bool:
     return isinstance(name, str) and bool(name) and name not in (".", "..") and "/" not in name and "\x00" not in name
+
+
+def _name_too_long(name: str) -> bool:
+    return len(name.encode("utf-8", "surrogateescape")) > KEPT_NAME_MAX
 
 
 def keep_files(ctx: PhaseContext, wanted: Mapping[Any, Any], into: Path, limit: int = MAX_FILE_BYTES) -> KeptFiles:
@@ -242,6 +251,9 @@ def keep_files(ctx: PhaseContext, wanted: Mapping[Any, Any], into: Path, limit: 
         shown = display_name(str(src)) if not isinstance(src, (bytes, bytearray)) else "bytes"
         if not _plain_name(name):
             kept.refused.append({"name": display_name(str(name)), "path": shown, "reason": "bad_name"})
+            continue
+        if _name_too_long(name):
+            kept.refused.append({"name": display_name(name[:60]) + "…", "path": shown, "reason": "name_too_long"})
             continue
         dst = into / f"{ctx.phase}.{name}"
         if isinstance(src, (bytes, bytearray)):

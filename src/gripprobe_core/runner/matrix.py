@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import UserError
+from ..models.ids import id_problem
 from ..models.results import CaseKey
 from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, SuiteSpec, TestSpec
 
@@ -68,6 +69,8 @@ def select_tests(tests: dict[str, TestSpec], selectors: list[str]) -> list[TestS
                 out.setdefault(t.id, t)
         elif sel in tests:
             out.setdefault(sel, tests[sel])
+        elif (problem := id_problem(sel, "test")) is not None:
+            raise UserError(f"unknown test: {problem}")
         else:
             raise UserError(f"unknown test {sel!r}; run `gripprobe validate` or see specs/tests/ for ids")
     return list(out.values())
@@ -79,7 +82,9 @@ def _tags(tests: dict[str, TestSpec]) -> list[str]:
 
 def _lookup(kind: str, table: dict, key: str):
     if key not in table:
-        raise UserError(f"unknown {kind} {key!r}; known: {', '.join(sorted(table)) or 'none'}")
+        problem = id_problem(key, kind) if isinstance(key, str) else None  # a lookalike reads like a known id
+        raise UserError(f"unknown {kind}: {problem}" if problem else
+                        f"unknown {kind} {key!r}; known: {', '.join(sorted(table)) or 'none'}")
     return table[key]
 
 
@@ -92,6 +97,9 @@ def plan_cases(specs, *, agents: list[str], models: list[str], tests: list[str],
     ``formats: [tool, whole]`` means "whichever of these each agent has"; an agent with none of them gets
     its first declared format)."""
     planned: dict[str, PlannedCase] = {}
+    for fmt in formats or []:  # a format no agent declares still names a (SKIPPED) case's folder
+        if (problem := id_problem(fmt, "format")) is not None:
+            raise UserError(f"--format {problem}")
     test_specs = select_tests(specs.tests, tests) if tests else []
     for agent_id in agents:
         agent = _lookup("agent", specs.agents, agent_id)

@@ -18,7 +18,6 @@ every case running at once never waits on it (benchmarks/loop_lag.py).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import sys
@@ -29,6 +28,7 @@ from typing import Any, Mapping
 
 from ..challenges import ChallengeServer
 from ..drivers import AgentDriver, Backend, BackendPhase
+from ..jsonl import dumps
 from ..models.events import Event
 from ..models.results import BackendProbe, PhaseRecord, ProcessResult, TelemetrySummary
 from ..models.specs import TestSpec
@@ -306,7 +306,7 @@ def _keep(ctx: PhaseContext, case_dir: Path, requests: list[dict[str, Any]] | No
     artifacts = ctx.artifacts_dir
     if requests is not None:
         atomic_write_text(artifacts / f"challenge.{ctx.phase}.requests.jsonl",
-                          "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in requests), sync=False)
+                          "".join(dumps(r, ensure_ascii=False, default=str) + "\n" for r in requests), sync=False)
     if ctx.phase == "measured":
         listing = copy_workspace(ctx.workspace, case_dir / "workspace")
         atomic_write_json(artifacts / LISTING, listing.as_json(), sync=False)
@@ -338,6 +338,6 @@ def _derive(setup: PhaseSetup, run: ActiveRun, collected: Collected) -> Derived:
     if derived.transcript.final_text:  # tier D events point into it
         atomic_write_text(ctx.artifacts_dir / f"{ctx.phase}.final.txt", derived.transcript.final_text, sync=False)
     atomic_write_text(ctx.artifacts_dir / f"events.{ctx.phase}.jsonl", "".join(
-        json.dumps(e.model_dump(mode="json"), ensure_ascii=False, default=str) + "\n" for e in derived.events),
+        dumps(e.model_dump(mode="json"), ensure_ascii=False, default=str) + "\n" for e in derived.events),
         sync=False)
     return derived

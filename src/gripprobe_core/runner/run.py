@@ -235,10 +235,18 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
 
 
 def planned_trials(manifest: dict) -> int:
-    """How many trials a run planned per cell (1 for runs written before trials)."""
-    found = [p.get("trial") for p in manifest.get("planned") or [] if isinstance(p, dict)]
-    numbers = [t for t in [manifest.get("trials"), *found] if type(t) is int and t >= 1]
-    return max(numbers, default=1)
+    """How many trials a run planned per cell (1 for runs written before trials); a manifest planning more
+    than ``TRIALS_MAX`` (or a trial that is not a whole number from 1) is a one-line :class:`UserError`."""
+    from ..errors import UserError
+    from ..models.bounds import TRIALS_MAX
+
+    found = [p.get("trial") for p in manifest.get("planned") or [] if isinstance(p, dict) and "trial" in p]
+    given = [t for t in [manifest.get("trials"), *found] if t is not None]
+    bad = next((t for t in given if type(t) is not int or not 1 <= t <= TRIALS_MAX), None)
+    if bad is not None:
+        raise UserError(f"manifest.json: trial {bad!r} is not a trial number (1 to {TRIALS_MAX}); this run cannot be "
+                        f"resumed")
+    return max(given, default=1)
 
 
 def planned_keys(manifest: dict) -> list:

@@ -8,6 +8,7 @@ collapse the errors of a union into the ones of the member the author most likel
 
 from __future__ import annotations
 
+import math
 import re
 import types
 import typing
@@ -239,11 +240,78 @@ def _message(err: _Located) -> str:
         close = suggest(err.input, expected)
         hint = f"; did you mean {close!r}?" if close else ""
         return f"{err.msg}; got {_short_repr(err.input)}{hint}"
+    if kind == "finite_number":
+        return f"{_number(err.input)} is not a number GripProbe can use; write a finite number (not .nan or .inf)"
+    if kind in _RANGE_ERRORS or (kind in ("float_type", "float_parsing") and type(err.input) is int):
+        # an integer too large for a float lands here too
+        return f"{_number(err.input)} is out of range; give {_range_text(err)}"
     if kind in ("value_error", "assertion_error"):
         return err.msg.split(", ", 1)[1] if ", " in err.msg else err.msg
     if kind.endswith("_type") or kind.endswith("_parsing"):
         return f"{err.msg}; got {yaml_type(err.input)}"
     return err.msg
+
+
+_RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+_BOUND_WORDS = (("gt", "greater than"), ("ge", "at least"), ("lt", "less than"), ("le", "at most"))
+
+
+def _number(value: Any) -> str:
+    """A number as the author wrote it in YAML: ``.nan``, ``.inf``, ``1e+308``, ``42``."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
+        return f"{value:g}"
+    text = repr(value)
+    return text if len(text) <= 30 else text[:27] + "..."
+
+
+def _range_text(err: _Located) -> str:
+    """``a number greater than 0 and at most 86,400``: every bound of the field, else the one that failed."""
+    bounds: dict[str, Any] = {}
+    base: Any = None
+    field = None
+    if isinstance(err.parent, type) and issubclass(err.parent, BaseModel) and err.data_path \
+            and isinstance(err.data_path[-1], str):
+        field = err.parent.model_fields.get(err.data_path[-1])
+    if field is not None:
+        base = _collect_bounds([field, field.annotation], bounds)
+    if not bounds:
+        bounds = {k: v for k, v in (err.ctx or {}).items() if k in dict(_BOUND_WORDS)}
+    words = [f"{word} {_plain(bounds[name])}" for name, word in _BOUND_WORDS if name in bounds]
+    whole = base is int or (base is None and isinstance(err.input, int))
+    return f"{'a whole number' if whole else 'a number'} {' and '.join(words)}"
+
+
+def _collect_bounds(items: list[Any], bounds: dict[str, Any]) -> Any:
+    """Gather ``gt``/``ge``/``lt``/``le`` from field infos, ``Annotated`` metadata and optional unions;
+    return the plain type underneath (``int``, ``float``)."""
+    base = None
+    for _ in range(20):
+        if not items:
+            break
+        item = items.pop(0)
+        for name, _word in _BOUND_WORDS:
+            if getattr(item, name, None) is not None:
+                bounds.setdefault(name, getattr(item, name))
+        items.extend(getattr(item, "metadata", None) or [])
+        origin = typing.get_origin(item)
+        if origin is typing.Annotated:
+            args = typing.get_args(item)
+            items.extend([args[0], *args[1:]])
+        elif origin in (typing.Union, types.UnionType):
+            items.extend(a for a in typing.get_args(item) if a is not type(None))
+        elif item in (int, float):
+            base = item
+    return base
+
+
+def _plain(bound: Any) -> str:
+    if isinstance(bound, float) and bound.is_integer():
+        bound = int(bound)
+    return f"{bound:,}" if isinstance(bound, int) and abs(bound) >= 10_000 else str(bound)
 
 
 def _short_repr(value: Any) -> str:

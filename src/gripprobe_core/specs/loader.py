@@ -221,7 +221,9 @@ def find_specs_root(start: Path | None = None) -> Path:
     """
     env = os.environ.get(SPECS_ENV)
     if env:
-        path = Path(env).expanduser()
+        from ..store.names import check_path
+
+        path = check_path(Path(env).expanduser(), f"{SPECS_ENV}={env}")
         if not path.is_dir():
             raise UserError(f"{SPECS_ENV}={env} is not a directory; point it at your specs (the directory "
                             f"holding models/, cli_agents/, tests/, suites/)")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..jsonl import dumps
 from ..models.results import CaseResult
 from ..timeutil import run_id_stamp
 from .files import read_regular
@@ -69,9 +70,9 @@ def atomic_write_text(path: Path, text: str, *, sync: bool = True) -> None:
 
 
 def json_bytes(obj: Any) -> bytes:
-    """The bytes :func:`atomic_write_json` writes for ``obj`` (what a signature over a JSON file covers)."""
-    return (json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n").encode("utf-8",
-                                                                                     errors="backslashreplace")
+    """The bytes :func:`atomic_write_json` writes for ``obj`` (what a signature over a JSON file covers): strict
+    JSON (never ``NaN``/``Infinity``), C1 controls escaped (:func:`gripprobe_core.jsonl.dumps`)."""
+    return (dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n").encode("utf-8", errors="backslashreplace")
 
 
 def atomic_write_json(path: Path, obj: Any, *, sync: bool = True) -> None:

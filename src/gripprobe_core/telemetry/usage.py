@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from ..models.bounds import CALL_TOKENS_MAX, COST_MAX, COUNT_MAX, SECONDS_MAX, saturate
 from ..models.events import Event
 from ..models.results import Usage
 from ..models.specs import Pricing
@@ -33,11 +34,16 @@ class ModelCall:
 
 
 def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+    """A token count one call can have (0 … ``CALL_TOKENS_MAX``); anything else, from a backend or an agent,
+    is unknown."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= CALL_TOKENS_MAX else None
 
 
 def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v >= 0 else None
+    """Milliseconds one call can take (finite, 0 … ``SECONDS_MAX`` s); anything else is unknown."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= SECONDS_MAX * 1000:
+        return float(v)
+    return None
 
 
 def _first(u: dict, *keys: str) -> int | None:
@@ -91,7 +97,15 @@ def calls_from_events(events: Iterable[Event]) -> list[ModelCall]:
 
 def _sum(values: list[int | None]) -> int | None:
     known = [v for v in values if v is not None]
-    return sum(known) if known else None
+    return saturate(sum(known)) if known else None
+
+
+def _seconds(ms: float) -> float:
+    return round(min(ms / 1000, SECONDS_MAX), 4)
+
+
+def _rate(tokens: int, seconds: float) -> float:
+    return round(min(tokens / seconds, COUNT_MAX), 1)
 
 
 def summarize(calls: list[ModelCall], source: str, pricing: Pricing | None = None) -> Usage:
@@ -109,15 +123,15 @@ def summarize(calls: list[ModelCall], source: str, pricing: Pricing | None = Non
     generation_s = sum(max(0.0, g) for g in gen) / 1000 if gen else None
     out_rate = None
     if generation_s and completion:
-        out_rate = round(completion / generation_s, 1)
+        out_rate = _rate(completion, generation_s)
     cost = None
     if pricing is not None and (prompt is not None or completion is not None):
-        cost = round(pricing.cost(prompt or 0, completion or 0, cached or 0), 8)
+        cost = round(min(pricing.cost(prompt or 0, completion or 0, cached or 0), COST_MAX), 8)
     return Usage(source=source, model_calls=len(calls), prompt_tokens=prompt,  # type: ignore[arg-type]
                  completion_tokens=completion, cached_tokens=cached, total_tokens=total,
                  ttft_ms=round(statistics.median(ttfbs), 3) if ttfbs else None,
-                 model_time_s=round(sum(durations) / 1000, 4) if durations else None,
-                 generation_s=round(generation_s, 4) if generation_s is not None else None,
+                 model_time_s=_seconds(sum(durations)) if durations else None,
+                 generation_s=_seconds(generation_s * 1000) if generation_s is not None else None,
                  output_tokens_per_s=out_rate, cost=cost, currency=pricing.currency if cost is not None else None)
 
 
@@ -127,7 +141,7 @@ def combine(usages: Iterable[Usage | None]) -> Usage | None:
     parts = [u for u in usages if u is not None]
     if not parts:
         return None
-    calls = sum(u.model_calls for u in parts)
+    calls = saturate(sum(u.model_calls for u in parts))
     ttfts = [(u.ttft_ms, u.model_calls) for u in parts if u.ttft_ms is not None and u.model_calls]
     completion = _sum([u.completion_tokens for u in parts])
     generation = sum(u.generation_s or 0.0 for u in parts) or None
@@ -139,7 +153,7 @@ def combine(usages: Iterable[Usage | None]) -> Usage | None:
         model_calls=calls, prompt_tokens=_sum([u.prompt_tokens for u in parts]), completion_tokens=completion,
         cached_tokens=_sum([u.cached_tokens for u in parts]), total_tokens=_sum([u.total_tokens for u in parts]),
         ttft_ms=round(sum(t * n for t, n in ttfts) / sum(n for _, n in ttfts), 3) if ttfts else None,
-        model_time_s=round(model_time, 4) if model_time else None,
-        generation_s=round(generation, 4) if generation else None,
-        output_tokens_per_s=round(completion / generation, 1) if completion and generation else None,
-        cost=round(sum(costs), 8) if costs else None, currency=next((u.currency for u in parts if u.currency), None))
+        model_time_s=_seconds(model_time * 1000) if model_time else None,
+        generation_s=_seconds(generation * 1000) if generation else None,
+        output_tokens_per_s=_rate(completion, generation) if completion and generation else None,
+        cost=round(min(sum(costs), COST_MAX), 8) if costs else None, currency=next((u.currency for u in parts if u.currency), None))
