@@ -19,7 +19,10 @@ HOOKS_HEADER = """# Hook reference
 Generated from `src/gripprobe_core/hookspecs.py` by `python -m gripprobe_core._docgen`; a test fails when
 this page and the code disagree. Implement hooks with `from gripprobe_core.plugin import hookimpl`; an
 implementation may take any subset of a hook's arguments. Every hook is synchronous (a coroutine function
-implementing one is refused when its plugin loads).
+implementing one is refused when its plugin loads), and an implementation whose name matches no hook below
+(`register_agent` for `register_agents`: pluggy alone would load it and never call it) is refused too. A
+refused plugin is skipped and listed among `gripprobe plugins`' failures, naming the plugin and the hook;
+with `GRIPPROBE_STRICT_PLUGINS=1` (CI's isolation runs that way) every command stops there, exit 2.
 
 Three groups, and no agent hook: an agent is a **driver object** a plugin registers
 (`gripprobe_core.drivers.AgentDriver`, see `plugin-guide.md`); the runner looks the driver up by name
