@@ -125,8 +125,8 @@ def test_invalid_options_make_the_case_a_harness_error_never_a_fail(tmp_path: Pa
     assert error is not None and error.startswith("invalid options for file_exists: path '/etc/hostname'")
     confirmed = TelemetrySummary(event_capture_status="collected", tool_event_verdict="confirmed_tool_use",
                                  tool_event_verdict_reason="none")
-    verdict = derive_verdict(gpm.hook, test, process=ProcessResult(status="ok"), events=[], summary=confirmed,
-                             validators=results, harness_error=phase_harness_failure(None, error))
+    verdict, _ = derive_verdict(gpm.registry, "event_evaluator", test, process=ProcessResult(status="ok"), events=[],
+                                summary=confirmed, validators=results, harness_error=phase_harness_failure(None, error))
     assert (verdict.status, verdict.failure_reason) == ("HARNESS_ERROR", "validator_error")
 
 

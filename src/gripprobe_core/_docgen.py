@@ -29,11 +29,12 @@ Three groups, and no agent hook: an agent is a **driver object** a plugin regist
 and calls it.
 
 - **Registration**: hand the core what the plugin provides (drivers, backend kinds, validator and
-  challenge kinds).
+  challenge kinds, evaluators a suite may name as its judge).
 - **Contributions**: every implementation is called, for every agent, and its answer is added
   (`build_env` merged, `parse_wrapper_events` collected).
 - **Decisions** *(first result)*: who handles this; the core's default answers last, a plugin answers
-  first to override it.
+  first to override it. The verdict is not one: a case is judged by the evaluator its suite names
+  (`register_evaluators`), never by whichever plugin answers first.
 
 Where each hook fires in a run: `architecture.md`.
 """

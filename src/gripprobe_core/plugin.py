@@ -66,13 +66,13 @@ from .oracle.dialects import (
 )
 # -------------------------------------------------------------------- validators, challenges, evaluators
 from .challenges import ChallengeFactory, ChallengeServer
-from .evaluator import EvaluationInputs
+from .evaluator import EvaluationInputs, Evaluator
 from .validators.context import Validator, ValidatorContext
 
 __all__ = [
     "AgentCommand", "AgentDriver", "Backend", "BackendEndpoint", "BackendPhase", "BackendProbe", "BackendSpec",
     "BaseAgentDriver", "COMMAND_PARAMS", "ChallengeFactory", "ChallengeServer", "ChatRequest", "CliAgentSpec",
-    "Dialect", "EVERY_FORMAT", "EvaluationInputs", "Event", "EventBuilder", "GENERIC_TOOL_NAMES", "GripProbeError", "InstallRecipe",
+    "Dialect", "EVERY_FORMAT", "EvaluationInputs", "Evaluator", "Event", "EventBuilder", "GENERIC_TOOL_NAMES", "GripProbeError", "InstallRecipe",
     "ListedModel", "MISSING_FILE", "MarkerPattern", "ModelSpec", "Observability", "PATH_PARAMS", "PhaseCapture",
     "PhaseContext", "ProcessResult", "ProxyHandle", "ProxyStatus", "ReferenceAction", "ReferenceEdit",
     "ReferenceRead", "ReferenceShell", "ReferenceWrite", "RouteDecision", "SourcePointer", "TIER_ORDER",

@@ -27,6 +27,7 @@ from .hooks import Hooks
 if TYPE_CHECKING:  # pragma: no cover
     from .challenges import ChallengeFactory
     from .drivers import AgentDriver, Backend
+    from .evaluator import Evaluator
     from .oracle.dialects import Dialect
     from .validators.context import Validator
 
@@ -135,7 +136,9 @@ def _async_hooks(pm: pluggy.PluginManager, plugin: Any) -> list[str]:
 
 
 #: Hooks that no longer exist, and what replaced them (said when a plugin still implements one).
-REPLACED_HOOKS: dict[str, str] = {}
+REPLACED_HOOKS: dict[str, str] = {
+    "evaluate": "register_evaluators: register your judge by name, and a suite names it with `judge:`",
+}
 
 
 def _unknown_hooks(pm: pluggy.PluginManager, plugin: Any) -> list[str]:
@@ -229,6 +232,8 @@ class Registry:
     backends: "dict[str, Backend]" = field(default_factory=dict)
     validators: "dict[str, Validator]" = field(default_factory=dict)
     challenges: "dict[str, ChallengeFactory]" = field(default_factory=dict)
+    evaluators: "dict[str, Evaluator]" = field(default_factory=dict)
+    """The judges, by the name a suite's ``judge:`` gives and a verdict's ``verdict_source`` carries."""
     dialects: "dict[str, Dialect]" = field(default_factory=dict)
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -272,6 +277,15 @@ class Registry:
         hooks.register_validators(lambda kind, fn: keep("validator", reg.validators, kind, fn, plugins.owner(fn)))
         hooks.register_challenge_servers(
             lambda kind, factory: keep("challenge server", reg.challenges, kind, factory, plugins.owner(factory)))
+
+        def evaluator(name: str, fn: Evaluator) -> None:
+            owner = plugins.owner(fn)
+            if not callable(fn):
+                raise PluginError(f"{owner} registered evaluator {name!r} as {fn!r}, which is not callable "
+                                  f"(fn(inputs: EvaluationInputs) -> Verdict)")
+            keep("evaluator", reg.evaluators, name, fn, owner)
+
+        hooks.register_evaluators(evaluator)
         return reg
 
 

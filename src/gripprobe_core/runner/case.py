@@ -22,7 +22,7 @@ from ..timeutil import utc_now_iso
 from ..validators.context import ValidatorContext
 from .evidence import evidence_digests
 from .judge import (
-    CASE_INPUTS, backend_was_unreachable, budget_was_exceeded, derive_verdict, model_not_under_test,
+    CASE_INPUTS, backend_was_unreachable, budget_was_exceeded, derive_verdict, evaluate, model_not_under_test,
     phase_harness_failure, run_validators,
 )
 from .matrix import PlannedCase, missing_tool_kinds
@@ -63,7 +63,7 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
     await asyncio.to_thread(atomic_write_json, case_dir / "artifacts" / CASE_INPUTS, {
         "agent": case.agent.model_dump(mode="json"), "model": case.model.model_dump(mode="json"),
         "backend": case.backend.model_dump(mode="json"), "test": case.test.model_dump(mode="json"),
-        "format": case.format}, sync=False)
+        "format": case.format, "judge": case.judge}, sync=False)
     phases: list[PhaseResult] = []
     try:
         for phase in PHASES:
@@ -97,10 +97,10 @@ def why_not_run(case: PlannedCase, run: ActiveRun) -> dict[str, Any] | None:
     missing = missing_tool_kinds(case.agent, case.test)
     if missing:
         summary = not_run_summary()
-        verdict = run.hooks.evaluate(EvaluationInputs(
+        verdict, problem = evaluate(run.registry, case.judge, EvaluationInputs(
             validators=[], process=ProcessResult(status="ok"), events=[], summary=summary,
             required_kinds=list(case.test.requires), tool_unsupported="agent_tool_unsupported"))
-        return dict(verdict=verdict, telemetry=summary,
+        return dict(verdict=verdict, telemetry=summary, harness_error=problem,
                     skip_reason=f"agent {case.agent.id!r} cannot perform: {', '.join(missing)}")
     return None
 
@@ -129,12 +129,13 @@ def judge(case: PlannedCase, run: ActiveRun, last: PhaseResult, case_dir: Path) 
             challenge=dict(last.challenge_facts), challenge_requests=list(last.challenge_requests),
             events=last.events, agent_workspace=str(last.workspace), sandbox=resolve_sandbox(case.sandbox)))
     rec = last.record
-    verdict = derive_verdict(run.hooks, case.test, process=rec.process, events=last.events, summary=rec.summary,
-                             validators=validators, harness_error=phase_harness_failure(last.harness_error, error),
-                             backend_unreachable=backend_was_unreachable(rec, case_dir / "artifacts"),
-                             budget_exceeded=budget_was_exceeded(rec),
-                             model_swapped=model_not_under_test(rec, case_dir / "artifacts", case.backend))
-    return Judgement(validators, verdict, last.harness_error or error)
+    verdict, problem = derive_verdict(
+        run.registry, case.judge, case.test, process=rec.process, events=last.events, summary=rec.summary,
+        validators=validators, harness_error=phase_harness_failure(last.harness_error, error),
+        backend_unreachable=backend_was_unreachable(rec, case_dir / "artifacts"),
+        budget_exceeded=budget_was_exceeded(rec),
+        model_swapped=model_not_under_test(rec, case_dir / "artifacts", case.backend))
+    return Judgement(validators, verdict, problem or last.harness_error or error)
 
 
 def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False, durable: bool = True) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..drivers import AgentDriver, off_wire_reason
 from ..errors import WrapperParseError
-from ..evaluator import EvaluationInputs
+from ..evaluator import EvaluationInputs, event_evaluator
 from ..hooks import Hooks
 from ..models.events import Event
 from ..models.results import PhaseRecord, ProcessResult, TelemetrySummary, Usage, ValidatorResult, Verdict
@@ -283,14 +283,44 @@ def phase_harness_failure(phase_error: str | None, validator_error: str | None) 
     return "validator_error" if validator_error else None
 
 
-def derive_verdict(hooks: Hooks, test: TestSpec, *, process: ProcessResult, events: list[Event],
+#: failure_reason of a case whose judge (the evaluator its suite names) is not installed, or failed.
+JUDGE_NOT_INSTALLED, JUDGE_ERROR = "judge_not_installed", "judge_error"
+
+
+def evaluate(registry: Registry, judge: str, inputs: EvaluationInputs) -> tuple[Verdict, str | None]:
+    """The verdict of the registered evaluator ``judge``, its ``verdict_source`` the name it is registered
+    under (never what it wrote there itself); and the harness problem, None when it judged. A judge that is
+    not installed, raises or returns anything but a valid :class:`Verdict` leaves the case to the core's
+    ``event_evaluator`` as HARNESS_ERROR (``judge_not_installed`` / ``judge_error``), its problem named."""
+    fn = registry.evaluators.get(judge)
+    if fn is None:
+        known = ", ".join(sorted(registry.evaluators)) or "none"
+        return (_core_verdict(inputs, JUDGE_NOT_INSTALLED),
+                f"judge {judge!r} is not installed (registered: {known}); install the plugin that registers it")
+    try:
+        got = fn(inputs)
+        if not isinstance(got, Verdict):
+            raise TypeError(f"returned {type(got).__name__}, not a Verdict")
+        return Verdict.model_validate({**got.model_dump(), "verdict_source": judge}), None
+    except Exception as exc:  # a plugin's bug is a harness problem, never the agent's
+        return _core_verdict(inputs, JUDGE_ERROR), f"judge {judge!r} failed: {type(exc).__name__}: {exc}"
+
+
+def _core_verdict(inputs: EvaluationInputs, reason: str) -> Verdict:
+    from dataclasses import replace
+
+    return event_evaluator(replace(inputs, harness_error=reason))
+
+
+def derive_verdict(registry: Registry, judge: str, test: TestSpec, *, process: ProcessResult, events: list[Event],
                    summary: TelemetrySummary, validators: list[ValidatorResult], harness_error: str | None = None,
                    backend_unreachable: bool = False, budget_exceeded: bool = False,
-                   model_swapped: str | None = None) -> Verdict:
-    """The evaluator's verdict. ``harness_error`` is a failure_reason (``validator_error``,
+                   model_swapped: str | None = None) -> tuple[Verdict, str | None]:
+    """The verdict of the evaluator ``judge`` (and the harness problem when it could not judge, see
+    :func:`evaluate`). ``harness_error`` is a failure_reason (``validator_error``,
     ``proxy_required_but_not_available`` ...) that makes the case HARNESS_ERROR; ``model_swapped`` (from
     :func:`model_not_under_test`) makes it FAIL ``model_not_under_test``."""
-    return hooks.evaluate(EvaluationInputs(
+    return evaluate(registry, judge, EvaluationInputs(
         validators=validators, process=process, events=events, summary=summary,
         required_kinds=list(test.requires), rules=test.rules.model_dump(), harness_error=harness_error,
         backend_unreachable=backend_unreachable, budget_exceeded=budget_exceeded,
@@ -298,10 +328,11 @@ def derive_verdict(hooks: Hooks, test: TestSpec, *, process: ProcessResult, even
         tool_unsupported="backend_tool_unsupported" if summary.telemetry_backend_tool_unsupported else None))
 
 
-def harness_error_verdict(hooks: Hooks, reason: str) -> tuple[Verdict, TelemetrySummary]:
+def harness_error_verdict(reason: str) -> tuple[Verdict, TelemetrySummary]:
     """The verdict and summary of a case that could not be judged at all (a harness exception, its
-    artifacts missing): HARNESS_ERROR with ``reason`` as failure reason, capture missing."""
+    artifacts missing): HARNESS_ERROR with ``reason`` as failure reason, capture missing, judged by the
+    core's own ``event_evaluator`` (the harness's verdict on itself, whatever judge the suite names)."""
     summary = summarize_phase([], observability="none", capture_missing=True, parse_error=False)
-    verdict = hooks.evaluate(EvaluationInputs(
+    verdict = event_evaluator(EvaluationInputs(
         validators=[], process=ProcessResult(status="ok"), events=[], summary=summary, harness_error=reason))
     return verdict, summary

@@ -73,6 +73,17 @@ def _inputs(case_dir: Path) -> tuple[CliAgentSpec, ModelSpec, BackendSpec, TestS
                               f"{type(exc).__name__}") from None
 
 
+def _judge(case_dir: Path) -> str:
+    """The registered evaluator the case was judged by (``case_inputs.json``; runs from before judges were
+    named: the core's)."""
+    from ..evaluator import EVALUATOR_NAME
+
+    judge = _load_json(case_dir / "artifacts" / CASE_INPUTS).get("judge", EVALUATOR_NAME)
+    if not isinstance(judge, str) or not judge:
+        raise ArtifactProblem(f"artifacts/{CASE_INPUTS} names no judge it could be ({type(judge).__name__})")
+    return judge
+
+
 def _phase(plugins: GripProbePluginManager, res: CaseResult, rec: PhaseRecord, case_dir: Path,
            specs: tuple[CliAgentSpec, ModelSpec, BackendSpec, TestSpec, str]
            ) -> tuple[PhaseRecord, list[Event], dict[str, Any]]:
@@ -113,7 +124,7 @@ def _phase(plugins: GripProbePluginManager, res: CaseResult, rec: PhaseRecord, c
 
 def _harness_case(plugins: GripProbePluginManager, base: CaseResult, problem: str,
                   reason: str = "artifact_missing_or_corrupt") -> CaseResult:
-    verdict, summary = harness_error_verdict(plugins.hook, reason)
+    verdict, summary = harness_error_verdict(reason)
     return base.model_copy(update={"verdict": verdict, "telemetry": summary, "validators": [],
                                    "harness_error": problem})
 
@@ -141,7 +152,7 @@ def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir
         if key is None:
             return Recomputed(case_id, None, problem="case.json is missing or corrupt and nothing names the case")
         problem = "case.json is missing or corrupt"
-        verdict, summary = harness_error_verdict(plugins.hook, "artifact_missing_or_corrupt")
+        verdict, summary = harness_error_verdict("artifact_missing_or_corrupt")
         res = CaseResult(run_id=run_dir.run_id, case_id=case_id, key=key, started_at="", finished_at="",
                          duration_s=0.0, verdict=verdict, telemetry=summary, harness_error=problem)
         return Recomputed(case_id, res, ["verdict"], problem)
@@ -156,6 +167,7 @@ def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir
             return Recomputed(case_id, res, _changed(orig, res), problem)
     try:
         specs = _inputs(case_dir)
+        judge = _judge(case_dir)
         phases, events, contexts = [], [], []
         for rec in orig.phases:
             new_rec, ev, pctx = _phase(plugins, orig, rec, case_dir, specs)
@@ -178,12 +190,13 @@ def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir
             workspace=case_dir / "workspace", test=test, run_values=dict(orig.run_values),
             challenge=dict(last.challenge), challenge_requests=requests, events=last_events,
             agent_workspace=str(last_ctx.get("workspace") or "") or None, sandbox=_sandbox(orig)))
-    harness_error = phase_error or validator_error
-    verdict = derive_verdict(plugins.hook, test, process=last.process, events=last_events, summary=last.summary,
-                             validators=validators, harness_error=phase_harness_failure(phase_error, validator_error),
-                             backend_unreachable=backend_was_unreachable(last, case_dir / "artifacts"),
-                             budget_exceeded=budget_was_exceeded(last),
-                             model_swapped=model_not_under_test(last, case_dir / "artifacts", specs[2]))
+    verdict, judge_problem = derive_verdict(
+        plugins.registry, judge, test, process=last.process, events=last_events, summary=last.summary,
+        validators=validators, harness_error=phase_harness_failure(phase_error, validator_error),
+        backend_unreachable=backend_was_unreachable(last, case_dir / "artifacts"),
+        budget_exceeded=budget_was_exceeded(last),
+        model_swapped=model_not_under_test(last, case_dir / "artifacts", specs[2]))
+    harness_error = judge_problem or phase_error or validator_error
     res = orig.model_copy(update={"phases": phases, "validators": validators, "verdict": verdict,
                                   "telemetry": last.summary, "harness_error": harness_error,
                                   "usage": combine(p.usage for p in phases)})

@@ -63,7 +63,7 @@ def _manifest(run: ActiveRun, cases: list[PlannedCase], *, status: str, started_
         "selection": opts.selection, "argv": opts.argv or [],
         "specs_root": str(opts.specs_root) if opts.specs_root else None,
         "jobs": opts.jobs, "hardware_profile": opts.hardware_profile, "telemetry_proxy_mode": opts.proxy_mode,
-        "sandbox": opts.sandbox,
+        "sandbox": opts.sandbox, "judge": opts.judge,
         "timeout_s": opts.timeout_s, "base_url_override": opts.base_url_override, "run_values": dict(run.values),
         "proxy_max_body": opts.proxy_max_body, "trials": opts.trials, "max_tokens_per_phase": opts.token_budget,
         "host": {"python": platform.python_version(), "platform": platform.platform(), "event_loop": loop_name()},
@@ -98,8 +98,8 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
         run_id = folder.run_id
         started_at, values = resume.started_at, resume.run_values
         planned, history = resume.planned, [*resume.resumed_at, utc_now_iso()]
-    cases = [c.settle(proxy_mode=settings.proxy_mode, sandbox=settings.sandbox, token_budget=settings.token_budget)
-             for c in cases]
+    cases = [c.settle(proxy_mode=settings.proxy_mode, sandbox=settings.sandbox, token_budget=settings.token_budget,
+                      judge=settings.judge) for c in cases]
     results: list[CaseResult] = []
     with scratch_folder(f"gripprobe-{run_id}-") as scratch:  # agents' homes: removed whatever they hold
         run = ActiveRun(id=run_id, folder=folder, plugins=plugins, values=values, scratch=scratch,
