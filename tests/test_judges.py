@@ -85,3 +85,41 @@ def test_validate_refuses_a_suite_naming_a_judge_nobody_registered(specs, tmp_pa
     out = res.stdout + res.stderr
     assert "judged.yaml:5: judge: unknown judge 'wire_only'; known: event_evaluator" in out, out
     assert "Traceback" not in out
+
+
+# ------------------------------------------------------------------------------------------ one judge
+
+def test_the_live_run_and_recompute_judge_through_one_function():
+    """Every derivation step is called from runner/judge.py alone, and judge_case from the live case and the
+    recompute alone: there is no second judge to drift from the first."""
+    import ast
+
+    from conftest import ROOT
+
+    steps = {"derive_telemetry", "run_validators", "derive_verdict", "proxy_evidence", "parse_events",
+             "read_transcript"}
+    calls: dict[str, set[str]] = {}
+    for path in (ROOT / "src" / "gripprobe_core").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if name in steps | {"judge_case"}:
+                    calls.setdefault(name, set()).add(str(path.relative_to(ROOT / "src" / "gripprobe_core")))
+    assert {n: w for n, w in calls.items() if n in steps and w != {"runner/judge.py"}} == {}
+    assert calls["judge_case"] == {"runner/case.py", "runner/recompute.py"}
+
+
+def test_a_phase_that_never_ran_is_judged_the_same_live_and_on_recompute(tmp_path):
+    """Force mode without a recording proxy plugin: the measured phase never runs (HARNESS_ERROR). The
+    recompute judges the stored evidence with the same function and changes nothing."""
+    from conftest import run_reference
+    from gripprobe_core.pluginmanager import make_plugin_manager
+    from gripprobe_core.runner.recompute import recompute_run
+
+    out = run_reference(tmp_path, without=("recording_proxy",), proxy_mode="force", tests=("save_file",))
+    (res,) = out.results
+    assert (res.verdict.status, res.verdict.failure_reason) == ("HARNESS_ERROR", "proxy_required_but_not_available")
+    assert res.telemetry.telemetry_proxy_status == "error"
+    for r in recompute_run(make_plugin_manager(load_entry_points=False), out.run_dir, write=False):
+        assert (r.changed, r.problem) == ([], None), (r.case_id, r.changed, r.problem)
+        assert r.result is not None and r.result.model_dump() == res.model_dump()

@@ -1,7 +1,8 @@
-"""One case, top to bottom: can it run? → phases (warmup, measured) → validators → verdict → case.json.
+"""One case, top to bottom: can it run? → phases (warmup, measured) → the judge → case.json.
 
-Side effects live at the edges (servers, the agent process, files); the verdict is the evaluator's, a
-pure function. Disk work and the validators (which may run commands) leave the event loop.
+Side effects live at the edges (servers, the agent process, files); the judge (:func:`~.judge.judge_case`,
+the one a recompute calls too) turns what the phases left into events, telemetry, validator results and
+the verdict. Disk work and the judge (whose validators may run commands) leave the event loop.
 """
 
 from __future__ import annotations
@@ -13,31 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluator import EvaluationInputs
-from ..models.results import CaseResult, ProcessResult, TelemetrySummary, ValidatorResult, Verdict
+from ..models.results import CaseResult, ProcessResult, TelemetrySummary, Verdict
 from ..store import atomic_write_json, atomic_write_text, flush_folder
 from ..store.trees import remove_tree
 from ..telemetry.summary import summarize_phase
 from ..telemetry.usage import combine
 from ..timeutil import utc_now_iso
-from ..validators.context import ValidatorContext
 from .evidence import evidence_digests
-from .judge import (
-    CASE_INPUTS, backend_was_unreachable, budget_was_exceeded, derive_verdict, evaluate, model_not_under_test,
-    phase_harness_failure, run_validators,
-)
+from .judge import CASE_INPUTS, CaseEvidence, Judgement, evaluate, judge_case, write_events
 from .matrix import PlannedCase, missing_tool_kinds
 from .phase import PHASES, PhaseResult, run_phase
 from .sandbox import resolve_sandbox
 from .settings import ActiveRun
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """The validators' results and the verdict of a case whose phases ran."""
-
-    validators: list[ValidatorResult]
-    verdict: Verdict
-    harness_error: str | None
 
 
 async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
@@ -72,12 +60,11 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
                 break
     finally:  # homes may hold keys: never kept, and nothing the agent left there stops the removal
         left = await asyncio.to_thread(remove_tree, run.scratch / case.case_id)
-    judged = await asyncio.to_thread(judge, case, run, phases[-1], case_dir)
-    last = phases[-1].record
+    judged = await asyncio.to_thread(judge, case, run, phases, case_dir)
     warnings = [w for p in phases for w in p.warnings] + [f"scratch_not_removed: {problem}" for problem in left]
-    res = result(phases=[p.record for p in phases], validators=judged.validators, verdict=judged.verdict,
-                 telemetry=last.summary, harness_error=judged.harness_error,
-                 sandbox=resolve_sandbox(case.sandbox).kind, usage=combine(p.record.usage for p in phases),
+    res = result(phases=judged.phases, validators=judged.validators, verdict=judged.verdict,
+                 telemetry=judged.telemetry, harness_error=judged.harness_error,
+                 sandbox=resolve_sandbox(case.sandbox).kind, usage=combine(p.usage for p in judged.phases),
                  warnings=warnings)
     await asyncio.to_thread(write_case, case_dir, res, durable=run.settings.durable)
     return res
@@ -118,24 +105,18 @@ def not_run_summary() -> TelemetrySummary:
                            proxy_status="skipped", proxy_skip_reason="disabled")
 
 
-def judge(case: PlannedCase, run: ActiveRun, last: PhaseResult, case_dir: Path) -> Judgement:
-    """Validators on the harness's copy of the measured workspace (what a recompute judges too, never the
-    agent's own directory), then the evaluator."""
-    validators: list[ValidatorResult] = []
-    error = None
-    if last.harness_error is None and last.record.phase == "measured":
-        validators, error = run_validators(run.registry, case.test, ValidatorContext(
-            workspace=case_dir / "workspace", test=case.test, run_values=dict(run.values),
-            challenge=dict(last.challenge_facts), challenge_requests=list(last.challenge_requests),
-            events=last.events, agent_workspace=str(last.workspace), sandbox=resolve_sandbox(case.sandbox)))
-    rec = last.record
-    verdict, problem = derive_verdict(
-        run.registry, case.judge, case.test, process=rec.process, events=last.events, summary=rec.summary,
-        validators=validators, harness_error=phase_harness_failure(last.harness_error, error),
-        backend_unreachable=backend_was_unreachable(rec, case_dir / "artifacts"),
-        budget_exceeded=budget_was_exceeded(rec),
-        model_swapped=model_not_under_test(rec, case_dir / "artifacts", case.backend))
-    return Judgement(validators, verdict, problem or last.harness_error or error)
+def judge(case: PlannedCase, run: ActiveRun, phases: list[PhaseResult], case_dir: Path) -> Judgement:
+    """The one judge on what the phases left (validators on the harness's copy of the measured workspace,
+    sandboxed as the case's agent was), then the derived files it gives: each phase's events and the
+    driver's reading of its final answer (tier D events point into ``<phase>.final.txt``)."""
+    judged = judge_case(run.plugins, CaseEvidence(
+        folder=case_dir, run_id=run.id, case_id=case.case_id, test=case.test, backend=case.backend,
+        judge=case.judge, run_values=dict(run.values), phases=[p.evidence for p in phases]),
+        sandbox=resolve_sandbox(case.sandbox))
+    for phase, text in judged.final_texts.items():
+        atomic_write_text(case_dir / "artifacts" / f"{phase}.final.txt", text, sync=False)
+    write_events(case_dir, judged.events)
+    return judged
 
 
 def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False, durable: bool = True) -> None:
