@@ -62,7 +62,10 @@ def register_validators(register: "Callable[[str, Validator], None]") -> None:
     ``fn(ctx: ValidatorContext, options: dict) -> ValidatorResult`` judges the measured workspace.
     ``options`` are the validator's keys from the test spec (without ``kind``). A validator must not
     raise for bad agent output: it returns ``passed=False`` with what it observed. It sets
-    ``source`` when one event produced the value it judged.
+    ``source`` when one event produced the value it judged. A validator that runs anything (a command,
+    the agent's code) is marked ``@runs_code`` and runs it through ``ctx.sandbox.wrap(argv, ...)``: on a
+    stored run (``rebuild-reports --recompute``) it then runs only in the sandbox, and where there is none
+    it is not run (the case is HARNESS_ERROR ``sandbox_unavailable``), never unconfined.
     """
 
 

@@ -196,11 +196,23 @@ def derive_telemetry(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, captu
     return Derived(events, summary, transcript, usage)
 
 
+#: failure_reason of a case whose validator runs code and there was no sandbox to run it in (a recompute
+#: where bubblewrap is missing or broken): it was not run, and never unconfined.
+SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+
+
 def run_validators(registry: Registry, test: TestSpec, ctx: ValidatorContext) -> tuple[list[ValidatorResult], str | None]:
-    """Every validator's result, and the last harness-side problem among them (a kind not installed, a
-    validator that raised, options the validator refused), which makes the case HARNESS_ERROR
-    (failure_reason ``validator_error``) whatever the agent did."""
-    results, error = [], None
+    """Every validator's result, and the harness-side problem among them, which makes the case HARNESS_ERROR
+    whatever the agent did: a validator that runs code (:func:`~gripprobe_core.validators.context.runs_code`)
+    and no sandbox to run it in (``ctx.sandbox`` unavailable): not run, ``sandbox_unavailable: …`` (this one
+    wins); else the last of a kind not installed, a validator that raised, options the validator refused
+    (failure_reason ``validator_error``)."""
+    from ..validators.context import validator_runs_code
+    from .sandbox import SandboxUnavailable
+
+    results: list[ValidatorResult] = []
+    error = unconfined = None
+    box = ctx.sandbox
     for spec in test.validators:
         options = spec.model_dump(exclude={"kind"})
         fn = registry.validators.get(spec.kind)
@@ -208,8 +220,19 @@ def run_validators(registry: Registry, test: TestSpec, ctx: ValidatorContext) ->
             error = f"validator kind {spec.kind!r} is not installed"
             results.append(ValidatorResult(kind=spec.kind, passed=False, message=error))
             continue
+        if validator_runs_code(fn) and box is not None and getattr(box, "kind", None) == "unavailable":
+            why = getattr(box, "warning", None) or "no sandbox here"
+            unconfined = unconfined or f"{SANDBOX_UNAVAILABLE}: validator {spec.kind!r} runs code and was not run: {why}"
+            results.append(ValidatorResult(kind=spec.kind, passed=False, observed="<not run: no sandbox>",
+                                           message=f"validator not run: sandbox unavailable ({why})"))
+            continue
         try:
             result = fn(ctx, options)
+        except SandboxUnavailable as exc:  # a validator that runs code without saying so
+            unconfined = unconfined or f"{SANDBOX_UNAVAILABLE}: validator {spec.kind!r} was stopped: {exc}"
+            results.append(ValidatorResult(kind=spec.kind, passed=False, observed="<not run: no sandbox>",
+                                           message=f"validator not run: sandbox unavailable ({exc})"))
+            continue
         except Exception as exc:
             error = f"validator {spec.kind!r} crashed: {type(exc).__name__}: {exc}"
             results.append(ValidatorResult(kind=spec.kind, passed=False, message=error))
@@ -217,7 +240,7 @@ def run_validators(registry: Registry, test: TestSpec, ctx: ValidatorContext) ->
         if is_invalid_options(result):  # the spec is wrong (a path leaving the workspace ...): not the agent
             error = result.message
         results.append(result)
-    return results, error
+    return results, unconfined or error
 
 
 def backend_was_unreachable(rec: PhaseRecord, artifacts: Path) -> bool:
@@ -286,10 +309,13 @@ def budget_was_exceeded(rec: PhaseRecord) -> bool:
 def phase_harness_failure(phase_error: str | None, validator_error: str | None) -> str | None:
     """The failure_reason of a case the harness could not measure: its phase never ran (the proxy it
     required was not available, ``proxy_required_but_not_available``; a sandboxed agent could not reach
-    its backend, ``backend_unreachable_in_sandbox``: the phase's error starts with the reason), or a
-    validator could not judge (the spec, not the agent)."""
+    its backend, ``backend_unreachable_in_sandbox``: the phase's error starts with the reason), a validator
+    that runs code had no sandbox to run in (``sandbox_unavailable``), or a validator could not judge (the
+    spec, not the agent: ``validator_error``)."""
     if phase_error:
         return phase_error.split(":", 1)[0].strip()
+    if validator_error and validator_error.startswith(SANDBOX_UNAVAILABLE + ":"):
+        return SANDBOX_UNAVAILABLE
     return "validator_error" if validator_error else None
 
 
@@ -413,11 +439,12 @@ class MissingEvidence(Exception):
     its outputs): the message names it. A live run never meets this; a stored run can."""
 
 
-def judge_case(plugins: GripProbePluginManager, evidence: CaseEvidence, *, sandbox: "Sandbox | None") -> Judgement:
+def judge_case(plugins: GripProbePluginManager, evidence: CaseEvidence, *, sandbox: "Sandbox") -> Judgement:
     """The one judge (see the module docstring): events and telemetry summary of every phase — the
     tool-use verdict among them —, the validators on the measured workspace copy, the verdict of the
-    evaluator ``evidence.judge``. ``sandbox`` is where validators that run code run (the caller decides;
-    nothing read from the evidence does). Raises :class:`MissingEvidence`; never raises for bad agent output."""
+    evaluator ``evidence.judge``. ``sandbox`` is where validators that run code run: the caller decides
+    (a live run: the case's sandbox; a recompute: :func:`~.sandbox.stored_data_sandbox`, never unconfined),
+    nothing read from the evidence does. Raises :class:`MissingEvidence`; never raises for bad agent output."""
     records: list[PhaseRecord] = []
     events: dict[str, list[Event]] = {}
     finals: dict[str, str] = {}

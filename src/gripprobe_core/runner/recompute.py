@@ -30,6 +30,7 @@ from ..pluginmanager import GripProbePluginManager
 from ..store import RunFolder
 from ..telemetry.usage import combine
 from .evidence import verify_evidence
+from .sandbox import stored_data_sandbox
 from .judge import (
     CASE_INPUTS, CaseEvidence, MissingEvidence, PhaseEvidence, harness_error_verdict, judge_case, phase_context_name,
     write_events,
@@ -157,7 +158,7 @@ def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir
             res = _harness_case(orig, problem, reason="artifact_tampered")
             return Recomputed(case_id, res, _changed(orig, res), problem)
     try:
-        judged = judge_case(plugins, stored_evidence(orig, case_dir), sandbox=_sandbox(orig))
+        judged = judge_case(plugins, stored_evidence(orig, case_dir), sandbox=stored_data_sandbox())
     except (ArtifactProblem, MissingEvidence) as exc:
         res = _harness_case(orig, str(exc))
         return Recomputed(case_id, res, _changed(orig, res), str(exc))
@@ -165,14 +166,6 @@ def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir
                                   "telemetry": judged.telemetry, "harness_error": judged.harness_error,
                                   "usage": combine(p.usage for p in judged.phases)})
     return Recomputed(case_id, res, _changed(orig, res), events=judged.events)
-
-
-def _sandbox(orig: CaseResult) -> Any:
-    """Where a recompute runs the case's ``command_output`` validators (they run the agent's work):
-    confined whenever bubblewrap works here, unless the run itself chose to run unsandboxed."""
-    from .sandbox import resolve_sandbox
-
-    return resolve_sandbox("none" if orig.sandbox == "none" else "auto")
 
 
 def _changed(a: CaseResult, b: CaseResult) -> list[str]:
@@ -200,8 +193,7 @@ def recompute_run(plugins: GripProbePluginManager, run_dir: RunFolder, *, write:
     # Cases are independent; command validators wait on processes: several at once (the registry and the
     # sandbox probe are settled first, so the threads only read them).
     plugins.registry
-    from .sandbox import resolve_sandbox
-    resolve_sandbox("auto")
+    stored_data_sandbox()
     with ThreadPoolExecutor(max_workers=max(2, min(8, (os.cpu_count() or 2) * 2))) as pool:
         out = list(pool.map(lambda d: recompute_case(plugins, run_dir, d, planned), dirs))
     for case_dir, r in zip(dirs, out):

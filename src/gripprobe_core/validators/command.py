@@ -3,7 +3,9 @@
 The command runs the agent's work, so it runs confined like the agent (the run's sandbox), in a scratch
 copy of the stored workspace: whatever it writes (``__pycache__``, caches) never changes the evidence.
 Sandboxed, the copy appears at the path where the agent saw its workspace (a script that names its own
-absolute paths still finds them); unsandboxed it stays where it is.
+absolute paths still finds them); unsandboxed (a live run with ``--sandbox none``) it stays where it is.
+It is marked :func:`~.context.runs_code`: on a stored run's data (a recompute) it runs only in the sandbox,
+and where there is none it is not run at all.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from pydantic import Field
 
-from .context import ValidatorContext
+from .context import ValidatorContext, runs_code
 from ..models.results import ValidatorResult
 from ..runvalues import render
 from ..store.trees import scratch_folder
@@ -54,8 +56,8 @@ def _run(argv: list[str], workspace: Path, cwd_rel: PurePosixPath, timeout_s: fl
         home.mkdir()
         shutil.copytree(workspace, work, symlinks=True)
         cwd = work / cwd_rel
-        if sandbox is not None and sandbox.confined:
-            inside = Path(seen_at or work)
+        if sandbox is not None:  # confined; unconfined only where the run chose none; never where none is here
+            inside = Path(seen_at or work) if sandbox.confined else work
             argv = sandbox.wrap(argv, cwd=inside / cwd_rel, rw=[home], rw_at=[(work, inside)])
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(home),
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -81,6 +83,7 @@ def _run(argv: list[str], workspace: Path, cwd_rel: PurePosixPath, timeout_s: fl
     return code, data.decode("utf-8", errors="replace"), problem
 
 
+@runs_code
 @with_options(CommandOutputOptions)
 def command_output(ctx: ValidatorContext, options: dict[str, Any]) -> ValidatorResult:
     """The command's stdout equals ``expected`` (and it exits with ``exit_code``)."""
