@@ -313,3 +313,59 @@ def test_a_forged_stored_run_cannot_make_recompute_run_code_unconfined(oracle_ru
     case = read_json(case_dir / "case.json")
     assert case["verdict"]["status"] == "HARNESS_ERROR"
     assert case["verdict"]["failure_reason"] in ("sandbox_unavailable", "artifact_tampered")
+
+
+# --------------------------------------------------------------- links planted in a stored run (attack 32)
+
+CANARY = "HOST-CANARY-7f3e"
+
+
+def test_a_stored_workspace_linked_to_root_leaks_nothing_of_the_host(oracle_run, tmp_path):
+    """``cases/X/workspace`` replaced by a link to ``/`` and the stored validators pointed at ``etc/passwd``
+    (the issue's attack, digests dropped as from a run before them); another case's ``artifacts/`` replaced by
+    a link to a host folder holding a final answer and events with a canary; a third case's workspace linked to
+    ``/`` with its digests kept (the tamper check must not walk the host). Recompute, the reports and the
+    exports read nothing through any of them, and write nothing through them."""
+    run = _copy(oracle_run, tmp_path)
+    ws_case, art_case, digest_case = (_case(run, t) for t in ("save_file", "shell_pwd", "shell_file"))
+    inputs = read_json(ws_case / "artifacts" / "case_inputs.json")
+    inputs["test"]["validators"] = [{"kind": "file_equals", "path": "etc/passwd", "expected": "x"},
+                                    {"kind": "file_exists", "path": "etc/hostname"}]
+    (ws_case / "artifacts" / "case_inputs.json").write_text(json.dumps(inputs))
+    for case in (ws_case, art_case):
+        data = read_json(case / "case.json")
+        data.pop("evidence", None)
+        (case / "case.json").write_text(json.dumps(data))
+    for case in (ws_case, digest_case):
+        shutil.rmtree(case / "workspace")
+        os.symlink("/", case / "workspace")
+    host = tmp_path / "host-folder"
+    shutil.copytree(art_case / "artifacts", host)
+    (host / "measured.final.txt").write_text(f"{CANARY} final answer\n")
+    with open(host / "events.measured.jsonl", "a") as fh:
+        fh.write(json.dumps({"event_type": "model_response", "event_id": "x", "sequence": 99, "source_tier": "B",
+                             "source": "agent_output", "payload": {"text": CANARY}}) + "\n")
+    before = sorted(p.name for p in host.iterdir())
+    shutil.rmtree(art_case / "artifacts")
+    os.symlink(host, art_case / "artifacts")
+
+    res = gripprobe("rebuild-reports", str(run), "--recompute", timeout=120)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stdout + res.stderr[-3000:]
+    assert sorted(p.name for p in host.iterdir()) == before, "a recompute wrote through the artifacts/ link"
+    for case, what in ((ws_case, "workspace/ is a symlink"), (art_case, "artifacts/ is a symlink"),
+                       (digest_case, "workspace/")):
+        data = read_json(case / "case.json")
+        assert data["verdict"]["status"] == "HARNESS_ERROR", (case.name, data["verdict"])
+        assert what in (data["harness_error"] or ""), (case.name, data["harness_error"])
+    assert read_json(digest_case / "case.json")["verdict"]["failure_reason"] == "artifact_tampered"
+
+    for fmt in ("junit", "atif"):
+        out = gripprobe("export", str(run), "--format", fmt, "--out", str(tmp_path / f"export-{fmt}"), timeout=120)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    texts = {p: p.read_text(errors="replace") for p in [
+        *(c / n for c in (ws_case, art_case, digest_case) for n in ("case.json", "observed.txt")),
+        *(run / "reports").rglob("*.html"), *(run / "reports").rglob("*.md"),
+        *(p for p in tmp_path.glob("export-*/**/*") if p.is_file())]}
+    assert len(texts) > 8
+    for path, text in texts.items():
+        assert "root:x:0:0" not in text and CANARY not in text, f"host content in {path}"

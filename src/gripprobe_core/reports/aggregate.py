@@ -14,7 +14,6 @@ flaky mark, a row its mean over tests with a bootstrap interval, and its usage (
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -23,7 +22,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..models.results import STATUSES
-from ..store import RunFolder, atomic_write_json, atomic_write_text, check_readable_root, read_regular
+from ..store import RunFolder, Stored, atomic_write_json, atomic_write_text, check_readable_root, read_regular
 from ..store.files import json_kind
 from ..store.layout import STORED_JSON_LIMIT
 from ..store.runs import iter_run_dirs
@@ -124,10 +123,11 @@ def _opt_str(obj: dict, key: str) -> str | None:
     raise ValueError(key)
 
 
-def read_facts(path: Path, hardware_default: str | None = None) -> CaseFacts | None:
-    """The fields the aggregate needs from one ``case.json``; None when unreadable or not a case."""
+def read_facts(path: Stored | Path, hardware_default: str | None = None) -> CaseFacts | None:
+    """The fields the aggregate needs from one ``case.json``; None when unreadable (a link on its way
+    included) or not a case."""
     try:
-        obj = json.loads(read_regular(path, STORED_JSON_LIMIT))
+        obj = json.loads(path.read(STORED_JSON_LIMIT) if isinstance(path, Stored) else read_regular(path, STORED_JSON_LIMIT))
         key, verdict = obj["key"], obj["verdict"]
         names = [key[k] for k in ("agent", "model", "format", "test")]
         if not all(isinstance(n, str) and n for n in names):
@@ -142,7 +142,7 @@ def read_facts(path: Path, hardware_default: str | None = None) -> CaseFacts | N
                       names[3], _opt_str(obj, "hardware_profile") or hardware_default, tags, status,
                       overall_of(status, verdict.get("overall_score")), usage, _agent_seconds(obj.get("phases")),
                       _seconds(obj.get("duration_s")), _str(key.get("backend")), _trial(key.get("trial")),
-                      _str(obj.get("case_id")) or path.parent.name)
+                      _str(obj.get("case_id")) or Path(path.path if isinstance(path, Stored) else path).parent.name)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
@@ -167,14 +167,11 @@ def _agent_seconds(phases: Any) -> float | None:
     return None
 
 
-def case_files(run_dir: Path) -> Iterator[Path]:
-    try:
-        entries = list(os.scandir(run_dir / "cases"))
-    except OSError:
-        return
-    for e in entries:
-        if e.is_dir(follow_symlinks=False):
-            yield Path(e.path) / "case.json"
+def case_files(run_dir: Path) -> Iterator[Stored]:
+    """Every case folder's case.json, read without following a link below the run folder."""
+    run = RunFolder(run_dir)
+    for name in run.case_names():
+        yield run.stored_case(name) / "case.json"
 
 
 # ------------------------------------------------------------------ aggregation

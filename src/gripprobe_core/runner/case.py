@@ -119,19 +119,22 @@ def judge(case: PlannedCase, run: ActiveRun, phases: list[PhaseResult], case_dir
     return judged
 
 
-def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False, durable: bool = True) -> None:
+def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False, durable: bool = True,
+               artifacts: bool = True) -> None:
     """Write the case's summary files, make everything durable at once, then case.json last: its presence
     means the case is complete (resume relies on this).
 
     The sha256 of every evidence file goes into case.json (``evidence``) unless ``keep_evidence`` (a
     recompute keeps what the run recorded, so tampering stays detectable on every later recompute).
     ``durable=False`` skips the flushes: a cluster worker's copy is temporary, the driver makes its own
-    durable (runner/rayexec.py)."""
-    artifacts = case_dir / "artifacts"
-    artifacts.mkdir(parents=True, exist_ok=True)
-    phases = {p.phase: p.summary.model_dump(mode="json") for p in res.phases}
-    atomic_write_json(artifacts / "events.summary.json", {**res.telemetry.model_dump(mode="json"), "phases": phases},
-                      sync=False)
+    durable (runner/rayexec.py). ``artifacts=False`` (a recompute whose stored ``artifacts/`` is not a real
+    folder) writes nothing into ``artifacts/``."""
+    if artifacts:
+        folder = case_dir / "artifacts"
+        folder.mkdir(parents=True, exist_ok=True)
+        phases = {p.phase: p.summary.model_dump(mode="json") for p in res.phases}
+        atomic_write_json(folder / "events.summary.json", {**res.telemetry.model_dump(mode="json"), "phases": phases},
+                          sync=False)
     atomic_write_text(case_dir / "expected.txt", "".join(f"## {v.kind}\n{v.expected}\n" for v in res.validators),
                       sync=False)
     atomic_write_text(case_dir / "observed.txt", "".join(

@@ -7,15 +7,20 @@ challenge log) and handed, as :class:`~.judge.CaseEvidence`, to the one judge a 
 today's code. On an unchanged installation the result is identical to the run's own
 (tests/test_runs_lifecycle.py and the conformance tests hold that).
 
-A case whose required artifacts are missing or corrupt becomes HARNESS_ERROR naming the file; a case
-whose case.json cannot be read at all is rebuilt from the manifest's plan (or from its case_inputs)
-as HARNESS_ERROR. Nothing raises for bad data.
+A stored run is read without following a link anywhere below the run folder: each case is copied, link
+free, into a scratch folder (:func:`~.evidence.copy_stored_case`) and judged there, so neither a driver's
+parser nor a validator ever reads through a link planted in it (a ``workspace/`` pointing at ``/``, an
+``artifacts/`` pointing elsewhere); a case holding such a thing is HARNESS_ERROR naming it, and results are
+never written through one. A case whose required artifacts are missing or corrupt becomes HARNESS_ERROR
+naming the file; a case whose case.json cannot be read at all is rebuilt from the manifest's plan (or from
+its case_inputs) as HARNESS_ERROR. Nothing raises for bad data.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +32,10 @@ from ..models.results import CaseKey, CaseResult, PhaseRecord
 from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
 from ..phase import PhaseContext
 from ..pluginmanager import GripProbePluginManager
-from ..store import RunFolder
+from ..store import RunFolder, Stored, atomic_write_bytes, read_regular
+from ..store.layout import STORED_JSON_LIMIT
 from ..telemetry.usage import combine
-from .evidence import verify_evidence
+from .evidence import copy_stored_case, verify_evidence
 from .sandbox import stored_data_sandbox
 from .judge import (
     CASE_INPUTS, CaseEvidence, MissingEvidence, PhaseEvidence, harness_error_verdict, judge_case, phase_context_name,
@@ -54,19 +60,20 @@ class Recomputed:
     """The re-derived events of each phase (written with the case when it changed)."""
 
 
-def _load_json(path: Path) -> Any:
+def _load_json(path: Path | Stored) -> Any:
+    shown = Path(path.path if isinstance(path, Stored) else path)
     try:
-        return json.loads(path.read_bytes())
+        return json.loads(path.read(STORED_JSON_LIMIT) if isinstance(path, Stored) else read_regular(path, STORED_JSON_LIMIT))
     except FileNotFoundError:
-        raise ArtifactProblem(f"{path.parent.name}/{path.name} is missing") from None
-    except (OSError, ValueError) as exc:
-        raise ArtifactProblem(f"{path.parent.name}/{path.name} is unreadable: {exc}") from None
+        raise ArtifactProblem(f"{shown.parent.name}/{shown.name} is missing") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ArtifactProblem(f"{shown.parent.name}/{shown.name} is unreadable: {exc}") from None
 
 
 Specs = tuple[CliAgentSpec, ModelSpec, BackendSpec, TestSpec, str]
 
 
-def _inputs(case_dir: Path) -> Specs:
+def _inputs(case_dir: Path | Stored) -> Specs:
     data = _load_json(case_dir / "artifacts" / CASE_INPUTS)
     try:
         return (CliAgentSpec.model_validate(data["agent"]), ModelSpec.model_validate(data["model"]),
@@ -121,7 +128,7 @@ def _harness_case(base: CaseResult, problem: str, reason: str = "artifact_missin
                                    "harness_error": problem})
 
 
-def _key_for(case_dir: Path, planned: dict[str, dict]) -> CaseKey | None:
+def _key_for(case_dir: Stored, planned: dict[str, dict]) -> CaseKey | None:
     entry = planned.get(case_dir.name)
     try:
         if entry:
@@ -134,13 +141,15 @@ def _key_for(case_dir: Path, planned: dict[str, dict]) -> CaseKey | None:
 
 def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir: Path,
                    planned: dict[str, dict] | None = None) -> Recomputed:
-    """Re-derive one case. Does not write anything (see :func:`recompute_run`)."""
+    """Re-derive one case (``case_dir``: a case folder of ``run_dir``). Does not write anything (see
+    :func:`recompute_run`)."""
     from ..store import read_case
 
     case_id = case_dir.name
-    orig = read_case(case_dir / "case.json")
+    stored = run_dir.stored_case(case_id)
+    orig = read_case(stored / "case.json")
     if orig is None:
-        key = _key_for(case_dir, planned or {})
+        key = _key_for(stored, planned or {})
         if key is None:
             return Recomputed(case_id, None, problem="case.json is missing or corrupt and nothing names the case")
         problem = "case.json is missing or corrupt"
@@ -157,11 +166,19 @@ def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir
                 f" (+{len(tampered) - 5} more)" if len(tampered) > 5 else "")
             res = _harness_case(orig, problem, reason="artifact_tampered")
             return Recomputed(case_id, res, _changed(orig, res), problem)
-    try:
-        judged = judge_case(plugins, stored_evidence(orig, case_dir), sandbox=stored_data_sandbox())
-    except (ArtifactProblem, MissingEvidence) as exc:
-        res = _harness_case(orig, str(exc))
-        return Recomputed(case_id, res, _changed(orig, res), str(exc))
+    from ..store.trees import scratch_folder
+
+    with scratch_folder("gripprobe-recompute-") as scratch:  # the case, copied without following a link
+        copy = scratch / "case"
+        try:
+            planted = copy_stored_case(stored, copy)
+            if planted:
+                raise ArtifactProblem("the stored case holds what the harness never writes, not read: "
+                                      + "; ".join(planted[:5]) + (f" (+{len(planted) - 5} more)" if len(planted) > 5 else ""))
+            judged = judge_case(plugins, stored_evidence(orig, copy), sandbox=stored_data_sandbox())
+        except (ArtifactProblem, MissingEvidence) as exc:
+            res = _harness_case(orig, str(exc))
+            return Recomputed(case_id, res, _changed(orig, res), str(exc))
     res = orig.model_copy(update={"phases": judged.phases, "validators": judged.validators, "verdict": judged.verdict,
                                   "telemetry": judged.telemetry, "harness_error": judged.harness_error,
                                   "usage": combine(p.usage for p in judged.phases)})
@@ -181,6 +198,21 @@ def _dump(v: Any) -> Any:
     return v.model_dump(mode="json") if hasattr(v, "model_dump") else v
 
 
+def _real_folder(path: Stored) -> bool:
+    """Whether ``path`` is a real folder (made when missing); False for a link or anything else there."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        try:
+            path.path.mkdir()
+            st = path.lstat()
+        except OSError:
+            return False
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode)
+
+
 def recompute_run(plugins: GripProbePluginManager, run_dir: RunFolder, *, write: bool = True) -> list[Recomputed]:
     """Recompute every case of ``run_dir``. With ``write``, a case whose derived fields changed keeps its
     previous case.json as ``case.before-recompute.json`` (once) and gets the new one plus new events."""
@@ -189,7 +221,7 @@ def recompute_run(plugins: GripProbePluginManager, run_dir: RunFolder, *, write:
     entries = run_dir.read_manifest().get("planned")
     planned = {p["case_id"]: p for p in entries if isinstance(p, dict) and "case_id" in p} \
         if isinstance(entries, list) else {}
-    dirs = sorted(d for d in run_dir.cases.iterdir() if d.is_dir()) if run_dir.cases.is_dir() else []
+    dirs = [run_dir.case(name) for name in run_dir.case_names()]  # real folders: a link is no case
     # Cases are independent; command validators wait on processes: several at once (the registry and the
     # sandbox probe are settled first, so the threads only read them).
     plugins.registry
@@ -199,12 +231,18 @@ def recompute_run(plugins: GripProbePluginManager, run_dir: RunFolder, *, write:
     for case_dir, r in zip(dirs, out):
         if not write or r.result is None or not r.changed:
             continue
-        old = case_dir / "case.json"
-        keep = case_dir / "case.before-recompute.json"
-        if old.is_file() and not keep.exists():
-            keep.write_bytes(old.read_bytes())
-        (case_dir / "artifacts").mkdir(parents=True, exist_ok=True)
-        write_events(case_dir, r.events)
-        write_case(case_dir, r.result, keep_evidence=True)
+        stored = run_dir.stored_case(case_dir.name)
+        # never written through a link: the case folder was listed as a real folder; an artifacts/ that is not
+        # one (a link planted there) gets none of the derived files, only case.json says what happened
+        artifacts = _real_folder(stored / "artifacts")
+        keep = stored / "case.before-recompute.json"
+        if not keep.lexists():
+            try:
+                atomic_write_bytes(case_dir / keep.name, (stored / "case.json").read(STORED_JSON_LIMIT))
+            except OSError:
+                pass  # no readable case.json to keep
+        if artifacts:
+            write_events(case_dir, r.events)
+        write_case(case_dir, r.result, keep_evidence=True, artifacts=artifacts)
     return out
 

@@ -163,9 +163,12 @@ def load_resume_manifest(run_path: Path) -> dict:
 
     from ..errors import UserError
 
+    from ..store import read_regular
+    from ..store.layout import STORED_JSON_LIMIT
+
     path = Path(run_path) / "manifest.json"
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(read_regular(path, STORED_JSON_LIMIT))
         if not isinstance(manifest, dict):
             raise ValueError("not a JSON object")
     except FileNotFoundError:
@@ -200,7 +203,7 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
     todo, done = [], 0
     for case in cases:
         case_dir = run_dir.case(case.case_id)
-        res = read_case(case_dir / "case.json")
+        res = read_case(run_dir.stored_case(case.case_id) / "case.json")
         if res is not None and res.key == case.key:
             done += 1
             continue

@@ -11,7 +11,6 @@ and where there is none it is not run at all.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -50,11 +49,15 @@ class CommandOutputOptions(Options):
 def _run(argv: list[str], workspace: Path, cwd_rel: PurePosixPath, timeout_s: float,
          sandbox: Any = None, seen_at: str | None = None) -> tuple[int | None, str, str]:
     """(exit code or None on timeout, stdout, problem) — the whole process group dies on timeout."""
+    from ..runner.evidence import copy_workspace
+
     # the agent's code runs here and may leave any tree (3,000 deep, chmod 000): removed without recursion
     with scratch_folder("gripprobe-validate-") as scratch, tempfile.TemporaryFile() as out:
         home, work = scratch / "home", scratch / "workspace"
         home.mkdir()
-        shutil.copytree(workspace, work, symlinks=True)
+        copied = copy_workspace(workspace, work)  # the harness's walk: no link followed, the root's path included
+        if copied.error:
+            return None, "", f"the workspace was not copied ({copied.error})"
         cwd = work / cwd_rel
         if sandbox is not None:  # confined; unconfined only where the run chose none; never where none is here
             inside = Path(seen_at or work) if sandbox.confined else work
