@@ -44,6 +44,10 @@ def _verdicts(run: Path) -> dict[str, dict]:
 
 def test_a_suite_names_a_registered_judge_and_the_core_names_it_in_verdict_source(specs, installed_plugins, tmp_path):
     pp = [installed_plugins["gripprobe_fixture_judge"]]
+    listed = gripprobe("plugins", "--json", pythonpath=pp)
+    assert json.loads(listed.stdout)["evaluators"] == ["broken_judge", "event_evaluator", "wire_only"]
+    assert "evaluators (a suite's judge:): broken_judge, event_evaluator, wire_only" in \
+        gripprobe("plugins", pythonpath=pp).stdout
     run = _run_suite(specs, tmp_path / "r", "judged", pp)
     cases = _verdicts(run)
     # the judge wrote verdict_source "event_evaluator" about itself: the core wrote the name it registered
