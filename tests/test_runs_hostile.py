@@ -356,7 +356,11 @@ def test_a_stored_workspace_linked_to_root_leaks_nothing_of_the_host(oracle_run,
                        (digest_case, "workspace/")):
         data = read_json(case / "case.json")
         assert data["verdict"]["status"] == "HARNESS_ERROR", (case.name, data["verdict"])
-        assert what in (data["harness_error"] or ""), (case.name, data["harness_error"])
+        # the link is named; or (cases without digests, once a run's version writes them) the tamper gate
+        # refused the case first: either way nothing behind the link was read
+        assert what in (data["harness_error"] or "") or (
+            case is not digest_case and data["verdict"]["failure_reason"] == "artifact_tampered"), \
+            (case.name, data["harness_error"])
     assert read_json(digest_case / "case.json")["verdict"]["failure_reason"] == "artifact_tampered"
 
     for fmt in ("junit", "atif"):
