@@ -373,3 +373,9 @@ def test_a_stored_workspace_linked_to_root_leaks_nothing_of_the_host(oracle_run,
     assert len(texts) > 8
     for path, text in texts.items():
         assert "root:x:0:0" not in text and CANARY not in text, f"host content in {path}"
+    # nor are reports written through a link: reports/ pointing at a host folder is one line, exit 2
+    shutil.rmtree(run / "reports")
+    os.symlink(host, run / "reports")
+    res = gripprobe("rebuild-reports", str(run), timeout=120)
+    assert res.returncode == 2 and "reports is a symlink, not a folder" in res.stderr, res.stderr[-3000:]
+    assert sorted(p.name for p in host.iterdir()) == before
