@@ -28,7 +28,7 @@ from typing import Any
 
 from ..evaluator import EVALUATOR_NAME
 from ..models.events import Event
-from ..models.results import CaseKey, CaseResult, PhaseRecord
+from ..models.results import CaseKey, CaseResult
 from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
 from ..phase import PhaseContext
 from ..pluginmanager import GripProbePluginManager
