@@ -234,11 +234,11 @@ def test_evaluator_is_pure() -> None:
     assert ([e.model_dump() for e in events], summary.model_dump()) == before
 
 
-# ------------------------------------------------------------------ the default plugin
+# ------------------------------------------------------------------ registered judges
 
-def _hooks(*plugins: Any) -> Any:
-    """The core's typed hook facade over a manager with the default plugins and ``plugins``."""
-    return make_plugin_manager(load_entry_points=False, extra=list(plugins)).hook
+def _registry(*plugins: Any) -> Any:
+    """The registry of a manager with the default plugins and ``plugins``."""
+    return make_plugin_manager(load_entry_points=False, extra=list(plugins)).registry
 
 
 def _inputs() -> EvaluationInputs:
@@ -248,46 +248,81 @@ def _inputs() -> EvaluationInputs:
         summary=summarize_phase(events, observability="structured", capture_missing=False, parse_error=False))
 
 
-def test_builtin_plugin_answers_the_evaluate_hook() -> None:
-    verdict = _hooks().evaluate(_inputs())
-    assert isinstance(verdict, Verdict) and verdict.status == "PASS"
-    assert verdict.verdict_source == "event_evaluator"
-    assert DEFAULT_PLUGINS["event_evaluator"] == builtin_evaluator.__name__  # the plugin of that name answered
+def test_the_core_registers_event_evaluator_as_the_default_judge() -> None:
+    from gripprobe_core.runner.judge import evaluate
+
+    reg = _registry()
+    assert reg.evaluators == {"event_evaluator": event_evaluator}
+    assert reg.owners[("evaluator", "event_evaluator")].startswith("gripprobe-core[")
+    assert DEFAULT_PLUGINS["event_evaluator"] == builtin_evaluator.__name__
+    verdict, problem = evaluate(reg, "event_evaluator", _inputs())
+    assert (verdict.status, verdict.verdict_source, problem) == ("PASS", "event_evaluator", None)
 
 
 class Strict:
-    """A third-party evaluator: every PASS becomes FAIL, and it says that it judged."""
+    """A third-party judge: every PASS becomes FAIL; it claims to be the core's evaluator."""
 
     @hookimpl
-    def evaluate(self, inputs: EvaluationInputs) -> Verdict:
-        base = event_evaluator(inputs)
-        return base.model_copy(update={"status": "FAIL", "strict_pass_score": 0.0, "overall_score": 0.0,
-                                       "verdict_source": "Strict"})
+    def register_evaluators(self, register: Any) -> None:
+        def strict(inputs: EvaluationInputs) -> Verdict:
+            base = event_evaluator(inputs)
+            return base.model_copy(update={"status": "FAIL", "strict_pass_score": 0.0, "overall_score": 0.0,
+                                           "verdict_source": "event_evaluator"})
+        register("strict", strict)
 
 
-def test_a_third_party_evaluator_answers_before_the_builtin_and_names_itself() -> None:
-    class Abstains:
-        @hookimpl
-        def evaluate(self, inputs: EvaluationInputs) -> None:
-            return None
+def test_verdict_source_is_the_registered_name_never_what_the_judge_says() -> None:
+    from gripprobe_core.runner.judge import evaluate
 
-    verdict = _hooks(Strict()).evaluate(_inputs())
-    assert (verdict.status, verdict.verdict_source) == ("FAIL", "Strict")
-    verdict = _hooks(Abstains()).evaluate(_inputs())
+    reg = _registry(Strict())
+    verdict, problem = evaluate(reg, "strict", _inputs())
+    assert (verdict.status, verdict.verdict_source, problem) == ("FAIL", "strict", None)
+    # installed but not named: the core's evaluator judges
+    verdict, _ = evaluate(reg, "event_evaluator", _inputs())
     assert (verdict.status, verdict.verdict_source) == ("PASS", "event_evaluator")
 
 
-def test_a_verdict_naming_no_judging_plugin_is_refused() -> None:
-    class Anonymous:
+def test_no_plugin_can_register_itself_as_event_evaluator() -> None:
+    class Impostor:
+        @hookimpl
+        def register_evaluators(self, register: Any) -> None:
+            register("event_evaluator", lambda inputs: event_evaluator(inputs))
+
+    with pytest.raises(PluginError, match=r"evaluator 'event_evaluator' is registered twice: by ") as exc:
+        _registry(Impostor())
+    assert "gripprobe-core[" in str(exc.value) and "(in-process)[Impostor]" in str(exc.value)
+
+
+def test_a_judge_that_fails_or_is_missing_is_a_harness_error_judged_by_the_core() -> None:
+    from gripprobe_core.runner.judge import evaluate
+
+    class Bad:
+        @hookimpl
+        def register_evaluators(self, register: Any) -> None:
+            register("raises", lambda inputs: 1 / 0)
+            register("not_a_verdict", lambda inputs: {"status": "PASS"})
+
+    reg = _registry(Bad())
+    for name, reason, text in (("raises", "judge_error", "ZeroDivisionError"),
+                               ("not_a_verdict", "judge_error", "returned dict, not a Verdict"),
+                               ("absent", "judge_not_installed", "registered: event_evaluator, not_a_verdict, raises")):
+        verdict, problem = evaluate(reg, name, _inputs())
+        assert (verdict.status, verdict.failure_reason, verdict.verdict_source) == \
+            ("HARNESS_ERROR", reason, "event_evaluator"), name
+        assert problem is not None and text in problem and repr(name) in problem
+
+
+def test_the_old_evaluate_hook_is_refused_with_its_replacement_named() -> None:
+    class OldStyle:
         @hookimpl
         def evaluate(self, inputs: EvaluationInputs) -> Verdict:
-            return event_evaluator(inputs).model_copy(update={"verdict_source": "somebody"})
+            return event_evaluator(inputs)
 
-    with pytest.raises(PluginError, match="verdict_source 'somebody'"):
-        _hooks(Anonymous()).evaluate(_inputs())
+    with pytest.raises(PluginError, match="'evaluate' matches no GripProbe hook .*register_evaluators"):
+        make_plugin_manager(load_entry_points=False, strict=True, extra=[OldStyle()])
 
 
-def test_a_run_records_the_plugin_that_judged(tmp_path: Path) -> None:
+def test_a_run_records_the_judge_its_suite_names(tmp_path: Path) -> None:
     from conftest import SPECS
     from gripprobe_core.runner import RunSettings, execute_run, plan_cases
     from gripprobe_core.specs import load_specs
@@ -295,9 +330,10 @@ def test_a_run_records_the_plugin_that_judged(tmp_path: Path) -> None:
     plugins = make_plugin_manager(load_entry_points=False, extra=[Strict()])
     cases = plan_cases(load_specs(SPECS, registry=plugins.registry), agents=["reference"], models=["oracle-perfect"],
                        tests=["save_file"])
+    result = execute_run(cases, plugins, RunSettings(results_root=tmp_path, judge="strict")).results[0]
+    assert (result.verdict.status, result.verdict.verdict_source) == ("FAIL", "strict")
     result = execute_run(cases, plugins, RunSettings(results_root=tmp_path)).results[0]
-    assert (result.verdict.status, result.verdict.verdict_source) == ("FAIL", "Strict")
-
+    assert (result.verdict.status, result.verdict.verdict_source) == ("PASS", "event_evaluator")
 
 def test_summary_type_is_the_contract_model() -> None:
     assert isinstance(summarize_phase([], observability="none", capture_missing=False, parse_error=False),

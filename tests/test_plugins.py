@@ -157,3 +157,47 @@ def test_third_party_agent_runs_end_to_end_without_core_changes(installed_plugin
     assert res.returncode == 0, res.stderr[-3000:]
     case = read_json(next(Path(res.stdout.strip().splitlines()[-1]).glob("cases/*/case.json")))
     assert case["verdict"]["status"] == "PASS" and case["telemetry"]["telemetry_source_tier"] == "C"
+
+
+# ------------------------------------------------------------------ hook implementations matching no hook
+
+class _Misspelt:
+    @hookimpl
+    def register_agent(self, register):  # the hook is register_agents
+        raise AssertionError("never called")
+
+
+def test_a_hook_implementation_matching_no_hook_is_refused_naming_plugin_and_hook():
+    with pytest.raises(PluginError) as exc:
+        make_plugin_manager(load_entry_points=False, strict=True, extra=[_Misspelt()])
+    msg = str(exc.value)
+    assert "(in-process)[_Misspelt]" in msg and "'register_agent' matches no GripProbe hook" in msg
+    assert "did you mean 'register_agents'?" in msg
+    gpm = make_plugin_manager(load_entry_points=False, strict=False, extra=[_Misspelt()])
+    assert [f.name for f in gpm.failures] == ["_Misspelt"] and "register_agent" in gpm.failures[0].error
+    assert "_Misspelt" not in [p.name for p in gpm.records()]  # skipped, like a plugin that failed to import
+
+
+def test_every_builtin_hook_implementation_matches_a_hook():
+    from gripprobe_core.pluginmanager import _unknown_hooks
+
+    gpm = make_plugin_manager(load_entry_points=False, strict=True)
+    for name, plugin in gpm.pm.list_name_plugin():
+        assert _unknown_hooks(gpm.pm, plugin) == [], name
+
+
+def test_strict_loading_refuses_an_installed_plugin_with_a_misspelt_hook(installed_plugins):
+    pp = [installed_plugins["gripprobe_fixture_typo"]]
+    res = gripprobe("plugins", pythonpath=pp, env={"GRIPPROBE_STRICT_PLUGINS": "1"})
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "gripprobe-fixture-typo[typo]" in res.stderr
+    assert "'register_validator' matches no GripProbe hook (did you mean 'register_validators'?" in res.stderr
+    # not strict: listed among the failures, the rest keeps working
+    res = gripprobe("plugins", "--json", pythonpath=pp)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert [(f["name"], f["distribution"]) for f in data["failures"]] == [("typo", "gripprobe-fixture-typo")]
+    assert "register_validator" in data["failures"][0]["error"] and "typo_always" not in data["validators"]
+    assert "typo" not in [p["name"] for p in data["plugins"]]
+    res = gripprobe("plugins", pythonpath=pp)
+    assert "BROKEN gripprobe-fixture-typo[typo]: hook implementation 'register_validator'" in res.stdout

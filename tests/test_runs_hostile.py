@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gripprobe, read_json
+from conftest import SPECS, gripprobe, read_json
 
 pytestmark = pytest.mark.e2e
 
@@ -385,3 +385,161 @@ def test_control_characters_in_stored_text_never_reach_a_report(oracle_run, tmp_
         assert shown in page, shown  # escaped, still there to read
     assert "none\\x1b]0;pwned" in (run / "reports" / "summary.md").read_text()
     assert "1.0\\x1b]0;pwned" in (tmp_path / "agg" / "aggregate.md").read_text()
+
+
+# ------------------------------------------------------------------- code a stored run holds (attack 30, 31)
+
+MARKER_TEST = """\
+id: marker_cmd
+title: A command validator that also writes a marker outside the workspace
+prompt: Write the file hello.txt containing exactly the word hello.
+requires: [write]
+validators:
+  - kind: command_output
+    command: [sh, -c, "echo ran-unconfined > {marker}; cat hello.txt"]
+    expected: hello
+reference:
+  - write:
+      path: hello.txt
+      content: "hello\\n"
+"""
+
+
+def _no_bwrap_env(tmp_path: Path) -> dict[str, str]:
+    """A PATH on which there is no bwrap (nor anything else): the sandbox is missing."""
+    empty = tmp_path / "no-bwrap-bin"
+    empty.mkdir(exist_ok=True)
+    return {"PATH": str(empty)}
+
+
+def _recompute(run: Path, **kw) -> tuple[dict, object]:
+    res = gripprobe("rebuild-reports", str(run), "--recompute", timeout=120, **kw)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stdout + res.stderr[-3000:]
+    return read_json(next(run.glob("cases/*/case.json"))), res
+
+
+def test_a_run_recorded_unsandboxed_is_recomputed_in_the_sandbox_or_not_at_all(tmp_path):
+    """A genuine run with --sandbox none whose command_output validator also writes a marker on the host:
+    live, by the user's choice, it ran unconfined (the marker appears). Its recompute runs the command in the
+    sandbox (the marker never appears, the verdict is the same), and with no bubblewrap on PATH not at all."""
+    specs = tmp_path / "specs"
+    shutil.copytree(SPECS, specs)
+    host = tmp_path / "host"
+    host.mkdir()
+    marker = host / "MARKER"
+    (specs / "tests" / "marker_cmd.yaml").write_text(MARKER_TEST.format(marker=marker))
+    res = gripprobe("run", "--specs", str(specs), "--results", str(tmp_path / "r"), "-a", "reference",
+                    "-m", "oracle-perfect", "-t", "marker_cmd", "--sandbox", "none", timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = Path(res.stdout.strip().splitlines()[-1])
+    live = read_json(next(run.glob("cases/*/case.json")))
+    assert (live["sandbox"], live["verdict"]["status"]) == ("none", "PASS")
+    assert marker.read_text() == "ran-unconfined\n"  # unconfined, the command reaches the host
+    marker.unlink()
+
+    case, _ = _recompute(run)
+    assert not marker.exists(), "recompute ran the stored command outside the sandbox"
+    assert case["verdict"] == live["verdict"] and case["validators"] == live["validators"]
+
+    case, out = _recompute(run, env=_no_bwrap_env(tmp_path))
+    assert not marker.exists(), "recompute without bubblewrap ran the stored command"
+    v = case["verdict"]
+    assert (v["status"], v["failure_reason"]) == ("HARNESS_ERROR", "sandbox_unavailable")
+    assert "validator 'command_output' runs code and was not run: bwrap is not installed" in case["harness_error"]
+    assert case["validators"][0]["message"].startswith("validator not run: sandbox unavailable")
+    assert "warning: no sandbox here (bwrap is not installed)" in out.stderr  # type: ignore[attr-defined]
+
+
+def test_a_forged_stored_run_cannot_make_recompute_run_code_unconfined(oracle_run, tmp_path):
+    """A sandboxed run edited after the fact (case.json says "sandbox": "none", case_inputs.json gains a
+    command_output validator writing a marker on the host, the digests recomputed to match): recompute runs
+    that command only inside the sandbox, and not at all without one. (Once runs are signed, the tamper gate
+    refuses such a case before anything runs; either way the marker never appears.)"""
+    from gripprobe_core.runner.evidence import evidence_digests
+
+    run = _copy(oracle_run, tmp_path)
+    case_dir = _case(run, "save_file")
+    marker = tmp_path / "host" / "MARKER"
+    marker.parent.mkdir()
+    inputs = read_json(case_dir / "artifacts" / "case_inputs.json")
+    inputs["test"]["validators"].append({"kind": "command_output", "command": [
+        "sh", "-c", f"echo ran-unconfined > {marker}; echo fine"], "expected": "fine"})
+    inputs["agent"]["sandbox"] = "none"
+    (case_dir / "artifacts" / "case_inputs.json").write_text(json.dumps(inputs))
+    data = read_json(case_dir / "case.json")
+    data["sandbox"] = "none"
+    data["evidence"] = evidence_digests(case_dir)
+    (case_dir / "case.json").write_text(json.dumps(data))
+    for env in ({}, _no_bwrap_env(tmp_path)):
+        res = gripprobe("rebuild-reports", str(run), "--recompute", timeout=120, env=env)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+        assert not marker.exists(), f"recompute ran a stored command outside the sandbox (env {env})"
+    case = read_json(case_dir / "case.json")
+    assert case["verdict"]["status"] == "HARNESS_ERROR"
+    assert case["verdict"]["failure_reason"] in ("sandbox_unavailable", "artifact_tampered")
+
+
+# --------------------------------------------------------------- links planted in a stored run (attack 32)
+
+CANARY = "HOST-CANARY-7f3e"
+
+
+def test_a_stored_workspace_linked_to_root_leaks_nothing_of_the_host(oracle_run, tmp_path):
+    """``cases/X/workspace`` replaced by a link to ``/`` and the stored validators pointed at ``etc/passwd``
+    (the issue's attack, digests dropped as from a run before them); another case's ``artifacts/`` replaced by
+    a link to a host folder holding a final answer and events with a canary; a third case's workspace linked to
+    ``/`` with its digests kept (the tamper check must not walk the host). Recompute, the reports and the
+    exports read nothing through any of them, and write nothing through them."""
+    run = _copy(oracle_run, tmp_path)
+    ws_case, art_case, digest_case = (_case(run, t) for t in ("save_file", "shell_pwd", "shell_file"))
+    inputs = read_json(ws_case / "artifacts" / "case_inputs.json")
+    inputs["test"]["validators"] = [{"kind": "file_equals", "path": "etc/passwd", "expected": "x"},
+                                    {"kind": "file_exists", "path": "etc/hostname"}]
+    (ws_case / "artifacts" / "case_inputs.json").write_text(json.dumps(inputs))
+    for case in (ws_case, art_case):
+        data = read_json(case / "case.json")
+        data.pop("evidence", None)
+        (case / "case.json").write_text(json.dumps(data))
+    for case in (ws_case, digest_case):
+        shutil.rmtree(case / "workspace")
+        os.symlink("/", case / "workspace")
+    host = tmp_path / "host-folder"
+    shutil.copytree(art_case / "artifacts", host)
+    (host / "measured.final.txt").write_text(f"{CANARY} final answer\n")
+    with open(host / "events.measured.jsonl", "a") as fh:
+        fh.write(json.dumps({"event_type": "model_response", "event_id": "x", "sequence": 99, "source_tier": "B",
+                             "source": "agent_output", "payload": {"text": CANARY}}) + "\n")
+    before = sorted(p.name for p in host.iterdir())
+    shutil.rmtree(art_case / "artifacts")
+    os.symlink(host, art_case / "artifacts")
+
+    res = gripprobe("rebuild-reports", str(run), "--recompute", timeout=120)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stdout + res.stderr[-3000:]
+    assert sorted(p.name for p in host.iterdir()) == before, "a recompute wrote through the artifacts/ link"
+    for case, what in ((ws_case, "workspace/ is a symlink"), (art_case, "artifacts/ is a symlink"),
+                       (digest_case, "workspace/")):
+        data = read_json(case / "case.json")
+        assert data["verdict"]["status"] == "HARNESS_ERROR", (case.name, data["verdict"])
+        # the link is named; or (cases without digests, once a run's version writes them) the tamper gate
+        # refused the case first: either way nothing behind the link was read
+        assert what in (data["harness_error"] or "") or (
+            case is not digest_case and data["verdict"]["failure_reason"] == "artifact_tampered"), \
+            (case.name, data["harness_error"])
+    assert read_json(digest_case / "case.json")["verdict"]["failure_reason"] == "artifact_tampered"
+
+    for fmt in ("junit", "atif"):
+        out = gripprobe("export", str(run), "--format", fmt, "--out", str(tmp_path / f"export-{fmt}"), timeout=120)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    texts = {p: p.read_text(errors="replace") for p in [
+        *(c / n for c in (ws_case, art_case, digest_case) for n in ("case.json", "observed.txt")),
+        *(run / "reports").rglob("*.html"), *(run / "reports").rglob("*.md"),
+        *(p for p in tmp_path.glob("export-*/**/*") if p.is_file())]}
+    assert len(texts) > 8
+    for path, text in texts.items():
+        assert "root:x:0:0" not in text and CANARY not in text, f"host content in {path}"
+    # nor are reports written through a link: reports/ pointing at a host folder is one line, exit 2
+    shutil.rmtree(run / "reports")
+    os.symlink(host, run / "reports")
+    res = gripprobe("rebuild-reports", str(run), timeout=120)
+    assert res.returncode == 2 and "reports is a symlink, not a folder" in res.stderr, res.stderr[-3000:]
+    assert sorted(p.name for p in host.iterdir()) == before

@@ -125,8 +125,8 @@ def test_invalid_options_make_the_case_a_harness_error_never_a_fail(tmp_path: Pa
     assert error is not None and error.startswith("invalid options for file_exists: path '/etc/hostname'")
     confirmed = TelemetrySummary(event_capture_status="collected", tool_event_verdict="confirmed_tool_use",
                                  tool_event_verdict_reason="none")
-    verdict = derive_verdict(gpm.hook, test, process=ProcessResult(status="ok"), events=[], summary=confirmed,
-                             validators=results, harness_error=phase_harness_failure(None, error))
+    verdict, _ = derive_verdict(gpm.registry, "event_evaluator", test, process=ProcessResult(status="ok"), events=[],
+                                summary=confirmed, validators=results, harness_error=phase_harness_failure(None, error))
     assert (verdict.status, verdict.failure_reason) == ("HARNESS_ERROR", "validator_error")
 
 
@@ -155,57 +155,37 @@ def read(ws: Path, path: str, agent_workspace: str | None = None):
     return read_workspace_file(ctx_for(ws, agent_workspace=agent_workspace), path)
 
 
-@pytest.mark.parametrize("link, target, path, expected", [
-    ("l.txt", "a.txt", "l.txt", "inside"),
-    ("l.txt", "sub/b.txt", "l.txt", "deeper"),
-    ("sub/l.txt", "../a.txt", "sub/l.txt", "inside"),
-    ("d", "sub", "d/b.txt", "deeper"),
-    ("sub/up", "..", "sub/up/a.txt", "inside"),
-    ("l.txt", "{ws}/a.txt", "l.txt", "inside"),                  # absolute, naming the workspace itself
-    ("l1.txt", "l2.txt", "l1.txt", None),                        # chain: l2 made below
-], ids=["sibling", "into a directory", "up within", "directory link", "parent link within",
-        "absolute into the workspace", "chain"])
-def test_symlinks_inside_the_workspace_are_followed(ws: Path, link: str, target: str, path: str,
-                                                    expected: str | None) -> None:
-    if link == "l1.txt":
-        (ws / "l2.txt").symlink_to("a.txt")
-        expected = "inside"
-    (ws / link).symlink_to(target.format(ws=ws))
+LINKS = [
+    ("l.txt", "a.txt", "l.txt"), ("l.txt", "sub/b.txt", "l.txt"), ("sub/l.txt", "../a.txt", "sub/l.txt"),
+    ("d", "sub", "d/b.txt"), ("sub/up", "..", "sub/up/a.txt"), ("l.txt", "{ws}/a.txt", "l.txt"),
+    ("l.txt", "../secret.txt", "l.txt"), ("l.txt", "{tmp}/secret.txt", "l.txt"),
+    ("sub/l.txt", "../../secret.txt", "sub/l.txt"), ("d", "../outdir", "d/c.txt"), ("d", "{tmp}/outdir", "d/c.txt"),
+    ("d", "/etc", "d/hostname"), ("d", "/", "d/etc/hostname"), ("l.txt", "/dev/zero", "l.txt"),
+    ("l.txt", "/proc/self/environ", "l.txt"), ("l.txt", "l.txt", "l.txt"),
+]
+
+
+@pytest.mark.parametrize("link, target, path", LINKS, ids=[
+    "sibling", "into a directory", "up within", "directory link", "parent link within",
+    "absolute into the workspace", "relative out", "absolute out", "out from a subdirectory", "directory relative",
+    "directory absolute", "/etc", "/", "a device", "proc", "loop"])
+def test_no_symlink_in_the_workspace_is_followed(ws: Path, link: str, target: str, path: str) -> None:
+    """Validators judge the harness's copy, which never holds a link: one there was planted after the run,
+    and is never followed, wherever it leads (inside, out, a device, itself)."""
+    (ws / link).symlink_to(target.format(ws=ws, tmp=ws.parent))
     got = read(ws, path)
-    assert (got.text, got.problem) == (expected, "")
+    first = link.split("/")[-1]
+    assert got.text is None and got.problem == f"{first!r} is a symlink (not followed)", got
+    assert read(ws, path, agent_workspace=str(ws.parent / "agent-view")).text is None
 
 
-@pytest.mark.parametrize("link, target, path", [
-    ("l.txt", "../secret.txt", "l.txt"),
-    ("l.txt", "{tmp}/secret.txt", "l.txt"),
-    ("sub/l.txt", "../../secret.txt", "sub/l.txt"),
-    ("d", "../outdir", "d/c.txt"),
-    ("d", "{tmp}/outdir", "d/c.txt"),
-    ("d", "/etc", "d/hostname"),
-    ("d", "/", "d/etc/hostname"),
-    ("l.txt", "/dev/zero", "l.txt"),
-    ("l.txt", "/proc/self/environ", "l.txt"),
-], ids=["relative", "absolute", "from a subdirectory", "directory relative", "directory absolute", "/etc",
-        "/", "a device", "proc"])
-def test_symlinks_out_of_the_workspace_are_never_followed(ws: Path, link: str, target: str, path: str) -> None:
-    (ws / link).symlink_to(target.format(tmp=ws.parent))
-    got = read(ws, path)
-    assert got.text is None and "outside the workspace" in got.problem, got
-
-
-def test_a_symlink_loop_is_a_problem_not_a_hang(ws: Path) -> None:
-    (ws / "x").symlink_to("y")
-    (ws / "y").symlink_to("x")
-    (ws / "self").symlink_to("self")
-    assert read(ws, "x").problem == "too many symlinks (a loop?)"
-    assert read(ws, "self/a.txt").problem == "too many symlinks (a loop?)"
-
-
-def test_the_workspace_as_the_agent_saw_it_counts_as_inside(ws: Path, tmp_path: Path) -> None:
-    seen = tmp_path / "agent-view"
-    (ws / "l.txt").symlink_to(f"{seen}/sub/b.txt")  # written by the agent, whose workspace had another path
-    assert read(ws, "l.txt").problem == "symlink resolves outside the workspace"
-    assert read(ws, "l.txt", agent_workspace=str(seen)).text == "deeper"
+def test_a_workspace_that_is_a_link_is_not_read(ws: Path, tmp_path: Path) -> None:
+    """A stored workspace swapped for a link (to /, to another case's copy) is not entered at all."""
+    for target in ("/", str(ws)):
+        link = tmp_path / f"link-{len(target)}"
+        link.symlink_to(target)
+        got = read(link, "etc/hostname" if target == "/" else "a.txt")
+        assert got.text is None and "a symlink on its path" in got.problem, got
 
 
 def test_fifos_are_never_opened(ws: Path) -> None:
@@ -215,8 +195,8 @@ def test_fifos_are_never_opened(ws: Path) -> None:
     (ws / "out-pipe.txt").symlink_to("../outside-pipe")
     started = time.monotonic()
     assert read(ws, "pipe.txt").problem == "not a regular file"
-    assert read(ws, "via-link.txt").problem == "not a regular file"
-    assert read(ws, "out-pipe.txt").problem == "symlink resolves outside the workspace"
+    assert read(ws, "via-link.txt").problem == "'via-link.txt' is a symlink (not followed)"
+    assert read(ws, "out-pipe.txt").problem == "'out-pipe.txt' is a symlink (not followed)"
     for kind in ("file_equals", "file_exists", "patch_applied", "web_nonce_proof"):
         options = {"path": "pipe.txt", **OTHER_OPTIONS[kind]}
         result = run(kind, ctx_for(ws, challenge={"nonce": "n", "payload": "p", "proof": "q", "url": "u"}), **options)
@@ -243,9 +223,10 @@ def test_command_output_cwd_never_leads_out(ws: Path) -> None:
     (ws / "etc").symlink_to("/etc")
     (ws / "inner").symlink_to("sub")
     result = run("command_output", ctx_for(ws), command=["pwd"], cwd="etc", expected="/etc")
-    assert not result.passed and result.message == "working directory etc: symlink resolves outside the workspace"
+    assert not result.passed and result.message == "working directory etc: 'etc' is a symlink (not followed)"
+    assert workspace_directory(ctx_for(ws), "inner") == "'inner' is a symlink (not followed)"
     # unsandboxed the command runs in a scratch copy of the workspace (docs/validators.md): in its sub/
-    result = run("command_output", ctx_for(ws), command=["pwd"], cwd="inner", expected="?")
+    result = run("command_output", ctx_for(ws), command=["pwd"], cwd="sub", expected="?")
     assert result.observed.endswith("/workspace/sub"), result
-    assert workspace_directory(ctx_for(ws), "inner/../inner") == ws / "sub"
+    assert workspace_directory(ctx_for(ws), "sub/../sub") == ws / "sub"
     assert workspace_directory(ctx_for(ws), "a.txt") == "not a directory"

@@ -88,16 +88,18 @@ def test_file_equals_today(tmp_path: Path) -> None:
 
 
 def test_file_equals_workspace_path_accepts_real_and_logical_path(tmp_path: Path) -> None:
+    """The agent saw its workspace through a link (``pwd`` may print either form); the harness's copy is judged."""
     real = tmp_path / "real"
     real.mkdir()
     link = tmp_path / "link"
     link.symlink_to(real)
+    ctx = ctx_for(real, agent_workspace=str(link))
     (real / "pwd.txt").write_text(f"{link}\n")
-    assert run("file_equals", ctx_for(link), path="pwd.txt", expected={"workspace_path": True}).passed
+    assert run("file_equals", ctx, path="pwd.txt", expected={"workspace_path": True}).passed
     (real / "pwd.txt").write_text(f"{real}\n")
-    assert run("file_equals", ctx_for(link), path="pwd.txt", expected={"workspace_path": True}).passed
+    assert run("file_equals", ctx, path="pwd.txt", expected={"workspace_path": True}).passed
     (real / "pwd.txt").write_text(f"{tmp_path}\n")
-    assert not run("file_equals", ctx_for(link), path="pwd.txt", expected={"workspace_path": True}).passed
+    assert not run("file_equals", ctx, path="pwd.txt", expected={"workspace_path": True}).passed
 
 
 def test_file_equals_workspace_path_uses_the_path_the_agent_saw(tmp_path: Path) -> None:
@@ -151,13 +153,24 @@ def test_paths_outside_the_workspace_are_refused(tmp_path: Path, path: str) -> N
     assert not result.passed
 
 
-def test_symlink_escaping_the_workspace_is_refused(tmp_path: Path) -> None:
+def test_no_symlink_is_followed_in_the_workspace_or_on_its_path(tmp_path: Path) -> None:
+    """The harness's copy never holds a link, so one there was planted: never followed, whether it leads out
+    of the workspace, stays inside it, or is the workspace itself (a stored workspace swapped for /)."""
     ws = tmp_path / "ws"
-    ws.mkdir()
+    (ws / "sub").mkdir(parents=True)
     (tmp_path / "secret.txt").write_text("x")
+    (ws / "sub" / "inside.txt").write_text("x")
     (ws / "a.txt").symlink_to(tmp_path / "secret.txt")
-    result = run("file_equals", ctx_for(ws), path="a.txt", expected="x")
-    assert not result.passed and "outside" in result.message
+    (ws / "b.txt").symlink_to("sub/inside.txt")
+    (ws / "c").symlink_to("sub")
+    for path, name in (("a.txt", "a.txt"), ("b.txt", "b.txt"), ("c/inside.txt", "c")):
+        result = run("file_equals", ctx_for(ws), path=path, expected="x")
+        assert not result.passed and f"{name!r} is a symlink (not followed)" in result.message, path
+    assert run("file_equals", ctx_for(ws), path="sub/inside.txt", expected="x").passed
+    root_link = tmp_path / "ws-link"
+    root_link.symlink_to("/")
+    result = run("file_exists", ctx_for(root_link), path="etc/hostname")
+    assert not result.passed and "a symlink on its path" in result.message and "not followed" in result.message
 
 
 def test_fifo_is_not_read(tmp_path: Path) -> None:

@@ -19,18 +19,22 @@ HOOKS_HEADER = """# Hook reference
 Generated from `src/gripprobe_core/hookspecs.py` by `python -m gripprobe_core._docgen`; a test fails when
 this page and the code disagree. Implement hooks with `from gripprobe_core.plugin import hookimpl`; an
 implementation may take any subset of a hook's arguments. Every hook is synchronous (a coroutine function
-implementing one is refused when its plugin loads).
+implementing one is refused when its plugin loads), and an implementation whose name matches no hook below
+(`register_agent` for `register_agents`: pluggy alone would load it and never call it) is refused too. A
+refused plugin is skipped and listed among `gripprobe plugins`' failures, naming the plugin and the hook;
+with `GRIPPROBE_STRICT_PLUGINS=1` (CI's isolation runs that way) every command stops there, exit 2.
 
 Three groups, and no agent hook: an agent is a **driver object** a plugin registers
 (`gripprobe_core.drivers.AgentDriver`, see `plugin-guide.md`); the runner looks the driver up by name
 and calls it.
 
 - **Registration**: hand the core what the plugin provides (drivers, backend kinds, validator and
-  challenge kinds).
+  challenge kinds, evaluators a suite may name as its judge).
 - **Contributions**: every implementation is called, for every agent, and its answer is added
   (`build_env` merged, `parse_wrapper_events` collected).
 - **Decisions** *(first result)*: who handles this; the core's default answers last, a plugin answers
-  first to override it.
+  first to override it. The verdict is not one: a case is judged by the evaluator its suite names
+  (`register_evaluators`), never by whichever plugin answers first.
 
 Where each hook fires in a run: `architecture.md`.
 """

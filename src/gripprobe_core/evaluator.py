@@ -8,7 +8,7 @@ states the same rules in prose, plus every derived field.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .models.events import Event
 from .models.results import (
@@ -20,14 +20,14 @@ from .telemetry.attempts import (
 )
 
 __all__ = [
-    "BACKEND_UNREACHABLE", "BUDGET_EXCEEDED", "EvaluationInputs", "MODEL_NOT_UNDER_TEST", "EVALUATOR_NAME",
+    "BACKEND_UNREACHABLE", "BUDGET_EXCEEDED", "EvaluationInputs", "Evaluator", "MODEL_NOT_UNDER_TEST", "EVALUATOR_NAME",
     "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
     "OVERALL_SCORE", "PRECEDENCE", "PROCESS_ROWS", "TOOL_MATRIX", "classify", "event_evaluator",
 ]
 
 EVALUATOR_NAME = "event_evaluator"
-"""The name of the plugin (a default of the core) that answers ``evaluate`` with :func:`event_evaluator`;
-its verdicts carry it as ``verdict_source``."""
+"""The name :func:`event_evaluator` is registered under (by the core's default plugin of that name): the
+judge of every case whose suite names none, and its verdicts' ``verdict_source``."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,10 @@ class EvaluationInputs:
     """In the measured phase the agent asked for a model other than the case's: the recording proxy refused
     the call (or the oracle's own record shows another profile answered). FAIL ``model_not_under_test``,
     whatever else the phase shows: no verdict is credited to another model."""
+
+
+Evaluator = Callable[[EvaluationInputs], "Verdict"]
+"""A judge: ``fn(inputs) -> Verdict``, registered by name (:func:`gripprobe_core.hookspecs.register_evaluators`)."""
 
 
 PASS = "PASS"

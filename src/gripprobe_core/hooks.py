@@ -3,8 +3,7 @@
 Every hook call site in the core goes through :class:`Hooks`, so each one type-checks (mypy runs over
 this module and its callers in CI) and pluggy's machinery (argument matching, ordering, hook wrappers,
 tracing) sees every call. Each method says what the hook's answers become: merged (``build_env``),
-collected (``parse_wrapper_events``) or the first answer (``route_base_url``, ``start_proxy``,
-``evaluate``).
+collected (``parse_wrapper_events``) or the first answer (``route_base_url``, ``start_proxy``).
 """
 
 from __future__ import annotations
@@ -14,14 +13,11 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 import pluggy
 
-from .errors import PluginError
-
 if TYPE_CHECKING:  # pragma: no cover
     from .challenges import ChallengeFactory
     from .drivers import AgentDriver, Backend, ProxyHandle
-    from .evaluator import EvaluationInputs
+    from .evaluator import Evaluator
     from .models.events import Event
-    from .models.results import Verdict
     from .models.specs import BackendSpec, CliAgentSpec
     from .phase import PhaseCapture, PhaseContext, RouteDecision, Transcript
     from .validators.context import Validator
@@ -47,6 +43,9 @@ class Hooks:
 
     def register_challenge_servers(self, register: "Callable[[str, ChallengeFactory], None]") -> None:
         self._hook.register_challenge_servers(register=register)
+
+    def register_evaluators(self, register: "Callable[[str, Evaluator], None]") -> None:
+        self._hook.register_evaluators(register=register)
 
     # ------------------------------------------------------------------------------- contributions
 
@@ -83,17 +82,3 @@ class Hooks:
         return cast("ProxyHandle | None", self._hook.start_proxy(
             ctx=ctx, upstream_url=upstream_url, record_path=record_path, max_request_body=max_request_body,
             token_budget=token_budget, models=tuple(models)))
-
-    def evaluate(self, inputs: "EvaluationInputs") -> "Verdict":
-        """The verdict of the first implementation that answers (the core's ``event_evaluator`` last).
-
-        Its ``verdict_source`` must name a plugin that implements ``evaluate``."""
-        verdict = self._hook.evaluate(inputs=inputs)
-        if verdict is None:
-            raise PluginError("no plugin answered evaluate (is the core's event_evaluator unregistered?)")
-        judges = {impl.plugin_name for impl in self._hook.evaluate.get_hookimpls()}
-        if verdict.verdict_source not in judges:
-            raise PluginError(f"evaluate answered with verdict_source {verdict.verdict_source!r}, which names no "
-                              f"plugin implementing evaluate ({', '.join(sorted(judges))}); an evaluate "
-                              f"implementation must put its own plugin name there")
-        return cast("Verdict", verdict)

@@ -3,11 +3,12 @@
 There are two kinds of hook, and no third:
 
 * **Registration** (``register_*``): each plugin hands the core the objects it provides — agent
-  drivers, backends, validator kinds, challenge server kinds. The runner then looks an agent's driver
-  up by name and calls it; no agent hook is broadcast to every plugin.
+  drivers, backends, validator kinds, challenge server kinds, evaluators. The runner then looks an agent's
+  driver up by name and calls it, and a case is judged by the evaluator its suite names (``judge:``, the
+  core's ``event_evaluator`` by default); no agent hook is broadcast to every plugin.
 * **Contribution and decision** (the design card's hooks): ``build_env`` and ``parse_wrapper_events``
-  — every plugin may contribute, for any agent; ``route_base_url``, ``start_proxy`` and ``evaluate`` —
-  *first result*: who handles this (the core's defaults answer last).
+  — every plugin may contribute, for any agent; ``route_base_url`` and ``start_proxy`` — *first result*:
+  who handles this (the core's defaults answer last).
 
 Plugins implement these with ``from gripprobe_core.plugin import hookimpl``. An implementation may
 accept any subset of a hook's arguments, so new arguments never break old plugins. Every hook is
@@ -27,9 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .challenges import ChallengeFactory
     from .drivers import AgentDriver, Backend, ProxyHandle
-    from .evaluator import EvaluationInputs
+    from .evaluator import Evaluator
     from .models.events import Event
-    from .models.results import Verdict
     from .models.specs import BackendSpec, CliAgentSpec
     from .phase import PhaseCapture, PhaseContext, RouteDecision, Transcript
     from .validators.context import Validator
@@ -62,7 +62,10 @@ def register_validators(register: "Callable[[str, Validator], None]") -> None:
     ``fn(ctx: ValidatorContext, options: dict) -> ValidatorResult`` judges the measured workspace.
     ``options`` are the validator's keys from the test spec (without ``kind``). A validator must not
     raise for bad agent output: it returns ``passed=False`` with what it observed. It sets
-    ``source`` when one event produced the value it judged.
+    ``source`` when one event produced the value it judged. A validator that runs anything (a command,
+    the agent's code) is marked ``@runs_code`` and runs it through ``ctx.sandbox.wrap(argv, ...)``: on a
+    stored run (``rebuild-reports --recompute``) it then runs only in the sandbox, and where there is none
+    it is not run (the case is HARNESS_ERROR ``sandbox_unavailable``), never unconfined.
     """
 
 
@@ -73,6 +76,20 @@ def register_challenge_servers(register: "Callable[[str, ChallengeFactory], None
     ``factory(options, phase)`` returns an unstarted :class:`~gripprobe_core.challenges.ChallengeServer`
     bound to 127.0.0.1 on port 0 when started. Its ``facts`` (nonce, token, expected answers ...) must
     differ between phases; ``requests`` is its request log, written into the case directory.
+    """
+
+
+@hookspec
+def register_evaluators(register: "Callable[[str, Evaluator], None]") -> None:
+    """Register evaluators (judges): ``register(name, fn)``.
+
+    ``fn(inputs: EvaluationInputs) -> Verdict`` writes every verdict field of a case from what the core
+    derived of its evidence (validator results, process result, events, telemetry summary, harness facts);
+    it must be a pure function of ``inputs`` and keep the result contract. A suite names the judge of its
+    cases with ``judge: <name>``; without one, the core's ``event_evaluator`` (SPEC §6) judges. The core
+    writes ``verdict_source`` from the name registered here, whatever ``fn`` put there, and a name
+    registered twice (``event_evaluator`` included) is an error naming both distributions. A judge that
+    raises or returns anything but a ``Verdict`` makes the case HARNESS_ERROR (``judge_error``).
     """
 
 
@@ -135,15 +152,4 @@ def start_proxy(ctx: "PhaseContext", upstream_url: str, record_path: "Path",
     driver's ``model_aliases``): the proxy forwards only model calls naming one of them and answers any
     other ``403`` ``model_not_under_test`` (recorded, never forwarded; its ``status()`` counts them as
     ``model_not_under_test``).
-    """
-
-
-@hookspec(firstresult=True)
-def evaluate(inputs: "EvaluationInputs") -> "Verdict | None":
-    """*First result.* The canonical verdict of a case.
-
-    The core's ``event_evaluator`` (SPEC §6) answers last; a plugin overriding it must keep the result
-    contract and put its own plugin name (as ``gripprobe plugins`` lists it) in ``verdict_source``: the
-    core refuses a verdict naming a plugin that does not implement ``evaluate``. Must be a pure function
-    of ``inputs``.
     """

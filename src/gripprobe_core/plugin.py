@@ -66,13 +66,13 @@ from .oracle.dialects import (
 )
 # -------------------------------------------------------------------- validators, challenges, evaluators
 from .challenges import ChallengeFactory, ChallengeServer
-from .evaluator import EvaluationInputs
-from .validators.context import Validator, ValidatorContext
+from .evaluator import EvaluationInputs, Evaluator
+from .validators.context import Validator, ValidatorContext, runs_code
 
 __all__ = [
     "AgentCommand", "AgentDriver", "Backend", "BackendEndpoint", "BackendPhase", "BackendProbe", "BackendSpec",
     "BaseAgentDriver", "COMMAND_PARAMS", "ChallengeFactory", "ChallengeServer", "ChatRequest", "CliAgentSpec",
-    "Dialect", "EVERY_FORMAT", "EvaluationInputs", "Event", "EventBuilder", "GENERIC_TOOL_NAMES", "GripProbeError", "InstallRecipe",
+    "Dialect", "EVERY_FORMAT", "EvaluationInputs", "Evaluator", "Event", "EventBuilder", "GENERIC_TOOL_NAMES", "GripProbeError", "InstallRecipe",
     "ListedModel", "MISSING_FILE", "MarkerPattern", "ModelSpec", "Observability", "PATH_PARAMS", "PhaseCapture",
     "PhaseContext", "ProcessResult", "ProxyHandle", "ProxyStatus", "ReferenceAction", "ReferenceEdit",
     "ReferenceRead", "ReferenceShell", "ReferenceWrite", "RouteDecision", "SourcePointer", "TIER_ORDER",
@@ -82,5 +82,5 @@ __all__ = [
     "WrapperParseError", "accepts_type", "action_kind", "canonical_key", "describe_action", "detect_retry_loop",
     "fill_required", "find_agent_files", "find_param", "find_text_tool_calls", "hookimpl", "iso", "json_lines", "known_content",
     "mapping", "message_text", "norm", "number", "parse_chat_request", "parse_responses_request",
-    "read_agent_file", "scan_text_tool_calls", "shell_command_for", "text", "tool_attempts", "utc_now_iso",
+    "read_agent_file", "runs_code", "scan_text_tool_calls", "shell_command_for", "text", "tool_attempts", "utc_now_iso",
 ]

@@ -8,6 +8,7 @@ short names (``event_evaluator``, ``reference`` ...). Hooks are called only thro
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import os
@@ -26,6 +27,7 @@ from .hooks import Hooks
 if TYPE_CHECKING:  # pragma: no cover
     from .challenges import ChallengeFactory
     from .drivers import AgentDriver, Backend
+    from .evaluator import Evaluator
     from .oracle.dialects import Dialect
     from .validators.context import Validator
 
@@ -133,14 +135,40 @@ def _async_hooks(pm: pluggy.PluginManager, plugin: Any) -> list[str]:
                   and (inspect.iscoroutinefunction(impl.function) or inspect.isasyncgenfunction(impl.function)))
 
 
+#: Hooks that no longer exist, and what replaced them (said when a plugin still implements one).
+REPLACED_HOOKS: dict[str, str] = {
+    "evaluate": "register_evaluators: register your judge by name, and a suite names it with `judge:`",
+}
+
+
+def _unknown_hooks(pm: pluggy.PluginManager, plugin: Any) -> list[str]:
+    """What is wrong with each hook implementation of ``plugin`` that matches no GripProbe hook (a misspelt
+    name, a hook that was replaced): pluggy accepts such an implementation silently and never calls it."""
+    out = []
+    specs = sorted(name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
+                   if hasattr(fn, "gripprobe_spec"))
+    for caller in pm.get_hookcallers(plugin) or []:
+        if caller.has_spec() or not any(i.plugin is plugin and not i.optionalhook for i in caller.get_hookimpls()):
+            continue
+        name = caller.name
+        if name in REPLACED_HOOKS:
+            hint = f"it was replaced by {REPLACED_HOOKS[name]}"
+        else:
+            close = difflib.get_close_matches(name, specs, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"the hooks are: {', '.join(specs)}"
+        out.append(f"hook implementation {name!r} matches no GripProbe hook ({hint}; docs/hooks.md)")
+    return sorted(out)
+
+
 def make_plugin_manager(*, load_entry_points: bool = True, strict: bool | None = None,
                         extra: list[Any] | None = None) -> GripProbePluginManager:
     """Build a fresh plugin manager: hookspecs, default plugins, then entry points sorted by name, then
     ``extra`` plugin objects (tests).
 
-    A plugin that fails to load, or implements a hook with a coroutine function, is recorded in
+    A plugin that fails to load, implements a hook with a coroutine function, or has a hook implementation
+    that matches no hook (a misspelt name would otherwise load and never be called) is recorded in
     ``failures`` and skipped, unless ``strict`` (or ``GRIPPROBE_STRICT_PLUGINS=1``), in which case
-    :class:`PluginError` is raised naming it.
+    :class:`PluginError` is raised naming it and the hook.
     """
     if strict is None:
         strict = os.environ.get("GRIPPROBE_STRICT_PLUGINS", "") not in ("", "0", "false")
@@ -164,6 +192,11 @@ def make_plugin_manager(*, load_entry_points: bool = True, strict: bool | None =
             pm.unregister(plugin)
             fail(LoadFailure(name, dist, f"hook {', '.join(bad)} is a coroutine function (async def); GripProbe "
                                          f"hooks are synchronous: make it a plain def"), None)
+            return
+        unknown = _unknown_hooks(pm, plugin)
+        if unknown:
+            pm.unregister(plugin)
+            fail(LoadFailure(name, dist, "; ".join(unknown)), None)
             return
         plugins.origins[name] = (dist, version)
 
@@ -199,6 +232,8 @@ class Registry:
     backends: "dict[str, Backend]" = field(default_factory=dict)
     validators: "dict[str, Validator]" = field(default_factory=dict)
     challenges: "dict[str, ChallengeFactory]" = field(default_factory=dict)
+    evaluators: "dict[str, Evaluator]" = field(default_factory=dict)
+    """The judges, by the name a suite's ``judge:`` gives and a verdict's ``verdict_source`` carries."""
     dialects: "dict[str, Dialect]" = field(default_factory=dict)
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -242,6 +277,15 @@ class Registry:
         hooks.register_validators(lambda kind, fn: keep("validator", reg.validators, kind, fn, plugins.owner(fn)))
         hooks.register_challenge_servers(
             lambda kind, factory: keep("challenge server", reg.challenges, kind, factory, plugins.owner(factory)))
+
+        def evaluator(name: str, fn: Evaluator) -> None:
+            owner = plugins.owner(fn)
+            if not callable(fn):
+                raise PluginError(f"{owner} registered evaluator {name!r} as {fn!r}, which is not callable "
+                                  f"(fn(inputs: EvaluationInputs) -> Verdict)")
+            keep("evaluator", reg.evaluators, name, fn, owner)
+
+        hooks.register_evaluators(evaluator)
         return reg
 
 

@@ -208,6 +208,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         raise UserError("the selection is empty: no case to run")
     cases = with_trials(cases, trials)
     state = None
+    resumed_judge = None
     if resume is not None:
         state = prepare_resume(resume, cases, suite=suite, manifest=manifest)
         click.echo(f"resuming {safe_name(state.run_dir.path)}: {state.done} of {len(cases)} case(s) done, "
@@ -218,6 +219,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         timeout_s = timeout_s or _resumed_timeout(state)
         base_url = base_url or state.option("base_url_override")
         sandbox = sandbox or state.option("sandbox")
+        resumed_judge = state.option("judge")
         resumed_cap = state.option("proxy_max_body")
         proxy_max_body = proxy_max_body or (resumed_cap if type(resumed_cap) is int and 0 < resumed_cap <= SIZE_MAX
                                             else None)
@@ -228,6 +230,11 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     from ..runner.preflight import preflight
     from ..runner.rayexec import RayExecutor  # imports Ray only when it runs
 
+    judge = (resumed_judge if isinstance(resumed_judge, str) and resumed_judge else None) \
+        or (s.judge if s is not None else None)
+    if judge is not None and judge not in plugins.registry.evaluators:  # a resumed run's, or a suite not validated
+        raise UserError(f"judge {judge!r} is not installed; registered evaluators: "
+                        f"{', '.join(sorted(plugins.registry.evaluators))} (install the plugin that registers it)")
     jobs = jobs or (s.jobs if s is not None else None) or (0 if executor == "ray" else 1)
     if executor != "ray" and (ray_address or ray_max_attempts):
         raise UserError(f"{'--ray-address' if ray_address else '--ray-max-attempts'} needs --executor ray")
@@ -251,7 +258,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
             _check_sandbox(sandbox, cases)
             installed = _install_agents(plugins, cases, no_install)
         opts = RunSettings(results_root=results_root, jobs=jobs,
-                          installed=installed, install_missing=not no_install, sandbox=sandbox,
+                          installed=installed, install_missing=not no_install, sandbox=sandbox, judge=judge,
                           proxy_mode=proxy_mode or (s.telemetry_proxy_mode if s is not None else None),
                           timeout_s=timeout_s, base_url_override=base_url, suite=recorded_suite, selection=selection,
                           specs_root=root, argv=sys.argv[1:],

@@ -84,7 +84,9 @@ def require_own_key(run_dir, what: str) -> None:
 @click.argument("run_dir", type=PathArg(path_type=Path))
 @click.option("--recompute", is_flag=True,
               help="Re-derive every verdict field (events, telemetry, validators, verdict) from the stored "
-                   "artifacts before rendering. A case whose artifacts are missing or corrupt becomes HARNESS_ERROR.")
+                   "artifacts before rendering. A case whose artifacts are missing or corrupt becomes HARNESS_ERROR. "
+                   "Validators that run code run only in the sandbox (never unconfined, whatever the run "
+                   "recorded); without one they are not run (HARNESS_ERROR sandbox_unavailable).")
 @click.option("--dry-run", is_flag=True, help="With --recompute: report what would change, write nothing.")
 def rebuild_reports_command(run_dir: Path, recompute: bool, dry_run: bool) -> None:
     """Re-render a run's reports (summary.md, summary.html, case pages); optionally recompute verdicts.
@@ -96,6 +98,7 @@ def rebuild_reports_command(run_dir: Path, recompute: bool, dry_run: bool) -> No
     rd = _run_dir(run_dir)
     if recompute:
         from ..runner.recompute import recompute_run
+        from ..runner.sandbox import INSTALL_FIX, stored_data_sandbox
 
         if not dry_run:
             require_own_key(rd, "--recompute")
@@ -105,6 +108,11 @@ def rebuild_reports_command(run_dir: Path, recompute: bool, dry_run: bool) -> No
             click.echo(f"warning: {safe_name(rd.path)} is not signed (written before gripprobe signed its runs, or "
                        f"its signatures were removed): only what its digests still show can be checked", err=True)
 
+        box = stored_data_sandbox()
+        if not box.confined:  # never unconfined: code a stored run holds is not run without a sandbox
+            click.echo(f"warning: no sandbox here ({safe_text(box.warning)}): validators that run code "
+                       f"(command_output) are not run, their cases become HARNESS_ERROR sandbox_unavailable; "
+                       f"fix: {INSTALL_FIX.split(', or pass')[0]}", err=True)
         with writing_into(rd, "writing recomputed cases"):
             rows = recompute_run(make_plugin_manager(), rd, write=not dry_run)
         changed = [r for r in rows if r.changed]

@@ -1,13 +1,14 @@
-"""Default plugin ``event_evaluator``: the core's canonical verdict answers the ``evaluate`` hook, last."""
+"""Default plugin ``event_evaluator``: registers the core's canonical verdict (SPEC §6) as the judge named
+``event_evaluator``, the one every case gets unless its suite names another (``judge:``)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from .. import hookimpl
-from ..evaluator import EvaluationInputs, event_evaluator
-from ..models.results import Verdict
+from ..evaluator import EVALUATOR_NAME, Evaluator, event_evaluator
 
 
-@hookimpl(trylast=True)
-def evaluate(inputs: EvaluationInputs) -> Verdict:
-    """The canonical verdict (SPEC §6); a plugin registered with a plain hookimpl answers first."""
-    return event_evaluator(inputs)
+@hookimpl
+def register_evaluators(register: Callable[[str, Evaluator], None]) -> None:
+    register(EVALUATOR_NAME, event_evaluator)

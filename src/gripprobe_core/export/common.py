@@ -1,9 +1,9 @@
 """What every exporter reads: the run's cases and one phase's normalized events as a timeline.
 
 A stored run can hold anything (a case.json that is not a result, an events file with garbage lines,
-fields of the wrong type, a symlink where a file should be), so everything here is read defensively:
-files through :func:`~gripprobe_core.store.read_regular` (never a symlink, FIFO or device), every
-event field checked for its type, and nothing raises on bad data. What could not be read is reported
+fields of the wrong type, a symlink where a file or folder should be), so everything here is read
+defensively: files through :class:`~gripprobe_core.store.Stored` (no link followed anywhere below the run
+folder, never a FIFO or device), every event field checked for its type, and nothing raises on bad data. What could not be read is reported
 in ``problems`` for the command to print.
 
 The timeline pairs the events of one phase the way the reports do: each ``model_response`` with the
@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 from ..jsonl import json_lines
 from ..models.events import TIER_ORDER
 from ..models.results import CaseResult
-from ..store import RunFolder, read_regular
+from ..store import RunFolder, Stored, read_regular
 from ..telemetry.merge import parse_timestamp
 
 __all__ = ["Call", "ExportCase", "Response", "Timeline", "case_label", "clean", "clean_int", "iso", "load_cases",
@@ -95,34 +95,39 @@ def when(value: Any) -> float | None:
     return seconds
 
 
-def read_text(path: Path, limit: int = TEXT_LIMIT) -> str | None:
+def _read(path: Stored | Path, limit: int) -> bytes:
+    return path.read(limit) if isinstance(path, Stored) else read_regular(path, limit)
+
+
+def read_text(path: Stored | Path, limit: int = TEXT_LIMIT) -> str | None:
     """A regular file's text (at most ``limit`` bytes, UTF-8 with replacement), or None."""
     try:
-        return read_regular(path, limit).decode("utf-8", "replace")
+        return _read(path, limit).decode("utf-8", "replace")
     except OSError:
         return None
 
 
 @dataclass
 class ExportCase:
-    """One case directory: its result (None when case.json is missing or not a valid result)."""
+    """One case directory: its result (None when case.json is missing or not a valid result). ``path`` is
+    read without following a link below the run folder."""
 
     name: str
-    path: Path
+    path: Stored
     result: CaseResult | None
 
     @property
     def problem(self) -> str | None:
         if self.result is not None:
             return None
-        if not os.path.lexists(self.path / "case.json"):
+        if not (self.path / "case.json").lexists():
             return "no case.json (the case did not finish)"
         return "case.json is not a valid result (corrupt, foreign or not a regular file)"
 
 
 def load_cases(run: RunFolder) -> list[ExportCase]:
     """Every case directory of the run (symlinks are not followed), sorted by name."""
-    return [ExportCase(name, run.case(name), result) for name, result in run.case_entries()]
+    return [ExportCase(name, run.stored_case(name), result) for name, result in run.case_entries()]
 
 
 def case_label(case: ExportCase) -> dict[str, str]:
@@ -225,11 +230,11 @@ def _tier(value: Any) -> str:
     return value if isinstance(value, str) and value in TIER_ORDER else "D"
 
 
-def read_timeline(case_dir: Path, phase: str = PHASE) -> Timeline:
+def read_timeline(case_dir: Stored | Path, phase: str = PHASE) -> Timeline:
     """The timeline of ``artifacts/events.<phase>.jsonl``; never raises."""
     path = case_dir / "artifacts" / f"events.{phase}.jsonl"
     try:
-        data = read_regular(path, EVENTS_LIMIT)
+        data = _read(path, EVENTS_LIMIT)
     except FileNotFoundError:
         return Timeline(state="missing")
     except OSError:

@@ -112,8 +112,9 @@ class Verdict(_M):
 
     status: Status
     verdict_source: str = Field(
-        default="event_evaluator", description="The plugin that judged: the core's ``event_evaluator``, or the "
-                                               "plugin whose ``evaluate`` implementation answered.")
+        default="event_evaluator", description="The judge, by the name it is registered under (written by the core, "
+                                               "never by the judge): the core's ``event_evaluator`` unless the "
+                                               "case's suite names another (``judge:``).")
     evaluator_reason_code: str
     evaluator_reason_text: str
     failure_reason: str | None

@@ -307,6 +307,10 @@ class SuiteSpec(_Strict):
     max_tokens_per_phase: TokenBudget | None = Field(
         default=None, description="Token budget of each phase, enforced by the recording proxy "
                                         "(the command line's --max-tokens-per-phase wins over this, this over a model's).")
+    judge: str | None = Field(
+        default=None, min_length=1, description="The registered evaluator that judges the suite's cases (`gripprobe "
+                                                "plugins` lists them; their verdicts name it in verdict_source); "
+                                                "default: the core's event_evaluator.")
 
 
 class HardwareProfile(_Strict):

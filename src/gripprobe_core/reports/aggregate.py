@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..models.results import STATUSES, CaseResult
-from ..store import RunFolder, atomic_write_json, atomic_write_text, check_readable_root, read_case
+from ..store import RunFolder, Stored, atomic_write_json, atomic_write_text, check_readable_root, read_case
 from ..store.files import json_kind
 from ..store.runs import iter_run_dirs
 from ..timeutil import utc_now_iso
@@ -115,11 +115,11 @@ class CaseFacts:
     case_id: str = ""
 
 
-def read_facts(path: Path, hardware_default: str | None = None) -> CaseFacts | None:
-    """The fields the aggregate needs from one ``case.json``; None when it is not a valid result. The whole
-    file is checked as every report checks it (:func:`~gripprobe_core.store.read_case`: the status one of
-    the nine, every number finite and in its range, ids plain), so a case the run's own summary lists as
-    unreadable is never published here as a number."""
+def read_facts(path: Stored | Path, hardware_default: str | None = None) -> CaseFacts | None:
+    """The fields the aggregate needs from one ``case.json``; None when it is not a valid result (a link on its
+    way included). The whole file is checked as every report checks it (:func:`~gripprobe_core.store.read_case`:
+    the status one of the nine, every number finite and in its range, ids plain), so a case the run's own
+    summary lists as unreadable is never published here as a number."""
     res = read_case(path)
     if res is None:
         return None
@@ -128,7 +128,8 @@ def read_facts(path: Path, hardware_default: str | None = None) -> CaseFacts | N
                      res.hardware_profile or hardware_default, tuple(res.tags), verdict.status,
                      overall_of(verdict.status, verdict.overall_score),
                      res.usage.model_dump() if res.usage is not None else None, _agent_seconds(res),
-                     res.duration_s, key.backend, key.trial, res.case_id or path.parent.name)
+                     res.duration_s, key.backend, key.trial,
+                     res.case_id or Path(path.path if isinstance(path, Stored) else path).parent.name)
 
 
 def _agent_seconds(res: CaseResult) -> float | None:
@@ -139,14 +140,11 @@ def _agent_seconds(res: CaseResult) -> float | None:
     return None
 
 
-def case_files(run_dir: Path) -> Iterator[Path]:
-    try:
-        entries = list(os.scandir(run_dir / "cases"))
-    except OSError:
-        return
-    for e in entries:
-        if e.is_dir(follow_symlinks=False):
-            yield Path(e.path) / "case.json"
+def case_files(run_dir: Path) -> Iterator[Stored]:
+    """Every case folder's case.json, read without following a link below the run folder."""
+    run = RunFolder(run_dir)
+    for name in run.case_names():
+        yield run.stored_case(name) / "case.json"
 
 
 # ------------------------------------------------------------------ aggregation

@@ -7,11 +7,13 @@ the scripts insert it with ``textContent``. The event timeline is embedded as JS
 escaped as ``\\u003c`` …) and rendered by the browser in chunks, so a case with 10,000 events opens at
 once. Missing or corrupt artifacts are shown as "missing" / "unreadable", never raised.
 
-Every stored file is read with :func:`~gripprobe_core.store.files.read_regular` (a FIFO, device or
-symlink planted in its place is never opened), the workspace through :mod:`.workspace_view`, and every
-name from disk (case directories, workspace and artifact files) is shown through ``safe_name``. Every other
-value goes through ``safe_text`` on its way into a page (the environment's ``finalize``; the JSON a script
-draws from through ``inert``), so no stored byte reaches a page as a control character.
+Every stored file is read through :class:`~gripprobe_core.store.files.Stored` (no link followed anywhere
+below the run folder: a case's ``artifacts/`` or ``workspace/`` replaced by a link is not read through, and a
+FIFO, device or symlink planted in a file's place is never opened), the workspace through
+:mod:`.workspace_view`, and every name from disk (case directories, workspace and artifact files) is shown
+through ``safe_name``. Every other value goes through ``safe_text`` on its way into a page (the environment's
+``finalize``; the JSON a script draws from through ``inert``), so no stored byte reaches a page as a control
+character.
 """
 
 from __future__ import annotations
@@ -27,8 +29,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..models.results import STATUSES, CaseResult
-from ..store import RunFolder, atomic_write_text
-from ..store.files import open_regular, read_regular
+from ..store import RunFolder, Stored, atomic_write_text
 from ..store.runs import manifest_status
 from ..textsafe import inert, safe_name, safe_text
 from .scores import coverage_text, usage_parts
@@ -124,7 +125,7 @@ def render_run_html(run_dir: RunFolder, *, manifest: dict | None = None,
     atomic_write_text(written[0], render_summary_html(run_dir.run_id, manifest, entries), sync=False)
     for name, res in entries:
         path = run_dir.reports / "cases" / page_name(name)
-        atomic_write_text(path, render_case_html(run_dir.case(name), res, run_id=run_dir.run_id), sync=False)
+        atomic_write_text(path, render_case_html(run_dir.stored_case(name), res, run_id=run_dir.run_id), sync=False)
         written.append(path)
     return written
 
@@ -172,14 +173,15 @@ def render_summary_html(run_id: str, manifest: dict, entries: list[tuple[str, Ca
                    unfinished=[(safe_name(name), _page_link(name)) for name, r in entries if r is None])
 
 
-def render_case_html(case_dir: Path, result: CaseResult | None, run_id: str = "") -> str:
-    """One case page from its directory; ``result`` None when case.json is missing or unreadable."""
+def render_case_html(case_dir: Stored, result: CaseResult | None, run_id: str = "") -> str:
+    """One case page from its directory (``run.stored_case(name)``: read without following a link below the
+    run folder); ``result`` None when case.json is missing or unreadable."""
     case_json = case_dir / "case.json"
     timeline = {ph: _read_events(case_dir / "artifacts" / f"events.{ph}.jsonl") for ph in PHASES}
     phases = {p.phase: p for p in result.phases} if result else {}
     return _render(
         "case.html", run_id=safe_name(run_id or (result.run_id if result else "")), case_id=safe_name(case_dir.name),
-        r=result, case_json_state="missing" if not os.path.lexists(case_json) else ("ok" if result else "unreadable"),
+        r=result, case_json_state="missing" if not case_json.lexists() else ("ok" if result else "unreadable"),
         hardware=getattr(result, "hardware_profile", None) if result else None,
         validators=_validators(result), timeline=timeline,
         usage=_usage_view(result.usage) if result else None,
@@ -193,12 +195,12 @@ def render_case_html(case_dir: Path, result: CaseResult | None, run_id: str = ""
     )
 
 
-def _read_text(path: Path, limit: int = TEXT_LIMIT) -> dict:
+def _read_text(path: Stored, limit: int = TEXT_LIMIT) -> dict:
     """A text file for display: state ok|missing|unreadable, at most ``limit`` bytes of it (a regular
-    file only: anything else planted in its place is ``unreadable``, never opened)."""
+    file only: anything else planted in its place, or a link on its way, is ``unreadable``, never opened)."""
     try:
-        size = os.lstat(path).st_size
-        data = read_regular(path, limit)
+        size = path.lstat().st_size
+        data = path.read(limit)
     except FileNotFoundError:
         return {"state": "missing", "text": "", "size": 0, "shown": 0, "truncated": False}
     except OSError as exc:
@@ -215,13 +217,13 @@ def _clip(v: Any, limit: int = FIELD_LIMIT) -> str | None:
     return s if len(s) <= limit else s[:limit] + f"\n… ({len(s) - limit} more characters not shown)"
 
 
-def _read_events(path: Path) -> dict:
+def _read_events(path: Stored) -> dict:
     """Events of one phase in display order: each model response followed by the tool events it
     spawned (``depth`` 1, via parent_id); anything else in sequence order at depth 0."""
     try:
         # bytes.splitlines(): the harness writes JSON lines with ensure_ascii=False, and str.splitlines()
         # would also break a line at a U+2028 or U+0085 inside a string
-        lines = [raw.decode("utf-8", "replace") for raw in read_regular(path).splitlines()]
+        lines = [raw.decode("utf-8", "replace") for raw in path.read().splitlines()]
     except FileNotFoundError:
         return {"state": "missing", "events": [], "bad_lines": 0}
     except OSError:
@@ -361,7 +363,7 @@ def _usage_view(usage: Any) -> dict | None:
     return {"source": usage.source, "parts": usage_parts(usage.model_dump())}
 
 
-def _phase_view(case_dir: Path, phase: str, rec) -> dict:
+def _phase_view(case_dir: Stored, phase: str, rec) -> dict:
     proc = rec.process if rec else None
     return {
         "phase": phase, "rec": rec, "proc": proc, "usage": _usage_view(rec.usage) if rec else None,
@@ -371,7 +373,7 @@ def _phase_view(case_dir: Path, phase: str, rec) -> dict:
     }
 
 
-def _proxy_view(case_dir: Path, phase: str, rec) -> dict:
+def _proxy_view(case_dir: Stored, phase: str, rec) -> dict:
     """One summary row per recorded HTTP exchange; request and response bodies are left out."""
     info = dict(rec.proxy) if rec else {}
     record = info.get("record")
@@ -388,7 +390,7 @@ def _proxy_view(case_dir: Path, phase: str, rec) -> dict:
             "refused": refused if type(refused) is int and refused > 0 else 0,
             "models": [str(m) for m in info.get("models") or [] if isinstance(m, str)]}
     try:
-        fh = open_regular(path)
+        fh = path.open()
     except FileNotFoundError:
         view["state"] = "missing"
         return view
@@ -427,12 +429,14 @@ def _exchange(d: dict) -> dict:
             "error": g("proxy_error") or g("error"), "budget": bool(g("budget_exceeded"))}
 
 
-def _artifact_list(root: Path) -> list[dict]:
+def _artifact_list(root: Stored) -> list[dict]:
     """Names and sizes of the regular files in ``artifacts/`` (lstat: a symlink is not followed)."""
     try:
-        if not stat.S_ISDIR(os.lstat(root).st_mode):
-            return []
-        with os.scandir(root) as it:
+        fd = root.open_dir()
+    except OSError:
+        return []
+    try:
+        with os.scandir(fd) as it:
             entries = sorted(it, key=lambda e: e.name)[:ARTIFACTS_MAX]
         out = []
         for e in entries:
@@ -442,6 +446,8 @@ def _artifact_list(root: Path) -> list[dict]:
         return out
     except OSError:
         return []
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------------------------------- aggregate

@@ -156,8 +156,29 @@ def write_run_reports(run_dir: RunFolder) -> list[Path]:
     """
     from .html import render_run_html
 
+    _real_folders(run_dir)
     manifest, entries = run_dir.read_manifest(), run_dir.case_entries()
     out = run_dir.reports / "summary.md"
     atomic_write_text(out, render_summary_md(run_dir.run_id, manifest, [r for _, r in entries if r is not None],
                                              [name for name, r in entries if r is None]), sync=False)
     return [out, *render_run_html(run_dir, manifest=manifest, entries=entries)]
+
+
+def _real_folders(run_dir: RunFolder) -> None:
+    """``reports/`` and ``reports/cases/`` as real folders of the run (made when missing): reports are never
+    written through a link planted there. Anything else in their place is one line, exit 2."""
+    import os
+    import stat
+
+    from ..store import ResultsPathError
+    from ..store.files import kind_of
+
+    for folder in (run_dir.reports, run_dir.reports / "cases"):
+        try:
+            st = os.lstat(folder)
+        except FileNotFoundError:
+            folder.mkdir(parents=True, exist_ok=True)
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            raise ResultsPathError(f"{safe_name(run_dir.path)}: {safe_name(folder)} is a {kind_of(st.st_mode)}, not a "
+                                   f"folder; reports are never written through it: move it away")

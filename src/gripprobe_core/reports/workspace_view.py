@@ -1,6 +1,9 @@
 """The case page's view of a final workspace, which the agent under test wrote and may have made hostile.
 
 Rules (docs/reports.md, "Hostile workspaces"):
+- The workspace itself is reached without following a link below the run folder
+  (:class:`~gripprobe_core.store.files.Stored`): a ``workspace/`` (or case folder) that is a link is shown as
+  one, never entered.
 - Nothing outside the workspace is read: the walk goes folder by folder through file descriptors
   opened with ``O_NOFOLLOW`` (``openat``), so a symlink, to a file or to a folder, is listed with its
   target and never followed, and no component can be swapped for a symlink mid-walk.
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..store.files import kind_of, read_regular
+from ..store.files import Stored, kind_of, read_regular
 from ..textsafe import safe_name
 
 __all__ = ["WORKSPACE_DEPTH_MAX", "WORKSPACE_FILES_MAX", "WORKSPACE_SCAN_MAX", "WORKSPACE_TEXT_BUDGET",
@@ -45,23 +48,23 @@ class _Walk:
     budget: int = WORKSPACE_TEXT_BUDGET
 
 
-def workspace_view(root: Path) -> dict[str, Any]:
+def workspace_view(root: Stored) -> dict[str, Any]:
     """``{"state": ok|missing|symlink|not a folder|unreadable, "files": [...], "more": n, "cut": bool,
     "note": str}``; each file ``{"path", "size", "text", "note"}`` with ``path`` display-safe."""
     empty = {"files": [], "more": 0, "cut": False, "note": ""}
     try:
-        st = os.lstat(root)
+        st = root.lstat()
     except FileNotFoundError:
         return {**empty, "state": "missing"}
     except OSError as exc:
         return {**empty, "state": "unreadable", "note": type(exc).__name__}
     if stat.S_ISLNK(st.st_mode):
-        return {**empty, "state": "symlink", "note": f"workspace/ is a symlink to {_link(root)}; not followed"}
+        return {**empty, "state": "symlink", "note": f"workspace/ is a symlink to {_stored_link(root)}; not followed"}
     if not stat.S_ISDIR(st.st_mode):
         return {**empty, "state": "not a folder", "note": f"workspace/ is a {kind_of(st.st_mode)}; not opened"}
     walk = _Walk()
     try:
-        fd = os.open(root, _DIR_FLAGS)
+        fd = root.open_dir()
     except OSError as exc:
         return {**empty, "state": "unreadable", "note": type(exc).__name__}
     try:
@@ -69,6 +72,13 @@ def workspace_view(root: Path) -> dict[str, Any]:
     finally:
         os.close(fd)
     return {"state": "ok", "files": walk.files, "more": walk.more, "cut": walk.cut, "note": ""}
+
+
+def _stored_link(path: Stored) -> str:
+    try:
+        return safe_name(path.readlink())
+    except OSError:
+        return "(unreadable)"
 
 
 def _link(path: Path | str, dir_fd: int | None = None) -> str:

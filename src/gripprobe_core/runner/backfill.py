@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..models.results import CaseResult
-from ..store.layout import RunFolder, read_case
+from ..store.files import Stored
+from ..store.layout import STORED_JSON_LIMIT, RunFolder, read_case
 
 LOOKUP_TIMEOUT_S = 5.0
 
@@ -53,9 +54,9 @@ async def lookup_hash(backend: Any, url: str, model_id: str) -> tuple[str, str |
     return "found", digest, f"{backend.kind} model list"
 
 
-def _backend(case_dir: Path) -> dict[str, Any] | None:
+def _backend(case_dir: Stored) -> dict[str, Any] | None:
     try:
-        data = json.loads((case_dir / "artifacts" / "case_inputs.json").read_bytes())
+        data = json.loads((case_dir / "artifacts" / "case_inputs.json").read(STORED_JSON_LIMIT))
         backend = data["backend"]
         return backend if isinstance(backend, dict) else None
     except (OSError, ValueError, KeyError, TypeError):
@@ -74,13 +75,12 @@ async def _backfill(runs: list[RunFolder], backends: Mapping[str, Any], *, force
     cache: dict[tuple[str, str, str], tuple[str, str | None, str]] = {}
     rows: list[BackfillRow] = []
     for run in runs:
-        if not run.cases.is_dir():
-            continue
-        for case_dir in sorted(d for d in run.cases.iterdir() if d.is_dir()):
-            res = read_case(case_dir / "case.json")
+        for name in run.case_names():  # no link followed below the run folder
+            case_dir = run.case(name)
+            res = read_case(run.stored_case(name) / "case.json")
             if res is None:
                 continue
-            backend = _backend(case_dir)
+            backend = _backend(run.stored_case(name))
             if backend is None:
                 rows.append(BackfillRow(run.run_id, res.case_id, "no_backend", res.model_hash,
                                         detail="artifacts/case_inputs.json is missing or unreadable"))

@@ -1,7 +1,8 @@
-"""One case, top to bottom: can it run? → phases (warmup, measured) → validators → verdict → case.json.
+"""One case, top to bottom: can it run? → phases (warmup, measured) → the judge → case.json.
 
-Side effects live at the edges (servers, the agent process, files); the verdict is the evaluator's, a
-pure function. Disk work and the validators (which may run commands) leave the event loop.
+Side effects live at the edges (servers, the agent process, files); the judge (:func:`~.judge.judge_case`,
+the one a recompute calls too) turns what the phases left into events, telemetry, validator results and
+the verdict. Disk work and the judge (whose validators may run commands) leave the event loop.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..evaluator import EvaluationInputs
-from ..models.results import CaseResult, ProcessResult, TelemetrySummary, ValidatorResult, Verdict
+from ..models.results import CaseResult, ProcessResult, TelemetrySummary, Verdict
 from ..integrity.keys import Signer
 from ..integrity.seal import REWRITE, write_case_json
 from ..store import atomic_write_json, atomic_write_text
@@ -21,25 +22,12 @@ from ..store.trees import remove_tree
 from ..telemetry.summary import summarize_phase
 from ..telemetry.usage import combine
 from ..timeutil import utc_now_iso
-from ..validators.context import ValidatorContext
 from .evidence import evidence_digests
-from .judge import (
-    CASE_INPUTS, backend_was_unreachable, budget_was_exceeded, derive_verdict, model_not_under_test,
-    phase_harness_failure, run_validators,
-)
+from .judge import CASE_INPUTS, CaseEvidence, Judgement, evaluate, judge_case, write_events
 from .matrix import PlannedCase, missing_tool_kinds
 from .phase import PHASES, PhaseResult, run_phase
 from .sandbox import resolve_sandbox
 from .settings import ActiveRun
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """The validators' results and the verdict of a case whose phases ran."""
-
-    validators: list[ValidatorResult]
-    verdict: Verdict
-    harness_error: str | None
 
 
 async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
@@ -65,7 +53,7 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
     await asyncio.to_thread(atomic_write_json, case_dir / "artifacts" / CASE_INPUTS, {
         "agent": case.agent.model_dump(mode="json"), "model": case.model.model_dump(mode="json"),
         "backend": case.backend.model_dump(mode="json"), "test": case.test.model_dump(mode="json"),
-        "format": case.format}, sync=False)
+        "format": case.format, "judge": case.judge}, sync=False)
     phases: list[PhaseResult] = []
     try:
         for phase in PHASES:
@@ -74,12 +62,11 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
                 break
     finally:  # homes may hold keys: never kept, and nothing the agent left there stops the removal
         left = await asyncio.to_thread(remove_tree, run.scratch / case.case_id)
-    judged = await asyncio.to_thread(judge, case, run, phases[-1], case_dir)
-    last = phases[-1].record
+    judged = await asyncio.to_thread(judge, case, run, phases, case_dir)
     warnings = [w for p in phases for w in p.warnings] + [f"scratch_not_removed: {problem}" for problem in left]
-    res = result(phases=[p.record for p in phases], validators=judged.validators, verdict=judged.verdict,
-                 telemetry=last.summary, harness_error=judged.harness_error,
-                 sandbox=resolve_sandbox(case.sandbox).kind, usage=combine(p.record.usage for p in phases),
+    res = result(phases=judged.phases, validators=judged.validators, verdict=judged.verdict,
+                 telemetry=judged.telemetry, harness_error=judged.harness_error,
+                 sandbox=resolve_sandbox(case.sandbox).kind, usage=combine(p.usage for p in judged.phases),
                  warnings=warnings)
     await asyncio.to_thread(write_case, case_dir, res, durable=run.settings.durable, signer=run.signer)
     return res
@@ -99,10 +86,10 @@ def why_not_run(case: PlannedCase, run: ActiveRun) -> dict[str, Any] | None:
     missing = missing_tool_kinds(case.agent, case.test)
     if missing:
         summary = not_run_summary()
-        verdict = run.hooks.evaluate(EvaluationInputs(
+        verdict, problem = evaluate(run.registry, case.judge, EvaluationInputs(
             validators=[], process=ProcessResult(status="ok"), events=[], summary=summary,
             required_kinds=list(case.test.requires), tool_unsupported="agent_tool_unsupported"))
-        return dict(verdict=verdict, telemetry=summary,
+        return dict(verdict=verdict, telemetry=summary, harness_error=problem,
                     skip_reason=f"agent {case.agent.id!r} cannot perform: {', '.join(missing)}")
     return None
 
@@ -120,27 +107,22 @@ def not_run_summary() -> TelemetrySummary:
                            proxy_status="skipped", proxy_skip_reason="disabled")
 
 
-def judge(case: PlannedCase, run: ActiveRun, last: PhaseResult, case_dir: Path) -> Judgement:
-    """Validators on the harness's copy of the measured workspace (what a recompute judges too, never the
-    agent's own directory), then the evaluator."""
-    validators: list[ValidatorResult] = []
-    error = None
-    if last.harness_error is None and last.record.phase == "measured":
-        validators, error = run_validators(run.registry, case.test, ValidatorContext(
-            workspace=case_dir / "workspace", test=case.test, run_values=dict(run.values),
-            challenge=dict(last.challenge_facts), challenge_requests=list(last.challenge_requests),
-            events=last.events, agent_workspace=str(last.workspace), sandbox=resolve_sandbox(case.sandbox)))
-    rec = last.record
-    verdict = derive_verdict(run.hooks, case.test, process=rec.process, events=last.events, summary=rec.summary,
-                             validators=validators, harness_error=phase_harness_failure(last.harness_error, error),
-                             backend_unreachable=backend_was_unreachable(rec, case_dir / "artifacts"),
-                             budget_exceeded=budget_was_exceeded(rec),
-                             model_swapped=model_not_under_test(rec, case_dir / "artifacts", case.backend))
-    return Judgement(validators, verdict, last.harness_error or error)
+def judge(case: PlannedCase, run: ActiveRun, phases: list[PhaseResult], case_dir: Path) -> Judgement:
+    """The one judge on what the phases left (validators on the harness's copy of the measured workspace,
+    sandboxed as the case's agent was), then the derived files it gives: each phase's events and the
+    driver's reading of its final answer (tier D events point into ``<phase>.final.txt``)."""
+    judged = judge_case(run.plugins, CaseEvidence(
+        folder=case_dir, run_id=run.id, case_id=case.case_id, test=case.test, backend=case.backend,
+        judge=case.judge, run_values=dict(run.values), phases=[p.evidence for p in phases]),
+        sandbox=resolve_sandbox(case.sandbox))
+    for phase, text in judged.final_texts.items():
+        atomic_write_text(case_dir / "artifacts" / f"{phase}.final.txt", text, sync=False)
+    write_events(case_dir, judged.events)
+    return judged
 
 
 def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False, durable: bool = True,
-               signer: Signer | None | Literal["rewrite"] = REWRITE) -> None:
+               signer: Signer | None | Literal["rewrite"] = REWRITE, artifacts: bool = True) -> None:
     """Write the case's summary files, make everything durable at once, then case.json last: its presence
     means the case is complete (resume relies on this).
 
@@ -150,12 +132,14 @@ def write_case(case_dir: Path, res: CaseResult, *, keep_evidence: bool = False, 
     with ``signer`` (the run's key; None on a cluster worker, whose driver signs what it receives), a
     rewrite by this machine's key when the run is signed with it and the case still verifies.
     ``durable=False`` skips the flushes: a cluster worker's copy is temporary, the driver makes its own
-    durable (runner/rayexec.py)."""
-    artifacts = case_dir / "artifacts"
-    artifacts.mkdir(parents=True, exist_ok=True)
-    phases = {p.phase: p.summary.model_dump(mode="json") for p in res.phases}
-    atomic_write_json(artifacts / "events.summary.json", {**res.telemetry.model_dump(mode="json"), "phases": phases},
-                      sync=False)
+    durable (runner/rayexec.py). ``artifacts=False`` (a recompute whose stored ``artifacts/`` is not a real
+    folder) writes nothing into ``artifacts/``."""
+    if artifacts:
+        folder = case_dir / "artifacts"
+        folder.mkdir(parents=True, exist_ok=True)
+        phases = {p.phase: p.summary.model_dump(mode="json") for p in res.phases}
+        atomic_write_json(folder / "events.summary.json", {**res.telemetry.model_dump(mode="json"), "phases": phases},
+                          sync=False)
     atomic_write_text(case_dir / "expected.txt", "".join(f"## {v.kind}\n{v.expected}\n" for v in res.validators),
                       sync=False)
     atomic_write_text(case_dir / "observed.txt", "".join(

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 from ..agentfiles import Refused, locate, open_agent_file
 from ..phase import PhaseContext
+from ..store.files import Stored, kind_of
 from ..store.trees import open_dir
 from ..textsafe import safe_name
 
@@ -137,6 +138,81 @@ def copy_workspace(src: Path, dst: Path, limits: CopyLimits | None = None) -> Co
     finally:
         os.close(root_fd)
     return listing
+
+
+#: Largest file of a stored case copied for a recompute (a capture, a kept file, a proxy record file: the
+#: harness caps each far below this).
+STORED_FILE_MAX = 1024 * 1024 * 1024
+
+
+def copy_stored_case(case: Stored, dst: Path) -> list[str]:
+    """A copy of the stored case folder ``case`` in ``dst`` (created), for a recompute to judge: its files,
+    ``artifacts/`` and ``workspace/``, each reached without following a link below the run folder (the case
+    folder itself included) and copied as :func:`copy_workspace` copies a workspace. The harness writes only
+    regular files and folders there, so anything else (a symlink, a FIFO, a device) is left out and named in
+    the problems returned, as is a file past :data:`STORED_FILE_MAX` or a workspace not copied whole."""
+    problems: list[str] = []
+    dst.mkdir(parents=True, exist_ok=True)
+    try:
+        top = case.open_dir()
+    except OSError as exc:
+        return [f"the case folder is not read ({exc.strerror or type(exc).__name__})"]
+    try:
+        _copy_files(top, "", dst, problems, folders=("artifacts", "workspace"))
+        for folder in ("artifacts", "workspace"):
+            try:
+                st = os.stat(folder, dir_fd=top, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                problems.append(f"{folder}/ is a {kind_of(st.st_mode)}, not followed")
+                continue
+            fd = os.open(folder, _DIR_FLAGS, dir_fd=top)
+            try:
+                if folder == "artifacts":
+                    (dst / folder).mkdir(exist_ok=True)
+                    _copy_files(fd, "artifacts/", dst / folder, problems, folders=())
+                else:
+                    listing = CopyListing(root=folder)
+                    (dst / folder).mkdir(exist_ok=True)
+                    _walk(fd, "", dst / folder, 0, listing)
+                    problems += [f"workspace/{e['path']}: {e['type']} not copied ({e['reason']})"
+                                 for e in listing.entries if not e.get("copied")]
+                    if listing.skipped_unlisted:
+                        problems.append(f"workspace/: {listing.skipped_unlisted} more entries not copied")
+            finally:
+                os.close(fd)
+    finally:
+        os.close(top)
+    return problems
+
+
+def _copy_files(dir_fd: int, shown: str, dst_dir: Path, problems: list[str], *, folders: tuple[str, ...]) -> None:
+    """The regular files of one folder (its subfolders other than ``folders`` are no evidence: left alone)."""
+    for name in sorted(os.listdir(dir_fd)):
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            problems.append(f"{shown}{display_name(name)} is a {kind_of(st.st_mode)}, not followed")
+            continue
+        try:
+            fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            problems.append(f"{shown}{display_name(name)} is not readable ({exc.strerror or type(exc).__name__})")
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                problems.append(f"{shown}{display_name(name)} is not a regular file")
+                continue
+            _size, _digest, grew = _copy_fd(fd, dst_dir / name, 0o644, STORED_FILE_MAX)
+            if grew:
+                problems.append(f"{shown}{display_name(name)} is larger than {STORED_FILE_MAX} bytes")
+        finally:
+            os.close(fd)
 
 
 def _walk(dir_fd: int, rel_dir: str, dst_dir: Path, depth: int, listing: CopyListing) -> None:
@@ -328,7 +404,7 @@ def _evidence_paths(case_dir: Path) -> list[str]:
             if (case_dir / n).is_file()]
     art = case_dir / "artifacts"
     try:
-        names = sorted(os.listdir(art))
+        names = sorted(os.listdir(art)) if stat.S_ISDIR(os.lstat(art).st_mode) else []  # a link is not followed
     except OSError:
         names = []
     rels += [f"artifacts/{n}" for n in names if not _derived(n)]
@@ -384,6 +460,11 @@ def _verify_workspace(root: Path, listing_path: Path) -> list[str]:
 
 def _digest_tree(root: Path, rel_dir: str, out: dict[str, str | None]) -> None:
     base = root / rel_dir if rel_dir else root
+    try:
+        if not rel_dir and not stat.S_ISDIR(os.lstat(root).st_mode):
+            return  # a workspace replaced by a link (to /, say) is not walked: its files are all gone
+    except OSError:
+        return
     try:
         names = sorted(os.listdir(base))
     except OSError:

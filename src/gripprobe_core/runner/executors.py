@@ -51,7 +51,7 @@ def write_not_run(case: PlannedCase, run: ActiveRun, **fields: Any) -> CaseResul
 def case_failed(case: PlannedCase, run: ActiveRun, reason: str, detail: str) -> CaseResult:
     """A case the harness could not run or bring back: HARNESS_ERROR with failure reason ``reason`` and
     ``detail`` as its harness_error."""
-    verdict, summary = harness_error_verdict(run.hooks, reason)
+    verdict, summary = harness_error_verdict(reason)
     return write_not_run(case, run, verdict=verdict, telemetry=summary, harness_error=detail)
 
 

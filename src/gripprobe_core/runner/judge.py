@@ -1,34 +1,43 @@
-"""From what a phase left behind to events, telemetry and verdict: the part of a case that is pure derivation.
+"""The one judge: from what a case's phases left behind to events, telemetry and verdict.
 
-A live run and ``rebuild-reports --recompute`` both go through these functions, so re-deriving a
-stored case runs exactly the code that judged it: the agent driver's parser, every plugin's
-``parse_wrapper_events`` (tiers C and D), the proxy's tier A, the merge, the telemetry summary, the
-validators and the evaluator.
+:func:`judge_case` is the only place a case is judged. A live run calls it on what its phases just
+collected (runner/case.py), ``rebuild-reports --recompute`` on what a stored run holds
+(runner/recompute.py); both hand it the same :class:`CaseEvidence` — each phase's process result, its
+captures and kept files, its proxy's report and records, the oracle's record, the challenge facts and
+log, and the harness's copy of the measured workspace — and it runs the same steps on it: the agent
+driver's parser, every plugin's ``parse_wrapper_events`` (tiers C and D), the proxy's tier A, the merge,
+the telemetry summary with its tool-use verdict, the validators, and the evaluator the case's suite names.
+It writes nothing; the caller writes what it returns.
 
 What a live phase knows that files alone would not (the prompt, paths, which agent files were kept)
-is written next to the artifacts as ``artifacts/<phase>.context.json``; the specs the case ran with are
-``artifacts/case_inputs.json``. Neither holds a secret: the API key is never written.
+is written next to the artifacts as ``artifacts/<phase>.context.json``; the specs the case ran with
+(and its judge) are ``artifacts/case_inputs.json``. Neither holds a secret: the API key is never written.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..drivers import AgentDriver, off_wire_reason
 from ..errors import WrapperParseError
-from ..evaluator import EvaluationInputs
+from ..evaluator import EvaluationInputs, event_evaluator
 from ..hooks import Hooks
 from ..models.events import Event
-from ..models.results import PhaseRecord, ProcessResult, TelemetrySummary, Usage, ValidatorResult, Verdict
+from ..models.results import (
+    BackendProbe, PhaseRecord, ProcessResult, TelemetrySummary, Usage, ValidatorResult, Verdict,
+)
 from ..models.specs import BackendSpec, TestSpec
 from ..phase import PhaseCapture, PhaseContext, Transcript
-from ..pluginmanager import Registry
+from ..pluginmanager import GripProbePluginManager, Registry
 from ..telemetry.summary import merge_events, summarize_phase
 from ..telemetry.usage import ModelCall, calls_from_events, calls_from_records, summarize
 from ..validators import is_invalid_options
 from ..validators.context import ValidatorContext
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .sandbox import Sandbox
 
 CASE_INPUTS = "case_inputs.json"
 _PROXY_ERROR, _REQUEST, _RESPONSE = "x_gripprobe_proxy_error", "x_gripprobe_request", "x_gripprobe_response"
@@ -186,11 +195,23 @@ def derive_telemetry(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, captu
     return Derived(events, summary, transcript, usage)
 
 
+#: failure_reason of a case whose validator runs code and there was no sandbox to run it in (a recompute
+#: where bubblewrap is missing or broken): it was not run, and never unconfined.
+SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+
+
 def run_validators(registry: Registry, test: TestSpec, ctx: ValidatorContext) -> tuple[list[ValidatorResult], str | None]:
-    """Every validator's result, and the last harness-side problem among them (a kind not installed, a
-    validator that raised, options the validator refused), which makes the case HARNESS_ERROR
-    (failure_reason ``validator_error``) whatever the agent did."""
-    results, error = [], None
+    """Every validator's result, and the harness-side problem among them, which makes the case HARNESS_ERROR
+    whatever the agent did: a validator that runs code (:func:`~gripprobe_core.validators.context.runs_code`)
+    and no sandbox to run it in (``ctx.sandbox`` unavailable): not run, ``sandbox_unavailable: …`` (this one
+    wins); else the last of a kind not installed, a validator that raised, options the validator refused
+    (failure_reason ``validator_error``)."""
+    from ..validators.context import validator_runs_code
+    from .sandbox import SandboxUnavailable
+
+    results: list[ValidatorResult] = []
+    error = unconfined = None
+    box = ctx.sandbox
     for spec in test.validators:
         options = spec.model_dump(exclude={"kind"})
         fn = registry.validators.get(spec.kind)
@@ -198,8 +219,19 @@ def run_validators(registry: Registry, test: TestSpec, ctx: ValidatorContext) ->
             error = f"validator kind {spec.kind!r} is not installed"
             results.append(ValidatorResult(kind=spec.kind, passed=False, message=error))
             continue
+        if validator_runs_code(fn) and box is not None and getattr(box, "kind", None) == "unavailable":
+            why = getattr(box, "warning", None) or "no sandbox here"
+            unconfined = unconfined or f"{SANDBOX_UNAVAILABLE}: validator {spec.kind!r} runs code and was not run: {why}"
+            results.append(ValidatorResult(kind=spec.kind, passed=False, observed="<not run: no sandbox>",
+                                           message=f"validator not run: sandbox unavailable ({why})"))
+            continue
         try:
             result = fn(ctx, options)
+        except SandboxUnavailable as exc:  # a validator that runs code without saying so
+            unconfined = unconfined or f"{SANDBOX_UNAVAILABLE}: validator {spec.kind!r} was stopped: {exc}"
+            results.append(ValidatorResult(kind=spec.kind, passed=False, observed="<not run: no sandbox>",
+                                           message=f"validator not run: sandbox unavailable ({exc})"))
+            continue
         except Exception as exc:
             error = f"validator {spec.kind!r} crashed: {type(exc).__name__}: {exc}"
             results.append(ValidatorResult(kind=spec.kind, passed=False, message=error))
@@ -207,7 +239,7 @@ def run_validators(registry: Registry, test: TestSpec, ctx: ValidatorContext) ->
         if is_invalid_options(result):  # the spec is wrong (a path leaving the workspace ...): not the agent
             error = result.message
         results.append(result)
-    return results, error
+    return results, unconfined or error
 
 
 def backend_was_unreachable(rec: PhaseRecord, artifacts: Path) -> bool:
@@ -276,21 +308,54 @@ def budget_was_exceeded(rec: PhaseRecord) -> bool:
 def phase_harness_failure(phase_error: str | None, validator_error: str | None) -> str | None:
     """The failure_reason of a case the harness could not measure: its phase never ran (the proxy it
     required was not available, ``proxy_required_but_not_available``; a sandboxed agent could not reach
-    its backend, ``backend_unreachable_in_sandbox``: the phase's error starts with the reason), or a
-    validator could not judge (the spec, not the agent)."""
+    its backend, ``backend_unreachable_in_sandbox``: the phase's error starts with the reason), a validator
+    that runs code had no sandbox to run in (``sandbox_unavailable``), or a validator could not judge (the
+    spec, not the agent: ``validator_error``)."""
     if phase_error:
         return phase_error.split(":", 1)[0].strip()
+    if validator_error and validator_error.startswith(SANDBOX_UNAVAILABLE + ":"):
+        return SANDBOX_UNAVAILABLE
     return "validator_error" if validator_error else None
 
 
-def derive_verdict(hooks: Hooks, test: TestSpec, *, process: ProcessResult, events: list[Event],
+#: failure_reason of a case whose judge (the evaluator its suite names) is not installed, or failed.
+JUDGE_NOT_INSTALLED, JUDGE_ERROR = "judge_not_installed", "judge_error"
+
+
+def evaluate(registry: Registry, judge: str, inputs: EvaluationInputs) -> tuple[Verdict, str | None]:
+    """The verdict of the registered evaluator ``judge``, its ``verdict_source`` the name it is registered
+    under (never what it wrote there itself); and the harness problem, None when it judged. A judge that is
+    not installed, raises or returns anything but a valid :class:`Verdict` leaves the case to the core's
+    ``event_evaluator`` as HARNESS_ERROR (``judge_not_installed`` / ``judge_error``), its problem named."""
+    fn = registry.evaluators.get(judge)
+    if fn is None:
+        known = ", ".join(sorted(registry.evaluators)) or "none"
+        return (_core_verdict(inputs, JUDGE_NOT_INSTALLED),
+                f"judge {judge!r} is not installed (registered: {known}); install the plugin that registers it")
+    try:
+        got = fn(inputs)
+        if not isinstance(got, Verdict):
+            raise TypeError(f"returned {type(got).__name__}, not a Verdict")
+        return Verdict.model_validate({**got.model_dump(), "verdict_source": judge}), None
+    except Exception as exc:  # a plugin's bug is a harness problem, never the agent's
+        return _core_verdict(inputs, JUDGE_ERROR), f"judge {judge!r} failed: {type(exc).__name__}: {exc}"
+
+
+def _core_verdict(inputs: EvaluationInputs, reason: str) -> Verdict:
+    from dataclasses import replace
+
+    return event_evaluator(replace(inputs, harness_error=reason))
+
+
+def derive_verdict(registry: Registry, judge: str, test: TestSpec, *, process: ProcessResult, events: list[Event],
                    summary: TelemetrySummary, validators: list[ValidatorResult], harness_error: str | None = None,
                    backend_unreachable: bool = False, budget_exceeded: bool = False,
-                   model_swapped: str | None = None) -> Verdict:
-    """The evaluator's verdict. ``harness_error`` is a failure_reason (``validator_error``,
+                   model_swapped: str | None = None) -> tuple[Verdict, str | None]:
+    """The verdict of the evaluator ``judge`` (and the harness problem when it could not judge, see
+    :func:`evaluate`). ``harness_error`` is a failure_reason (``validator_error``,
     ``proxy_required_but_not_available`` ...) that makes the case HARNESS_ERROR; ``model_swapped`` (from
     :func:`model_not_under_test`) makes it FAIL ``model_not_under_test``."""
-    return hooks.evaluate(EvaluationInputs(
+    return evaluate(registry, judge, EvaluationInputs(
         validators=validators, process=process, events=events, summary=summary,
         required_kinds=list(test.requires), rules=test.rules.model_dump(), harness_error=harness_error,
         backend_unreachable=backend_unreachable, budget_exceeded=budget_exceeded,
@@ -298,10 +363,162 @@ def derive_verdict(hooks: Hooks, test: TestSpec, *, process: ProcessResult, even
         tool_unsupported="backend_tool_unsupported" if summary.telemetry_backend_tool_unsupported else None))
 
 
-def harness_error_verdict(hooks: Hooks, reason: str) -> tuple[Verdict, TelemetrySummary]:
+def harness_error_verdict(reason: str) -> tuple[Verdict, TelemetrySummary]:
     """The verdict and summary of a case that could not be judged at all (a harness exception, its
-    artifacts missing): HARNESS_ERROR with ``reason`` as failure reason, capture missing."""
+    artifacts missing): HARNESS_ERROR with ``reason`` as failure reason, capture missing, judged by the
+    core's own ``event_evaluator`` (the harness's verdict on itself, whatever judge the suite names)."""
     summary = summarize_phase([], observability="none", capture_missing=True, parse_error=False)
-    verdict = hooks.evaluate(EvaluationInputs(
+    verdict = event_evaluator(EvaluationInputs(
         validators=[], process=ProcessResult(status="ok"), events=[], summary=summary, harness_error=reason))
     return verdict, summary
+
+
+# --------------------------------------------------------------------------------------- the one judge
+
+
+@dataclass(frozen=True)
+class PhaseEvidence:
+    """What one phase left behind, as the judge takes it: what a live phase just collected, or what a stored
+    run holds (its case.json ``phases[]`` and ``<phase>.context.json``). Its files are in the case folder
+    (:attr:`CaseEvidence.folder`): ``<phase>.stdout``/``.stderr``, ``artifacts/<phase>.<name>`` for each
+    kept file, ``artifacts/proxy.<phase>.http.jsonl``, ``artifacts/oracle.<phase>.jsonl``."""
+
+    ctx: PhaseContext
+    """The phase as the agent saw it (prompt, paths, model name, format ...)."""
+    process: ProcessResult
+    kept: Sequence[str] = ()
+    """The names of the files the driver had kept (``artifacts/<phase>.<name>``)."""
+    proxy: Mapping[str, Any] = field(default_factory=dict)
+    """What the phase's recording proxy reported (case.json ``phases[].proxy``)."""
+    challenge: Mapping[str, Any] = field(default_factory=dict)
+    """The phase's challenge facts (nonce, URL ...)."""
+    probe: BackendProbe | None = None
+    """The harness's own look at a remote backend right after the phase."""
+    never_ran: str | None = None
+    """Why the phase never ran (a forced proxy that was not available ...); None when it ran."""
+
+
+@dataclass(frozen=True)
+class CaseEvidence:
+    """Everything :func:`judge_case` judges a case from."""
+
+    folder: Path
+    """The case folder the files are read from (the harness's own copy: nothing in it is followed if a link)."""
+    run_id: str
+    case_id: str
+    test: TestSpec
+    """The test as specified (validators render their options with the run's values)."""
+    backend: BackendSpec
+    judge: str
+    """The registered evaluator that judges (the suite's ``judge:``, else ``event_evaluator``)."""
+    run_values: Mapping[str, Any]
+    phases: Sequence[PhaseEvidence]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the judge derived: each phase's record (its summary and usage), events and final text; the
+    validators' results; the verdict; the harness problem, if any (None when the case was measured)."""
+
+    phases: list[PhaseRecord]
+    events: dict[str, list[Event]]
+    final_texts: dict[str, str]
+    validators: list[ValidatorResult]
+    verdict: Verdict
+    harness_error: str | None
+
+    @property
+    def telemetry(self) -> TelemetrySummary:
+        """The summary of the last phase (the measured one, unless the case stopped before it)."""
+        return self.phases[-1].summary
+
+
+class MissingEvidence(Exception):
+    """Evidence the judge needs is not there (a kept file missing, the agent's plugin not installed to read
+    its outputs): the message names it. A live run never meets this; a stored run can."""
+
+
+def judge_case(plugins: GripProbePluginManager, evidence: CaseEvidence, *, sandbox: "Sandbox") -> Judgement:
+    """The one judge (see the module docstring): events and telemetry summary of every phase — the
+    tool-use verdict among them —, the validators on the measured workspace copy, the verdict of the
+    evaluator ``evidence.judge``. ``sandbox`` is where validators that run code run: the caller decides
+    (a live run: the case's sandbox; a recompute: :func:`~.sandbox.stored_data_sandbox`, never unconfined),
+    nothing read from the evidence does. Raises :class:`MissingEvidence`; never raises for bad agent output."""
+    records: list[PhaseRecord] = []
+    events: dict[str, list[Event]] = {}
+    finals: dict[str, str] = {}
+    for ph in evidence.phases:
+        record, phase_events, final = _judge_phase(plugins, evidence, ph)
+        records.append(record)
+        if ph.never_ran is None:  # a phase that never ran has no events file
+            events[ph.ctx.phase] = phase_events
+        if final:
+            finals[ph.ctx.phase] = final
+    last, rec = evidence.phases[-1], records[-1]
+    artifacts = evidence.folder / "artifacts"
+    validators: list[ValidatorResult] = []
+    validator_error = None
+    if last.never_ran is None and last.ctx.phase == "measured":
+        validators, validator_error = run_validators(plugins.registry, evidence.test, ValidatorContext(
+            workspace=evidence.folder / "workspace", test=evidence.test, run_values=dict(evidence.run_values),
+            challenge=dict(last.challenge), challenge_requests=_challenge_requests(artifacts, last.ctx.phase),
+            events=events.get(last.ctx.phase, []), agent_workspace=str(last.ctx.workspace), sandbox=sandbox))
+    verdict, problem = derive_verdict(
+        plugins.registry, evidence.judge, evidence.test, process=rec.process, events=events.get(last.ctx.phase, []),
+        summary=rec.summary, validators=validators,
+        harness_error=phase_harness_failure(last.never_ran, validator_error),
+        backend_unreachable=backend_was_unreachable(rec, artifacts), budget_exceeded=budget_was_exceeded(rec),
+        model_swapped=model_not_under_test(rec, artifacts, evidence.backend))
+    return Judgement(records, events, finals, validators, verdict, problem or last.never_ran or validator_error)
+
+
+def _judge_phase(plugins: GripProbePluginManager, evidence: CaseEvidence,
+                 ph: PhaseEvidence) -> tuple[PhaseRecord, list[Event], str | None]:
+    ctx = ph.ctx
+
+    def record(summary: TelemetrySummary, usage: Usage | None = None) -> PhaseRecord:
+        return PhaseRecord(phase=ctx.phase, process=ph.process, summary=summary, usage=usage, proxy=dict(ph.proxy),
+                           challenge=dict(ph.challenge), backend_probe=ph.probe)
+
+    if ph.never_ran is not None:  # nothing ran: nothing to parse
+        summary = summarize_phase([], observability="none", capture_missing=False, parse_error=False,
+                                  proxy_status="error" if ph.proxy.get("status") == "error" else "skipped",
+                                  proxy_skip_reason=ph.proxy.get("skip_reason"))
+        return record(summary), [], None
+    driver = plugins.registry.agents.get(ctx.agent.plugin)
+    if driver is None:
+        raise MissingEvidence(f"agent plugin {ctx.agent.plugin!r} is not installed: its outputs cannot be re-read "
+                              f"(pip install gripprobe-{ctx.agent.plugin})")
+    artifacts = evidence.folder / "artifacts"
+    files = {name: artifacts / f"{ctx.phase}.{name}" for name in ph.kept}
+    for name, path in files.items():
+        if not path.is_file():
+            raise MissingEvidence(f"artifacts/{path.name} (the agent's {name}) is missing")
+    capture = PhaseCapture(stdout_path=evidence.folder / f"{ctx.phase}.stdout",
+                           stderr_path=evidence.folder / f"{ctx.phase}.stderr", process=ph.process, files=files)
+    proxy = proxy_evidence(ctx.phase, dict(ph.proxy), artifacts / proxy_record_name(ctx.phase), driver)
+    derived = derive_telemetry(plugins.hook, driver, ctx, capture, proxy, run_id=evidence.run_id,
+                               case_id=evidence.case_id)
+    return record(derived.summary, derived.usage), derived.events, derived.transcript.final_text
+
+
+def _challenge_requests(artifacts: Path, phase: str) -> list[dict[str, Any]]:
+    """The challenge server's request log of ``phase`` as the harness wrote it ([] without a challenge)."""
+    from ..jsonl import json_lines
+
+    try:
+        data = (artifacts / f"challenge.{phase}.requests.jsonl").read_bytes()
+    except OSError:
+        return []
+    return [r for _, r in json_lines(data)]
+
+
+def write_events(case_dir: Path, events: Mapping[str, list[Event]]) -> None:
+    """``artifacts/events.<phase>.jsonl`` of every phase (derived: written again by every recompute)."""
+    from ..jsonl import dumps
+    from ..store import atomic_write_text
+
+    for phase, phase_events in events.items():  # strict JSON, inert (jsonl.dumps), as every file the harness writes
+        atomic_write_text(case_dir / "artifacts" / f"events.{phase}.jsonl", "".join(
+            dumps(e.model_dump(mode="json"), ensure_ascii=False, default=str) + "\n" for e in phase_events),
+            sync=False)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import UserError
 from ..models.ids import id_problem
+from ..evaluator import EVALUATOR_NAME
 from ..models.results import CaseKey
 from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, SuiteSpec, TestSpec
 
@@ -26,19 +27,23 @@ class PlannedCase:
     token_budget: int | None = None
     """Tokens one phase may spend (the recording proxy refuses the next model call past it), settled once by
     :meth:`settle` (the run's or suite's choice, else the model's policy); None: no budget."""
+    judge: str = EVALUATOR_NAME
+    """The registered evaluator that judges the case (its suite's ``judge:``, else the core's), settled once
+    by :meth:`settle`."""
 
     @property
     def case_id(self) -> str:
         return self.key.slug()
 
     def settle(self, *, proxy_mode: str | None, sandbox: str | None,
-               token_budget: int | None = None) -> "PlannedCase":
-        """This case with its proxy mode, sandbox and token budget decided: the run's choice (command line,
-        resumed run or suite) when given, else the agent spec's (``telemetry_proxy_mode``, ``sandbox``,
-        default auto) and the model's policy (``max_tokens_per_phase``, for this agent first)."""
+               token_budget: int | None = None, judge: str | None = None) -> "PlannedCase":
+        """This case with its proxy mode, sandbox, token budget and judge decided: the run's choice (command
+        line, resumed run or suite) when given, else the agent spec's (``telemetry_proxy_mode``, ``sandbox``,
+        default auto), the model's policy (``max_tokens_per_phase``, for this agent first) and the core's
+        evaluator."""
         return replace(self, proxy_mode=proxy_mode or self.agent.telemetry_proxy_mode,
                        sandbox=sandbox or self.agent.sandbox or "auto",
-                       token_budget=token_budget or self._policy_budget())
+                       token_budget=token_budget or self._policy_budget(), judge=judge or EVALUATOR_NAME)
 
     def _policy_budget(self) -> int | None:
         """The model's ``max_tokens_per_phase`` for this agent (``policy.agents.<agent>``), else its general one."""

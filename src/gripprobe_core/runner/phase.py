@@ -1,4 +1,4 @@
-"""One phase of a case, top to bottom: prepare → launch → collect → parse.
+"""One phase of a case, top to bottom: prepare → launch → collect.
 
 * **prepare**: a fresh workspace (seeded from the test's fixtures), HOME/XDG/TMPDIR and scratch, outside
   the results tree; the challenge server; the backend opened for this phase; the recording proxy in its
@@ -7,12 +7,12 @@
 * **launch**: the agent, sandboxed, with a timeout that kills everything it started.
 * **collect**: servers stopped (so every record is complete); the harness's own look at the backend; the
   measured workspace copied out; the files the driver wants kept, copied; the phase's context written.
-* **parse**: tier A from the proxy records, the driver's transcript, every contributing parser; the
-  merged events and the telemetry summary.
 
-Each step returns a value the next one takes; nothing is passed on the side. Everything that touches
-the disk or spawns runs in a worker thread, so the event loop that relays every proxied model call of
-every case running at once never waits on it (benchmarks/loop_lag.py).
+What a phase gives is its evidence (:class:`~.judge.PhaseEvidence`); the case judges it once both phases
+ran, with the one judge a recompute uses too (:func:`~.judge.judge_case`). Each step returns a value the
+next one takes; nothing is passed on the side. Everything that touches the disk or spawns runs in a worker
+thread, so the event loop that relays every proxied model call of every case running at once never waits
+on it (benchmarks/loop_lag.py).
 """
 
 from __future__ import annotations
@@ -29,19 +29,15 @@ from typing import Any, Mapping
 from ..challenges import ChallengeServer
 from ..drivers import AgentDriver, Backend, BackendPhase
 from ..jsonl import dumps
-from ..models.events import Event
-from ..models.results import BackendProbe, PhaseRecord, ProcessResult, TelemetrySummary
+from ..models.results import BackendProbe, ProcessResult
 from ..models.specs import TestSpec
-from ..phase import AgentCommand, Phase, PhaseCapture, PhaseContext
+from ..phase import AgentCommand, Phase, PhaseContext
 from ..runvalues import render_test, template_vars
 from ..store import atomic_write_json, atomic_write_text
 from ..store.trees import remove_tree
-from ..telemetry.summary import summarize_phase
 from .env import base_env, make_phase_dirs
 from .evidence import LISTING, KeptFiles, copy_workspace, keep_files
-from .judge import (
-    Derived, derive_telemetry, phase_context_name, phase_context_record, proxy_evidence, proxy_record_name,
-)
+from .judge import PhaseEvidence, phase_context_name, phase_context_record, proxy_record_name
 from .matrix import PlannedCase
 from .netbridge import NetBridge, loopback_port
 from .process import run_process
@@ -54,18 +50,16 @@ PHASES: tuple[Phase, Phase] = ("warmup", "measured")
 
 @dataclass(frozen=True)
 class PhaseResult:
-    """What one phase gave the case: its record (for case.json), its events, and what validators need."""
+    """What one phase gave the case: its evidence (for the judge) and its warnings."""
 
-    record: PhaseRecord
-    events: list[Event]
-    workspace: Path
-    """Where the agent worked (validators judge the harness's copy; this is the path the agent saw)."""
-    challenge_facts: Mapping[str, Any] = field(default_factory=dict)
-    challenge_requests: list[dict[str, Any]] = field(default_factory=list)
-    harness_error: str | None = None
-    """Set when the phase could not run at all (a forced proxy that was not available)."""
+    evidence: PhaseEvidence
     warnings: list[str] = field(default_factory=list)
     """Classified one-liners for case.json ``warnings`` (``kept_file_refused: …``)."""
+
+    @property
+    def harness_error(self) -> str | None:
+        """Set when the phase could not run at all (a forced proxy that was not available ...)."""
+        return self.evidence.never_ran
 
 
 @dataclass(frozen=True)
@@ -87,18 +81,8 @@ class PhaseSetup:
     socket behind each (:class:`~.netbridge.NetBridge`)."""
 
 
-@dataclass(frozen=True)
-class Collected:
-    """What :func:`collect` kept of a finished phase."""
-
-    capture: PhaseCapture
-    probe: BackendProbe | None
-    requests: list[dict[str, Any]]
-    warnings: list[str] = field(default_factory=list)
-
-
 async def run_phase(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Path) -> PhaseResult:
-    """Run one phase of ``case`` and return what it gave (its files are in ``case_dir``)."""
+    """Run one phase of ``case`` and return what it left (its files are in ``case_dir``)."""
     scratch = run.scratch / case.case_id / phase
     async with AsyncExitStack() as servers:  # challenge, backend and proxy stop on the way out, even on error
         setup = await prepare(case, run, phase, case_dir, scratch, servers)
@@ -106,8 +90,7 @@ async def run_phase(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: P
             return setup
         process = await launch(setup, run, case_dir)
         probe = await _probe_backend(setup)
-    collected = await collect(setup, run, process, probe, case_dir)
-    return await parse(setup, run, collected, case_dir)
+    return await collect(setup, run, process, probe, case_dir)
 
 
 # ------------------------------------------------------------------------------------------- prepare
@@ -222,14 +205,10 @@ def _agent_setup(run: ActiveRun, case: PlannedCase, driver: AgentDriver,
 async def _not_run(ctx: PhaseContext, proxy: ProxySession, facts: Mapping[str, Any], error: str) -> PhaseResult:
     """The phase that never ran: its proxy was required (``force``) and is not available, or a sandboxed
     agent could not reach its backend."""
-    summary = summarize_phase([], observability="none", capture_missing=False, parse_error=False,
-                              proxy_status="error" if proxy.harness_error or proxy.status == "error" else "skipped",
-                              proxy_skip_reason=proxy.skip_reason)
-    record = PhaseRecord(phase=ctx.phase, process=ProcessResult(status="ok", error=error),
-                         summary=summary, proxy=proxy.describe(), challenge=dict(facts))
     await asyncio.to_thread(atomic_write_json, ctx.artifacts_dir / phase_context_name(ctx.phase),
                             phase_context_record(ctx, kept=[], harness_error=error), sync=False)
-    return PhaseResult(record, [], ctx.workspace, facts, [], harness_error=error)
+    return PhaseResult(PhaseEvidence(ctx, ProcessResult(status="ok", error=error), proxy=proxy.describe(),
+                                     challenge=dict(facts), never_ran=error))
 
 
 def phase_timeout(case: PlannedCase, run: ActiveRun) -> float:
@@ -286,7 +265,7 @@ async def _probe_backend(setup: PhaseSetup) -> BackendProbe | None:
 # ------------------------------------------------------------------------------------------- collect
 
 async def collect(setup: PhaseSetup, run: ActiveRun, process: ProcessResult, probe: BackendProbe | None,
-                  case_dir: Path) -> Collected:
+                  case_dir: Path) -> PhaseResult:
     """Keep what the phase left: the challenge's request log, the measured workspace (copied by the
     harness, never a symlink followed or a FIFO opened), the driver's files, the phase's context."""
     ctx = setup.ctx
@@ -294,11 +273,10 @@ async def collect(setup: PhaseSetup, run: ActiveRun, process: ProcessResult, pro
     kept_names = dict(await asyncio.to_thread(setup.driver.artifacts, ctx) or {})
     kept = await asyncio.to_thread(_keep, ctx, case_dir, requests if setup.challenge is not None else None,
                                    kept_names)
-    capture = PhaseCapture(stdout_path=case_dir / f"{ctx.phase}.stdout", stderr_path=case_dir / f"{ctx.phase}.stderr",
-                           process=process, files=kept.files)
     warnings = [f"kept_file_refused: {ctx.phase} {r['name']}: {r['reason']}" + (f" at {r['at']}" if r.get("at") else "")
                 for r in kept.refused if r["reason"] != "missing"]  # a log the agent never wrote is no news
-    return Collected(capture, probe, requests, warnings)
+    return PhaseResult(PhaseEvidence(ctx, process, kept=sorted(kept.files), proxy=setup.proxy.describe(),
+                                     challenge=dict(setup.facts), probe=probe), warnings)
 
 
 def _keep(ctx: PhaseContext, case_dir: Path, requests: list[dict[str, Any]] | None,
@@ -315,29 +293,3 @@ def _keep(ctx: PhaseContext, case_dir: Path, requests: list[dict[str, Any]] | No
                       phase_context_record(ctx, kept=list(kept.files), sources=kept.sources, refused=kept.refused),
                       sync=False)
     return kept
-
-
-# --------------------------------------------------------------------------------------------- parse
-
-async def parse(setup: PhaseSetup, run: ActiveRun, collected: Collected, case_dir: Path) -> PhaseResult:
-    """The phase's events and telemetry summary, from the proxy records, the driver and every parser."""
-    ctx = setup.ctx
-    derived = await asyncio.to_thread(_derive, setup, run, collected)
-    record = PhaseRecord(phase=ctx.phase, process=collected.capture.process, summary=derived.summary,
-                         usage=derived.usage, proxy=setup.proxy.describe(), challenge=dict(setup.facts),
-                         backend_probe=collected.probe)
-    return PhaseResult(record, derived.events, ctx.workspace, setup.facts, collected.requests,
-                       warnings=collected.warnings)
-
-
-def _derive(setup: PhaseSetup, run: ActiveRun, collected: Collected) -> Derived:
-    ctx = setup.ctx
-    proxy = proxy_evidence(ctx.phase, setup.proxy.describe(), setup.proxy.record_path, setup.driver)
-    derived = derive_telemetry(run.hooks, setup.driver, ctx, collected.capture, proxy, run_id=run.id,
-                               case_id=ctx.case_id)
-    if derived.transcript.final_text:  # tier D events point into it
-        atomic_write_text(ctx.artifacts_dir / f"{ctx.phase}.final.txt", derived.transcript.final_text, sync=False)
-    atomic_write_text(ctx.artifacts_dir / f"events.{ctx.phase}.jsonl", "".join(
-        dumps(e.model_dump(mode="json"), ensure_ascii=False, default=str) + "\n" for e in derived.events),
-        sync=False)
-    return derived

@@ -2,38 +2,45 @@
 
 For each case the observations are taken as stored (the process result and proxy facts of each phase
 in case.json, the agent's stdout/stderr and kept artifacts, the proxy records, the workspace, the
-challenge log) and everything judged from them is derived again with today's code (see
-:mod:`.judge`): events, telemetry summaries, validators, verdict. On an unchanged installation the
-result is identical to the run's own (tests/test_recompute.py holds that).
+challenge log) and handed, as :class:`~.judge.CaseEvidence`, to the one judge a live run uses
+(:func:`~.judge.judge_case`): events, telemetry summaries, validators, verdict are derived again with
+today's code. On an unchanged installation the result is identical to the run's own
+(tests/test_runs_lifecycle.py and the conformance tests hold that).
 
-A case whose required artifacts are missing or corrupt becomes HARNESS_ERROR naming the file; a case
-whose case.json cannot be read at all is rebuilt from the manifest's plan (or from its case_inputs)
-as HARNESS_ERROR. Nothing raises for bad data.
+A stored run is read without following a link anywhere below the run folder: each case is copied, link
+free, into a scratch folder (:func:`~.evidence.copy_stored_case`) and judged there, so neither a driver's
+parser nor a validator ever reads through a link planted in it (a ``workspace/`` pointing at ``/``, an
+``artifacts/`` pointing elsewhere); a case holding such a thing is HARNESS_ERROR naming it, and results are
+never written through one. A case whose required artifacts are missing or corrupt becomes HARNESS_ERROR
+naming the file; a case whose case.json cannot be read at all is rebuilt from the manifest's plan (or from
+its case_inputs) as HARNESS_ERROR. Nothing raises for bad data.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..jsonl import json_lines
+from ..evaluator import EVALUATOR_NAME
 from ..models.events import Event
-from ..models.results import CaseKey, CaseResult, PhaseRecord
+from ..models.results import CaseKey, CaseResult
 from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
-from ..phase import PhaseCapture, PhaseContext
+from ..phase import PhaseContext
 from ..pluginmanager import GripProbePluginManager
-from ..store import RunFolder, atomic_write_text
-from ..telemetry.summary import summarize_phase
+from ..store import RunFolder, Stored, atomic_write_bytes, read_regular
+from ..store.layout import STORED_JSON_LIMIT
 from ..telemetry.usage import combine
-from ..validators.context import ValidatorContext
 from ..integrity.check import tamper_problems
+from .evidence import copy_stored_case
+from .sandbox import stored_data_sandbox
 from .judge import (
-    CASE_INPUTS, backend_was_unreachable, budget_was_exceeded, derive_telemetry, derive_verdict, harness_error_verdict,
-    model_not_under_test, phase_context_name, phase_harness_failure, proxy_evidence, proxy_record_name, run_validators,
+    CASE_INPUTS, CaseEvidence, MissingEvidence, PhaseEvidence, harness_error_verdict, judge_case, phase_context_name,
+    write_events,
 )
 
 #: The fields a recompute derives (and the identity test compares).
@@ -54,16 +61,20 @@ class Recomputed:
     """The re-derived events of each phase (written with the case when it changed)."""
 
 
-def _load_json(path: Path) -> Any:
+def _load_json(path: Path | Stored) -> Any:
+    shown = Path(path.path if isinstance(path, Stored) else path)
     try:
-        return json.loads(path.read_bytes())
+        return json.loads(path.read(STORED_JSON_LIMIT) if isinstance(path, Stored) else read_regular(path, STORED_JSON_LIMIT))
     except FileNotFoundError:
-        raise ArtifactProblem(f"{path.parent.name}/{path.name} is missing") from None
-    except (OSError, ValueError) as exc:
-        raise ArtifactProblem(f"{path.parent.name}/{path.name} is unreadable: {exc}") from None
+        raise ArtifactProblem(f"{shown.parent.name}/{shown.name} is missing") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ArtifactProblem(f"{shown.parent.name}/{shown.name} is unreadable: {exc}") from None
 
 
-def _inputs(case_dir: Path) -> tuple[CliAgentSpec, ModelSpec, BackendSpec, TestSpec, str]:
+Specs = tuple[CliAgentSpec, ModelSpec, BackendSpec, TestSpec, str]
+
+
+def _inputs(case_dir: Path | Stored) -> Specs:
     data = _load_json(case_dir / "artifacts" / CASE_INPUTS)
     try:
         return (CliAgentSpec.model_validate(data["agent"]), ModelSpec.model_validate(data["model"]),
@@ -73,52 +84,52 @@ def _inputs(case_dir: Path) -> tuple[CliAgentSpec, ModelSpec, BackendSpec, TestS
                               f"{type(exc).__name__}") from None
 
 
-def _phase(plugins: GripProbePluginManager, res: CaseResult, rec: PhaseRecord, case_dir: Path,
-           specs: tuple[CliAgentSpec, ModelSpec, BackendSpec, TestSpec, str]
-           ) -> tuple[PhaseRecord, list[Event], dict[str, Any]]:
-    agent, model, backend, test, fmt = specs
-    artifacts = case_dir / "artifacts"
-    pctx = _load_json(artifacts / phase_context_name(rec.phase))
-    if not isinstance(pctx, dict):
-        raise ArtifactProblem(f"artifacts/{phase_context_name(rec.phase)} is not an object")
-    if pctx.get("harness_error"):  # the phase never ran (e.g. a forced proxy that could not start)
-        summary = summarize_phase([], observability="none", capture_missing=False, parse_error=False,
-                                  proxy_status="error", proxy_skip_reason=(rec.proxy or {}).get("skip_reason"))
-        return rec.model_copy(update={"summary": summary}), [], pctx
-    driver = plugins.registry.agents.get(agent.plugin)
-    if driver is None:
-        raise ArtifactProblem(f"agent plugin {agent.plugin!r} is not installed: its outputs cannot be re-read "
-                              f"(pip install gripprobe-{agent.plugin})")
-    try:
-        ctx = PhaseContext(
-            run_id=res.run_id, case_id=res.case_id, phase=rec.phase, agent=agent, model=model, backend=backend,
-            test=test, format=fmt, prompt=str(pctx["prompt"]), workspace=Path(pctx["workspace"]),
-            home=Path(pctx["home"]), tmpdir=Path(pctx["tmpdir"]), artifacts_dir=artifacts,
-            base_url=str(pctx["base_url"]), model_name=str(pctx["model_name"]),
-            timeout_s=float(pctx["timeout_s"]), run_values=dict(res.run_values),
-            agent_executable=Path(pctx["agent_executable"]) if pctx.get("agent_executable") else None)
-        kept_names = [str(n) for n in pctx.get("extra") or []]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ArtifactProblem(f"artifacts/{phase_context_name(rec.phase)} lacks {exc}") from None
-    files = {n: artifacts / f"{rec.phase}.{n}" for n in kept_names}
-    for name, path in files.items():
-        if not path.is_file():
-            raise ArtifactProblem(f"artifacts/{path.name} (the agent's {name}) is missing")
-    capture = PhaseCapture(stdout_path=case_dir / f"{rec.phase}.stdout", stderr_path=case_dir / f"{rec.phase}.stderr",
-                           process=rec.process, files=files)
-    proxy = proxy_evidence(rec.phase, rec.proxy, artifacts / proxy_record_name(rec.phase), driver)
-    derived = derive_telemetry(plugins.hook, driver, ctx, capture, proxy, run_id=res.run_id, case_id=res.case_id)
-    return rec.model_copy(update={"summary": derived.summary, "usage": derived.usage}), derived.events, pctx
+def _judge(case_dir: Path) -> str:
+    """The registered evaluator the case was judged by (``case_inputs.json``; runs from before judges were
+    named: the core's)."""
+    judge = _load_json(case_dir / "artifacts" / CASE_INPUTS).get("judge", EVALUATOR_NAME)
+    if not isinstance(judge, str) or not judge:
+        raise ArtifactProblem(f"artifacts/{CASE_INPUTS} names no judge it could be ({type(judge).__name__})")
+    return judge
 
 
-def _harness_case(plugins: GripProbePluginManager, base: CaseResult, problem: str,
-                  reason: str = "artifact_missing_or_corrupt") -> CaseResult:
-    verdict, summary = harness_error_verdict(plugins.hook, reason)
+def stored_evidence(res: CaseResult, case_dir: Path) -> CaseEvidence:
+    """What the one judge takes, from a stored case: its specs and judge (``case_inputs.json``), and per phase
+    what case.json recorded (process result, proxy, challenge facts, backend probe) and what
+    ``<phase>.context.json`` says the agent saw. :class:`ArtifactProblem` names what is missing or corrupt."""
+    agent, model, backend, test, fmt = _inputs(case_dir)
+    judge = _judge(case_dir)
+    phases = []
+    for rec in res.phases:
+        pctx = _load_json(case_dir / "artifacts" / phase_context_name(rec.phase))
+        if not isinstance(pctx, dict):
+            raise ArtifactProblem(f"artifacts/{phase_context_name(rec.phase)} is not an object")
+        try:
+            ctx = PhaseContext(
+                run_id=res.run_id, case_id=res.case_id, phase=rec.phase, agent=agent, model=model, backend=backend,
+                test=test, format=fmt, prompt=str(pctx["prompt"]), workspace=Path(pctx["workspace"]),
+                home=Path(pctx["home"]), tmpdir=Path(pctx["tmpdir"]), artifacts_dir=case_dir / "artifacts",
+                base_url=str(pctx["base_url"]), model_name=str(pctx["model_name"]),
+                timeout_s=float(pctx["timeout_s"]), run_values=dict(res.run_values),
+                agent_executable=Path(pctx["agent_executable"]) if pctx.get("agent_executable") else None)
+            kept = [str(n) for n in pctx.get("extra") or []]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ArtifactProblem(f"artifacts/{phase_context_name(rec.phase)} lacks {exc}") from None
+        never_ran = pctx.get("harness_error") or None
+        phases.append(PhaseEvidence(ctx, rec.process, kept=kept, proxy=dict(rec.proxy or {}),
+                                    challenge=dict(rec.challenge), probe=rec.backend_probe,
+                                    never_ran=str(never_ran) if never_ran else None))
+    return CaseEvidence(folder=case_dir, run_id=res.run_id, case_id=res.case_id, test=test, backend=backend,
+                        judge=judge, run_values=dict(res.run_values), phases=phases)
+
+
+def _harness_case(base: CaseResult, problem: str, reason: str = "artifact_missing_or_corrupt") -> CaseResult:
+    verdict, summary = harness_error_verdict(reason)
     return base.model_copy(update={"verdict": verdict, "telemetry": summary, "validators": [],
                                    "harness_error": problem})
 
 
-def _key_for(case_dir: Path, planned: dict[str, dict]) -> CaseKey | None:
+def _key_for(case_dir: Stored, planned: dict[str, dict]) -> CaseKey | None:
     entry = planned.get(case_dir.name)
     try:
         if entry:
@@ -131,17 +142,19 @@ def _key_for(case_dir: Path, planned: dict[str, dict]) -> CaseKey | None:
 
 def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir: Path,
                    planned: dict[str, dict] | None = None) -> Recomputed:
-    """Re-derive one case. Does not write anything (see :func:`recompute_run`)."""
+    """Re-derive one case (``case_dir``: a case folder of ``run_dir``). Does not write anything (see
+    :func:`recompute_run`)."""
     from ..store import read_case
 
     case_id = case_dir.name
-    orig = read_case(case_dir / "case.json")
+    stored = run_dir.stored_case(case_id)
+    orig = read_case(stored / "case.json")
     if orig is None:
-        key = _key_for(case_dir, planned or {})
+        key = _key_for(stored, planned or {})
         if key is None:
             return Recomputed(case_id, None, problem="case.json is missing or corrupt and nothing names the case")
         problem = "case.json is missing or corrupt"
-        verdict, summary = harness_error_verdict(plugins.hook, "artifact_missing_or_corrupt")
+        verdict, summary = harness_error_verdict("artifact_missing_or_corrupt")
         res = CaseResult(run_id=run_dir.run_id, case_id=case_id, key=key, started_at="", finished_at="",
                          duration_s=0.0, verdict=verdict, telemetry=summary, harness_error=problem)
         return Recomputed(case_id, res, ["verdict"], problem)
@@ -150,53 +163,27 @@ def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir
     if tampered:
         problem = "changed after the run: " + "; ".join(tampered[:5]) + (
             f" (+{len(tampered) - 5} more)" if len(tampered) > 5 else "")
-        res = _harness_case(plugins, orig, problem, reason="artifact_tampered")
+        res = _harness_case(orig, problem, reason="artifact_tampered")
         return Recomputed(case_id, res, _changed(orig, res), problem)
     if not orig.phases:  # skipped, tool-unsupported or a harness exception: nothing ran, nothing to derive
         return Recomputed(case_id, orig)
-    try:
-        specs = _inputs(case_dir)
-        phases, events, contexts = [], [], []
-        for rec in orig.phases:
-            new_rec, ev, pctx = _phase(plugins, orig, rec, case_dir, specs)
-            phases.append(new_rec)
-            events.append(ev)
-            contexts.append(pctx)
-    except ArtifactProblem as exc:
-        res = _harness_case(plugins, orig, str(exc))
-        return Recomputed(case_id, res, _changed(orig, res), str(exc))
+    from ..store.trees import scratch_folder
 
-    test = specs[3]
-    last, last_events, last_ctx = phases[-1], events[-1], contexts[-1]
-    phase_error = last_ctx.get("harness_error") or None
-    validators: list = []
-    validator_error = None
-    if phase_error is None and last.phase == "measured":
-        requests_path = case_dir / "artifacts" / "challenge.measured.requests.jsonl"
-        requests = [r for _, r in json_lines(requests_path.read_bytes())] if requests_path.is_file() else []
-        validators, validator_error = run_validators(plugins.registry, test, ValidatorContext(
-            workspace=case_dir / "workspace", test=test, run_values=dict(orig.run_values),
-            challenge=dict(last.challenge), challenge_requests=requests, events=last_events,
-            agent_workspace=str(last_ctx.get("workspace") or "") or None, sandbox=_sandbox(orig)))
-    harness_error = phase_error or validator_error
-    verdict = derive_verdict(plugins.hook, test, process=last.process, events=last_events, summary=last.summary,
-                             validators=validators, harness_error=phase_harness_failure(phase_error, validator_error),
-                             backend_unreachable=backend_was_unreachable(last, case_dir / "artifacts"),
-                             budget_exceeded=budget_was_exceeded(last),
-                             model_swapped=model_not_under_test(last, case_dir / "artifacts", specs[2]))
-    res = orig.model_copy(update={"phases": phases, "validators": validators, "verdict": verdict,
-                                  "telemetry": last.summary, "harness_error": harness_error,
-                                  "usage": combine(p.usage for p in phases)})
-    return Recomputed(case_id, res, _changed(orig, res),
-                      events={rec.phase: ev for rec, ev in zip(phases, events)})
-
-
-def _sandbox(orig: CaseResult) -> Any:
-    """Where a recompute runs the case's ``command_output`` validators (they run the agent's work):
-    confined whenever bubblewrap works here, unless the run itself chose to run unsandboxed."""
-    from .sandbox import resolve_sandbox
-
-    return resolve_sandbox("none" if orig.sandbox == "none" else "auto")
+    with scratch_folder("gripprobe-recompute-") as scratch:  # the case, copied without following a link
+        copy = scratch / "case"
+        try:
+            planted = copy_stored_case(stored, copy)
+            if planted:
+                raise ArtifactProblem("the stored case holds what the harness never writes, not read: "
+                                      + "; ".join(planted[:5]) + (f" (+{len(planted) - 5} more)" if len(planted) > 5 else ""))
+            judged = judge_case(plugins, stored_evidence(orig, copy), sandbox=stored_data_sandbox())
+        except (ArtifactProblem, MissingEvidence) as exc:
+            res = _harness_case(orig, str(exc))
+            return Recomputed(case_id, res, _changed(orig, res), str(exc))
+    res = orig.model_copy(update={"phases": judged.phases, "validators": judged.validators, "verdict": judged.verdict,
+                                  "telemetry": judged.telemetry, "harness_error": judged.harness_error,
+                                  "usage": combine(p.usage for p in judged.phases)})
+    return Recomputed(case_id, res, _changed(orig, res), events=judged.events)
 
 
 def _changed(a: CaseResult, b: CaseResult) -> list[str]:
@@ -212,6 +199,21 @@ def _dump(v: Any) -> Any:
     return v.model_dump(mode="json") if hasattr(v, "model_dump") else v
 
 
+def _real_folder(path: Stored) -> bool:
+    """Whether ``path`` is a real folder (made when missing); False for a link or anything else there."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        try:
+            path.path.mkdir()
+            st = path.lstat()
+        except OSError:
+            return False
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode)
+
+
 def recompute_run(plugins: GripProbePluginManager, run_dir: RunFolder, *, write: bool = True) -> list[Recomputed]:
     """Recompute every case of ``run_dir``. With ``write``, a case whose derived fields changed keeps its
     previous case.json as ``case.before-recompute.json`` (once) and gets the new one plus new events."""
@@ -220,25 +222,28 @@ def recompute_run(plugins: GripProbePluginManager, run_dir: RunFolder, *, write:
     entries = run_dir.read_manifest().get("planned")
     planned = {p["case_id"]: p for p in entries if isinstance(p, dict) and "case_id" in p} \
         if isinstance(entries, list) else {}
-    dirs = sorted(d for d in run_dir.cases.iterdir() if d.is_dir()) if run_dir.cases.is_dir() else []
+    dirs = [run_dir.case(name) for name in run_dir.case_names()]  # real folders: a link is no case
     # Cases are independent; command validators wait on processes: several at once (the registry and the
     # sandbox probe are settled first, so the threads only read them).
     plugins.registry
-    from .sandbox import resolve_sandbox
-    resolve_sandbox("auto")
+    stored_data_sandbox()
     with ThreadPoolExecutor(max_workers=max(2, min(8, (os.cpu_count() or 2) * 2))) as pool:
         out = list(pool.map(lambda d: recompute_case(plugins, run_dir, d, planned), dirs))
     for case_dir, r in zip(dirs, out):
         if not write or r.result is None or not r.changed:
             continue
-        old = case_dir / "case.json"
-        keep = case_dir / "case.before-recompute.json"
-        if old.is_file() and not keep.exists():
-            keep.write_bytes(old.read_bytes())
-        for phase, events in r.events.items():
-            atomic_write_text(case_dir / "artifacts" / f"events.{phase}.jsonl", "".join(
-                json.dumps(e.model_dump(mode="json"), ensure_ascii=False, default=str) + "\n" for e in events))
-        (case_dir / "artifacts").mkdir(parents=True, exist_ok=True)
-        write_case(case_dir, r.result, keep_evidence=True)
+        stored = run_dir.stored_case(case_dir.name)
+        # never written through a link: the case folder was listed as a real folder; an artifacts/ that is not
+        # one (a link planted there) gets none of the derived files, only case.json says what happened
+        artifacts = _real_folder(stored / "artifacts")
+        keep = stored / "case.before-recompute.json"
+        if not keep.lexists():
+            try:
+                atomic_write_bytes(case_dir / keep.name, (stored / "case.json").read(STORED_JSON_LIMIT))
+            except OSError:
+                pass  # no readable case.json to keep
+        if artifacts:
+            write_events(case_dir, r.events)
+        write_case(case_dir, r.result, keep_evidence=True, artifacts=artifacts)
     return out
 

@@ -64,7 +64,7 @@ def _manifest(run: ActiveRun, cases: list[PlannedCase], *, status: str, started_
         "selection": opts.selection, "argv": opts.argv or [],
         "specs_root": str(opts.specs_root) if opts.specs_root else None,
         "jobs": opts.jobs, "hardware_profile": opts.hardware_profile, "telemetry_proxy_mode": opts.proxy_mode,
-        "sandbox": opts.sandbox,
+        "sandbox": opts.sandbox, "judge": opts.judge,
         "timeout_s": opts.timeout_s, "base_url_override": opts.base_url_override, "run_values": dict(run.values),
         "proxy_max_body": opts.proxy_max_body, "trials": opts.trials, "max_tokens_per_phase": opts.token_budget,
         "host": {"python": platform.python_version(), "platform": platform.platform(), "event_loop": loop_name()},
@@ -107,8 +107,8 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
         run_id = folder.run_id
         started_at, values = resume.started_at, resume.run_values
         planned, history = resume.planned, [*resume.resumed_at, utc_now_iso()]
-    cases = [c.settle(proxy_mode=settings.proxy_mode, sandbox=settings.sandbox, token_budget=settings.token_budget)
-             for c in cases]
+    cases = [c.settle(proxy_mode=settings.proxy_mode, sandbox=settings.sandbox, token_budget=settings.token_budget,
+                      judge=settings.judge) for c in cases]
     results: list[CaseResult] = []
     with scratch_folder(f"gripprobe-{run_id}-") as scratch:  # agents' homes: removed whatever they hold
         run = ActiveRun(id=run_id, folder=folder, plugins=plugins, values=values, scratch=scratch,
@@ -180,9 +180,12 @@ def load_resume_manifest(run_path: Path) -> dict:
 
     from ..errors import UserError
 
+    from ..store import read_regular
+    from ..store.layout import STORED_JSON_LIMIT
+
     path = Path(run_path) / "manifest.json"
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(read_regular(path, STORED_JSON_LIMIT))
         if not isinstance(manifest, dict):
             raise ValueError("not a JSON object")
     except FileNotFoundError:
@@ -217,7 +220,7 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
     todo, done = [], 0
     for case in cases:
         case_dir = run_dir.case(case.case_id)
-        res = read_case(case_dir / "case.json")
+        res = read_case(run_dir.stored_case(case.case_id) / "case.json")
         if res is not None and res.key == case.key:
             done += 1
             continue

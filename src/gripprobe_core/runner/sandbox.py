@@ -52,19 +52,28 @@ INSTALL_FIX = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; .
                "to run agents unsandboxed")
 
 
+class SandboxUnavailable(RuntimeError):
+    """Code was to run confined and there is no sandbox here: it is not run at all."""
+
+
 @dataclass(frozen=True)
 class Sandbox:
-    """How this run confines agent processes: ``kind`` bwrap or none (``auto`` already resolved)."""
+    """How this run confines agent processes: ``kind`` bwrap or none (``auto`` already resolved); or, for code
+    run on a stored run's data, ``unavailable``: no sandbox here, so that code is not run (``warning`` says why)."""
 
-    kind: Literal["bwrap", "none"]
+    kind: Literal["bwrap", "none", "unavailable"]
     bwrap: str | None = None
     warning: str | None = None
-    """Why ``auto`` fell back to none (shown once at run start)."""
+    """Why ``auto`` fell back to none (shown once at run start), or why the sandbox is ``unavailable``."""
     runtime: tuple[Path, ...] = field(default_factory=tuple)
     """Read-only paths every sandboxed process gets besides the system: the Python runtime the
     harness runs on (Python agents' venvs point at it) and the gripprobe_core package (the reference agent)."""
     python: str | None = None
     """The interpreter that runs the sandbox's init (:mod:`.sandbox_init`): the harness's own, resolved."""
+    bind_argv: bool = True
+    """Whether files the command line names (its executable, its ``#!`` interpreter, absolute file arguments)
+    are bound read-only into the sandbox. False for commands read from a stored run: a stored path never
+    decides what the sandbox shows."""
 
     @property
     def confined(self) -> bool:
@@ -76,10 +85,13 @@ class Sandbox:
 
         ``rw`` and ``ro`` appear at their own paths; ``rw_at`` pairs (source, where it appears inside).
         ``forwards`` maps a port to the harness's Unix socket behind it: inside, ``127.0.0.1:PORT`` leads
-        there, and nothing else is reachable (no forwards: no network at all)."""
+        there, and nothing else is reachable (no forwards: no network at all). Raises
+        :class:`SandboxUnavailable` for an ``unavailable`` sandbox: nothing runs unconfined in its place."""
+        if self.kind == "unavailable":
+            raise SandboxUnavailable(f"no sandbox to run {argv[:1]} in: {self.warning or 'bubblewrap does not work here'}")
         if not self.confined:
             return list(argv)
-        args = self._args(rw=rw, ro=[*self.runtime, *ro, *_argv_files(argv)])
+        args = self._args(rw=rw, ro=[*self.runtime, *ro, *(_argv_files(argv) if self.bind_argv else [])])
         for src, dst in rw_at:
             args += ["--bind", str(src), str(dst)]
         init = [self.python or sys.executable, "-I", "-S", str(INIT)]
@@ -234,6 +246,21 @@ def resolve_sandbox(mode: str) -> Sandbox:
         raise UserError(f"--sandbox auto: bubblewrap is installed but failed its probe twice ({found.problem}); "
                         f"agents are not run unconfined behind your back. Fix: {INSTALL_FIX}")
     return Sandbox("none", warning=f"sandbox auto: {found.problem}: agents run UNSANDBOXED ({INSTALL_FIX})")
+
+
+def stored_data_sandbox() -> Sandbox:
+    """Where code run on a stored run's data runs (``rebuild-reports --recompute``: a ``command_output``
+    validator runs the stored workspace's code): bubblewrap when it works here, else ``unavailable`` (that code
+    is then not run, and the case says why). Never unconfined, and nothing read from the stored run (its
+    case.json ``sandbox``, its specs' ``sandbox`` keys, the executable paths it names) changes this: the
+    command line's files are not bound in (``bind_argv`` False)."""
+    from dataclasses import replace
+
+    found = _probe_once()
+    if found.box.confined:
+        return replace(found.box, bind_argv=False)
+    why = found.problem or "bubblewrap does not work here"
+    return Sandbox("unavailable", warning=why if not found.installed else f"bubblewrap failed its probe: {why}")
 
 
 def probe_report() -> tuple[bool, str]:

@@ -42,6 +42,8 @@ class RunSettings:
     hardware_profile: str | None = None
     sandbox: str | None = None
     """auto | bwrap | none for every case; None: each agent spec's ``sandbox`` (default auto)."""
+    judge: str | None = None
+    """The registered evaluator that judges every case (the suite's ``judge:``); None: the core's."""
     proxy_max_body: int | None = None
     """The recording proxy's request body cap in bytes (None: its default, 64 MiB)."""
     preflight: list[dict] | None = None

@@ -130,6 +130,11 @@ def _check_plugins(report: "_Reporter", specs: "SpecSet", registry: Any) -> None
                 found = registry.backends.get(backend.kind)
                 if found is not None and found.remote and not backend.base_url:
                     report("model", model.id, ("backends", i), f"backend kind {backend.kind!r} needs base_url")
+    evaluators = set(getattr(registry, "evaluators", {}) or {})
+    if evaluators:  # a judge nobody registered: the suite's cases could not be judged
+        for suite in specs.suites.values():
+            if suite.judge is not None:
+                report.unknown("suite", suite.id, ("judge",), "judge", suite.judge, evaluators)
     agents = set(getattr(registry, "agents", {}) or {})
     # An agent whose plugin is not installed is not an error: core alone must run with the shipped specs.
     # It is a note (with the fix), and the runner skips that agent's cases.

@@ -13,10 +13,12 @@ import errno
 import json
 import os
 import stat
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-__all__ = ["NOT_REGULAR", "OPEN_FLAGS", "NotRegularFile", "kind_of", "open_regular", "read_regular", "read_stored"]
+__all__ = ["NOT_REGULAR", "OPEN_FLAGS", "NotRegularFile", "Stored", "kind_of", "open_regular", "read_regular",
+           "read_stored"]
 
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 """Flags every reader of untrusted stored files opens with (a symlink fails, a FIFO never blocks)."""
@@ -86,20 +88,112 @@ def read_stored(root: str | Path, rel: str | Path, limit: int | None = None) -> 
     following a link in ANY component below ``root`` (``root`` itself is the path the user named, links and
     all). Raises :class:`FileNotFoundError` when nothing is there and :class:`NotRegularFile` when a
     component below ``root`` is a symlink, or the file is a FIFO, device or folder; never blocks on a FIFO."""
-    from .trees import DIR_FLAGS, Refused, open_beneath
-
-    parts = [n for n in Path(rel).parts if n not in ("", ".")]
-    if Path(rel).is_absolute() or ".." in parts:
-        raise NotRegularFile(NOT_REGULAR, "not a path below the run folder", str(rel))
-    top = os.open(root, DIR_FLAGS & ~os.O_NOFOLLOW)
-    try:
-        fd = open_beneath(top, parts, file=True)
-    except Refused as exc:
-        if exc.reason == "missing":
-            raise FileNotFoundError(errno.ENOENT, "no such file", str(Path(root) / rel)) from None
-        raise NotRegularFile(NOT_REGULAR, f"not read: {exc.reason} at {exc.where}", str(Path(root) / rel)) from None
-    finally:
-        os.close(top)
-    with os.fdopen(fd, "rb") as fh:
-        os.set_blocking(fd, True)
+    with Stored(Path(root), PurePosixPath(rel)).open() as fh:
         return fh.read(-1 if limit is None else limit)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A path in a stored run, read without following a link: ``root`` is the folder the user named (the run
+    folder, or the results root; links in it are the user's own), ``rel`` the path below it, where no
+    component is followed if it is a symlink (each is opened with ``openat`` and ``O_NOFOLLOW``), so nothing
+    planted in the run can lead a reader out of it. Every method raises :class:`FileNotFoundError` when
+    nothing is there and :class:`NotRegularFile` (an :class:`OSError`) for a link or anything else in the
+    way; ``case = run.stored / "cases" / name``, ``(case / "prompt.txt").read(limit)``."""
+
+    root: Path
+    rel: PurePosixPath = PurePosixPath()
+
+    def __truediv__(self, name: str | PurePosixPath) -> "Stored":
+        return Stored(self.root, self.rel / name)
+
+    @property
+    def path(self) -> Path:
+        """The path, for messages (never opened as such)."""
+        return self.root / self.rel
+
+    @property
+    def name(self) -> str:
+        return self.rel.name
+
+    def _parts(self) -> list[str]:
+        parts = [n for n in self.rel.parts if n not in ("", ".")]
+        if self.rel.is_absolute() or ".." in parts:
+            raise NotRegularFile(NOT_REGULAR, "not a path below the stored folder", str(self.path))
+        return parts
+
+    def _open(self, parts: list[str], *, file: bool) -> int:
+        from .trees import DIR_FLAGS, Refused, open_beneath
+
+        top = os.open(self.root, DIR_FLAGS & ~os.O_NOFOLLOW)  # the folder the user named: links and all
+        try:
+            return open_beneath(top, parts, file=file)
+        except Refused as exc:
+            if exc.reason == "missing":
+                raise FileNotFoundError(errno.ENOENT, "no such file", str(self.path)) from None
+            raise NotRegularFile(NOT_REGULAR, f"not read: {exc.reason} at {exc.where}", str(self.path)) from None
+        finally:
+            os.close(top)
+
+    def open(self) -> BinaryIO:
+        """The regular file, open for binary reading (never a FIFO, device, folder or link)."""
+        fd = self._open(self._parts(), file=True)
+        try:
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def read(self, limit: int | None = None) -> bytes:
+        """At most ``limit`` bytes of the regular file."""
+        with self.open() as fh:
+            return fh.read(-1 if limit is None else limit)
+
+    def open_dir(self) -> int:
+        """A descriptor of the folder (the caller closes it)."""
+        return self._open(self._parts(), file=False)
+
+    def lstat(self) -> os.stat_result:
+        """What the last component is (a link is reported as one, never followed); its folders are walked
+        without following a link."""
+        parts = self._parts()
+        if not parts:
+            return os.stat(self.root)
+        fd = self._open(parts[:-1], file=False)
+        try:
+            return os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+        finally:
+            os.close(fd)
+
+    def lexists(self) -> bool:
+        """Whether anything (a link included) is there."""
+        try:
+            self.lstat()
+        except OSError:
+            return False
+        return True
+
+    def readlink(self) -> str:
+        """The target of the link (its folders walked without following a link)."""
+        parts = self._parts()
+        fd = self._open(parts[:-1], file=False)
+        try:
+            return os.readlink(parts[-1], dir_fd=fd)
+        finally:
+            os.close(fd)
+
+    def folders(self) -> list[str]:
+        """The names of the real folders in this folder (links to folders left out), sorted; [] when it is not
+        a folder that can be read."""
+        try:
+            fd = self.open_dir()
+        except OSError:
+            return []
+        try:
+            with os.scandir(fd) as it:
+                return sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+        except OSError:
+            return []
+        finally:
+            os.close(fd)

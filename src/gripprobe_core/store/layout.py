@@ -7,7 +7,8 @@ one go before case.json, which is written last and synced with its directory, so
 exists after a power cut has its evidence beside it. The temporary file is
 created with mode 0666 and the kernel applies the user's umask, so the files a run writes are 0644
 under umask 022 and 0640 under 027, like any other file the user creates. Stored files are read back
-with :func:`~gripprobe_core.store.files.read_regular` (never a FIFO, device or symlink).
+through :class:`~gripprobe_core.store.files.Stored` (no link followed anywhere below the run folder, never a
+FIFO or device).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from ..jsonl import dumps
 from ..models.results import CaseResult
 from ..timeutil import run_id_stamp
-from .files import read_regular
+from .files import Stored, read_regular
 from .roots import ResultsPathError, explain_os_error
 
 #: Largest case.json / manifest.json read back (a bigger one is treated as unreadable).
@@ -179,6 +180,18 @@ class RunFolder:
     def case(self, case_id: str) -> Path:
         return self.cases / case_id
 
+    @property
+    def stored(self) -> Stored:
+        """The run folder, to read below it without following a link (``run.stored / "cases" / name``)."""
+        return Stored(self.path)
+
+    def stored_case(self, case_id: str) -> Stored:
+        return self.stored / "cases" / case_id
+
+    def case_names(self) -> list[str]:
+        """The case folders (real folders: a link in ``cases/``, or ``cases/`` as a link, is no case), sorted."""
+        return (self.stored / "cases").folders()
+
     def read_manifest(self) -> dict[str, Any]:
         """manifest.json as a dict; ``{}`` when it is missing or unreadable (a killed or foreign run)."""
         try:
@@ -189,23 +202,20 @@ class RunFolder:
 
     def case_entries(self) -> list[tuple[str, CaseResult | None]]:
         """Every case directory with its result (None when case.json is missing or unreadable), sorted."""
-        try:
-            with os.scandir(self.cases) as it:
-                dirs = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
-        except OSError:
-            return []
-        return [(name, read_case(self.cases / name / "case.json")) for name in dirs]
+        return [(name, read_case(self.stored_case(name) / "case.json")) for name in self.case_names()]
 
     def case_results(self) -> list[CaseResult]:
         """Every readable case.json, sorted by case id (unreadable ones are skipped)."""
         return [res for _, res in self.case_entries() if res is not None]
 
 
-def read_case(path: Path) -> CaseResult | None:
+def read_case(path: Path | Stored) -> CaseResult | None:
     """The validated case.json at ``path`` (every field checked, the status one of ``STATUSES``), or None
-    when it is missing, not a regular file, too large, not JSON or not a valid result."""
+    when it is missing, not a regular file (a link in its way included, for a :class:`Stored` path), too
+    large, not JSON or not a valid result."""
     try:
-        data = read_regular(path, STORED_JSON_LIMIT + 1)
+        limit = STORED_JSON_LIMIT + 1
+        data = path.read(limit) if isinstance(path, Stored) else read_regular(path, limit)
         if len(data) > STORED_JSON_LIMIT:
             return None
         return CaseResult.model_validate_json(data)

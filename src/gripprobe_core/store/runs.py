@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from .files import Stored
 from .layout import RunFolder, read_case
 
 #: What a manifest's ``status`` may say. Anything else on disk reads as ``invalid``.
@@ -51,17 +51,19 @@ def is_run_dir(path: Path) -> bool:
 
 def iter_run_dirs(root: Path) -> Iterator[RunFolder]:
     """Run directories under ``root``: a run directory itself, a ``runs/`` folder, or a results root
-    holding ``runs/``. Sorted by RUN_ID (oldest first)."""
+    holding ``runs/``. Sorted by RUN_ID (oldest first). Below the folder named (``root``, links and all),
+    a link is never followed: a ``runs/`` or a run folder that is a link is no run."""
     root = Path(root)
+    runs_link = (root / "runs").is_symlink()
     if is_run_dir(root) and not (root / "runs").is_dir():
         yield RunFolder(root)
         return
-    runs = root / "runs" if (root / "runs").is_dir() else root
-    if not runs.is_dir():
+    if runs_link:
         return
-    for d in sorted(runs.iterdir()):
-        if d.is_dir() and is_run_dir(d):
-            yield RunFolder(d)
+    runs = root / "runs" if (root / "runs").is_dir() else root
+    for name in Stored(runs).folders():
+        if is_run_dir(runs / name):
+            yield RunFolder(runs / name)
 
 
 @dataclass
@@ -98,14 +100,9 @@ def describe_run(run: RunFolder) -> StoredRun:
     planned = [p for p in manifest.get("planned") or [] if isinstance(p, dict)]
     counts: Counter[str] = Counter()
     agents, models = set(), set()
-    try:
-        with os.scandir(run.cases) as it:
-            case_dirs = [e.name for e in it if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        case_dirs = []
-    for name in case_dirs:
-        path = run.cases / name / "case.json"
-        if not os.path.lexists(path):
+    for name in run.case_names():  # no link followed below the run folder
+        path = run.stored_case(name) / "case.json"
+        if not path.lexists():
             continue  # not finished (or killed before it was)
         res = read_case(path)
         if res is None:

@@ -3,13 +3,14 @@
 The command runs the agent's work, so it runs confined like the agent (the run's sandbox), in a scratch
 copy of the stored workspace: whatever it writes (``__pycache__``, caches) never changes the evidence.
 Sandboxed, the copy appears at the path where the agent saw its workspace (a script that names its own
-absolute paths still finds them); unsandboxed it stays where it is.
+absolute paths still finds them); unsandboxed (a live run with ``--sandbox none``) it stays where it is.
+It is marked :func:`~.context.runs_code`: on a stored run's data (a recompute) it runs only in the sandbox,
+and where there is none it is not run at all.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -18,7 +19,7 @@ from typing import Any
 
 from pydantic import Field
 
-from .context import ValidatorContext
+from .context import ValidatorContext, runs_code
 from ..models.results import ValidatorResult
 from ..runvalues import render
 from ..store.trees import scratch_folder
@@ -48,14 +49,18 @@ class CommandOutputOptions(Options):
 def _run(argv: list[str], workspace: Path, cwd_rel: PurePosixPath, timeout_s: float,
          sandbox: Any = None, seen_at: str | None = None) -> tuple[int | None, str, str]:
     """(exit code or None on timeout, stdout, problem) — the whole process group dies on timeout."""
+    from ..runner.evidence import copy_workspace
+
     # the agent's code runs here and may leave any tree (3,000 deep, chmod 000): removed without recursion
     with scratch_folder("gripprobe-validate-") as scratch, tempfile.TemporaryFile() as out:
         home, work = scratch / "home", scratch / "workspace"
         home.mkdir()
-        shutil.copytree(workspace, work, symlinks=True)
+        copied = copy_workspace(workspace, work)  # the harness's walk: no link followed, the root's path included
+        if copied.error:
+            return None, "", f"the workspace was not copied ({copied.error})"
         cwd = work / cwd_rel
-        if sandbox is not None and sandbox.confined:
-            inside = Path(seen_at or work)
+        if sandbox is not None:  # confined; unconfined only where the run chose none; never where none is here
+            inside = Path(seen_at or work) if sandbox.confined else work
             argv = sandbox.wrap(argv, cwd=inside / cwd_rel, rw=[home], rw_at=[(work, inside)])
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(home),
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -81,6 +86,7 @@ def _run(argv: list[str], workspace: Path, cwd_rel: PurePosixPath, timeout_s: fl
     return code, data.decode("utf-8", errors="replace"), problem
 
 
+@runs_code
 @with_options(CommandOutputOptions)
 def command_output(ctx: ValidatorContext, options: dict[str, Any]) -> ValidatorResult:
     """The command's stdout equals ``expected`` (and it exits with ``exit_code``)."""

@@ -7,25 +7,26 @@ fine). ``validate`` applies it to the path as written, each ``${name}`` standing
 path when it judges, and a path that breaks it only then is an *invalid options* result, a spec error
 (HARNESS_ERROR), never the agent's failure.
 
-**Reading** (:func:`read_workspace_file`, :func:`workspace_directory`): the path is walked one name at
-a time from a descriptor of the workspace, ``lstat`` before every open, each open with ``O_NOFOLLOW``.
-A symlink is followed only while its target stays inside the workspace (an absolute target naming the
-workspace itself, as the agent saw it or as the harness judges it, counts as inside). Only regular files
-are opened (``O_NONBLOCK`` too, so a FIFO swapped in after the ``lstat`` cannot hang the read), and at
-most :data:`MAX_READ_BYTES` are read. Whatever the agent left there (a FIFO, a device, a symlink out, a
-loop), the answer is a problem text, never an exception or a hang.
+**Reading** (:func:`read_workspace_file`, :func:`workspace_directory`): validators judge the harness's
+copy of the measured workspace (a live run's fresh copy, or a recompute's copy of a stored one), which
+never holds a link. So no link is followed anywhere: the workspace itself is opened from ``/`` one
+component at a time with ``O_NOFOLLOW`` (its path, ``ctx.workspace``, holds no link: the harness resolves
+the results folder; a workspace replaced by a link is not read), then the path is walked one name at a
+time from that descriptor, ``lstat`` before every open, each open with ``O_NOFOLLOW``; a symlink on the
+way is a problem, never followed. Only regular files are opened (``O_NONBLOCK`` too, so a FIFO swapped in
+after the ``lstat`` cannot hang the read), and at most :data:`MAX_READ_BYTES` are read. Whatever is there
+(a FIFO, a device, a symlink), the answer is a problem text, never an exception or a hang.
 """
 
 from __future__ import annotations
 
 import os
-import posixpath
 import stat
 
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .context import ValidatorContext
 from ..runvalues import render
@@ -37,8 +38,6 @@ __all__ = [
 
 #: Files larger than this are judged on their first MAX_READ_BYTES bytes.
 MAX_READ_BYTES = 1024 * 1024
-#: Symlinks followed while resolving one path (the kernel's own limit is 40).
-MAX_SYMLINKS = 40
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
@@ -155,42 +154,24 @@ def _read_capped(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _roots(ctx: ValidatorContext) -> list[str]:
-    """The absolute spellings of the workspace a symlink target may start with."""
-    names = [str(ctx.workspace)] + ([ctx.agent_workspace] if ctx.agent_workspace else [])
-    out: list[str] = []
-    for name in names:
-        for form in (posixpath.normpath(name), os.path.realpath(name)):
-            if form not in out and form != "/":
-                out.append(form)
-    return out
-
-
-def _inside(target: str, roots: Iterable[str]) -> str | None:
-    """``target`` (absolute) relative to the workspace root it lies under, or None when outside."""
-    norm = posixpath.normpath(target)
-    for root in roots:
-        if norm == root:
-            return ""
-        if norm.startswith(root + "/"):
-            return norm[len(root) + 1:]
-    return None
-
-
 def _open_in_workspace(ctx: ValidatorContext, rel_path: str, *, want: str) -> tuple[int, Any] | str:
-    """Walk ``rel_path`` inside the workspace without following anything out of it.
+    """Walk ``rel_path`` inside the workspace without following a link (the workspace's own path included).
 
     ``want="file"``: ``(fd, size)`` of a regular file. ``want="directory"``: ``(fd, inner)`` where
-    ``inner`` is the symlink-free relative path of the directory. Otherwise a problem text.
+    ``inner`` is the relative path of the directory. Otherwise a problem text.
     """
+    from ..store.trees import Refused, open_dir
+
     try:
-        root_fd = os.open(ctx.workspace, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+        root_fd = open_dir(ctx.workspace)
+    except Refused as exc:
+        if exc.reason == "symlink_in_path":
+            return f"the workspace is not read: a symlink on its path ({exc.where}), not followed"
+        return f"cannot open the workspace: {exc.reason.replace('_', ' ')}"
     except OSError as exc:
         return f"cannot open the workspace: {exc.strerror or type(exc).__name__}"
     stack: list[tuple[int, str]] = [(root_fd, "")]
     parts = deque(rel_path.split("/"))
-    roots: list[str] | None = None
-    links = 0
     try:
         while parts:
             name = parts.popleft()
@@ -198,7 +179,7 @@ def _open_in_workspace(ctx: ValidatorContext, rel_path: str, *, want: str) -> tu
                 continue
             if name == "..":
                 if len(stack) == 1:
-                    return f"{'symlink' if links else 'path'} resolves outside the workspace"
+                    return "path resolves outside the workspace"
                 os.close(stack.pop()[0])
                 continue
             dir_fd = stack[-1][0]
@@ -210,23 +191,7 @@ def _open_in_workspace(ctx: ValidatorContext, rel_path: str, *, want: str) -> tu
                 return f"cannot stat: {exc.strerror or type(exc).__name__}"
             last = not any(p not in ("", ".") for p in parts)
             if stat.S_ISLNK(st.st_mode):
-                links += 1
-                if links > MAX_SYMLINKS:
-                    return "too many symlinks (a loop?)"
-                try:
-                    target = os.readlink(name, dir_fd=dir_fd)
-                except OSError as exc:
-                    return f"cannot read symlink: {exc.strerror or type(exc).__name__}"
-                if target.startswith("/"):
-                    roots = roots if roots is not None else _roots(ctx)
-                    inner = _inside(target, roots)
-                    if inner is None:
-                        return "symlink resolves outside the workspace"
-                    while len(stack) > 1:
-                        os.close(stack.pop()[0])
-                    target = inner
-                parts.extendleft(reversed(target.split("/")))
-                continue
+                return f"{name!r} is a symlink (not followed)"
             if stat.S_ISDIR(st.st_mode):
                 try:
                     fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC, dir_fd=dir_fd)
