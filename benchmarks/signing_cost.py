@@ -49,7 +49,7 @@ def main() -> int:
         from gripprobe_core.integrity.check import verify_run
         from gripprobe_core.integrity.keys import load_signer
         from gripprobe_core.integrity.seal import reseal_run, seal_case
-        from gripprobe_core.runner.evidence import evidence_digests
+        from gripprobe_core.integrity.digests import evidence_digests
         from gripprobe_core.store import read_case
         from gripprobe_core.store.layout import json_bytes
 

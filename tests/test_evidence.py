@@ -11,9 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gripprobe_core.runner.evidence import (
-    CopyLimits, _key, copy_workspace, display_name, evidence_digests, verify_evidence,
-)
+from gripprobe_core.integrity.digests import evidence_digests, verify_evidence
+from gripprobe_core.store.copytree import CopyLimits, copy_workspace, display_name, listing_key as _key
 
 
 def _by_path(listing) -> dict[str, dict]:

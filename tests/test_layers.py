@@ -22,7 +22,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "backends": {"cli", "runner", "reports", "export"},
     "agents": {"cli", "runner", "reports", "export"},
     "validators": {"cli", "runner", "reports", "export"},
-    "integrity": {"cli", "reports", "export", "proxy", "oracle", "backends"},
+    "integrity": {"cli", "runner", "reports", "export", "proxy", "oracle", "backends"},
     "runner": {"cli"},
     "reports": {"cli"},
     "export": {"cli"},

@@ -455,7 +455,7 @@ def test_a_forged_stored_run_cannot_make_recompute_run_code_unconfined(oracle_ru
     command_output validator writing a marker on the host, the digests recomputed to match): recompute runs
     that command only inside the sandbox, and not at all without one. (Once runs are signed, the tamper gate
     refuses such a case before anything runs; either way the marker never appears.)"""
-    from gripprobe_core.runner.evidence import evidence_digests
+    from gripprobe_core.integrity.digests import evidence_digests
 
     run = _copy(oracle_run, tmp_path)
     case_dir = _case(run, "save_file")

@@ -480,7 +480,7 @@ def tamper_problems(run_path: Path, case_dir: Path, orig: Any) -> list[str]:
         return ["case.json: digest dropped (its `evidence` digests are gone; every case of this run that ran "
                 "records them)"]
     if orig.evidence is not None:
-        from ..runner.evidence import verify_evidence
+        from .digests import verify_evidence
 
         return verify_evidence(case_dir, orig.evidence)
     return []

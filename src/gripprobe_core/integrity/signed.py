@@ -21,8 +21,8 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runner.evidence import _derived
-from ..runner.evidence import _key as entry_key
+from .digests import derived_artifact as _derived
+from ..store.copytree import listing_key as entry_key
 from ..store.trees import DIR_FLAGS, FILE_FLAGS
 from .keys import PublicKey, Signer
 

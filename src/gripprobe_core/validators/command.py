@@ -49,7 +49,7 @@ class CommandOutputOptions(Options):
 def _run(argv: list[str], workspace: Path, cwd_rel: PurePosixPath, timeout_s: float,
          sandbox: Any = None, seen_at: str | None = None) -> tuple[int | None, str, str]:
     """(exit code or None on timeout, stdout, problem) — the whole process group dies on timeout."""
-    from ..runner.evidence import copy_workspace
+    from ..store.copytree import copy_workspace
 
     # the agent's code runs here and may leave any tree (3,000 deep, chmod 000): removed without recursion
     with scratch_folder("gripprobe-validate-") as scratch, tempfile.TemporaryFile() as out:
