@@ -116,6 +116,11 @@ class Stored:
     def name(self) -> str:
         return self.rel.name
 
+    @property
+    def parent(self) -> "Stored":
+        """The folder holding it, below the same root (``case.parent.name`` is a case file's case folder)."""
+        return Stored(self.root, self.rel.parent)
+
     def _parts(self) -> list[str]:
         parts = [n for n in self.rel.parts if n not in ("", ".")]
         if self.rel.is_absolute() or ".." in parts:
