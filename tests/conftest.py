@@ -79,3 +79,14 @@ def planted_specs(dest: Path) -> Path:
 
 def read_json(path: Path):
     return json.loads(Path(path).read_text())
+
+
+def strip_signatures(run: Path) -> None:
+    """Make ``run`` an unsigned run, as a run of a version before signatures is: its signature files and the
+    manifest's ``signing`` removed. Tests that edit a stored fact to see a recompute re-derive from it do
+    this first (in a signed run any edit is ``artifact_tampered``: tests/test_signed_runs.py)."""
+    for sig in [Path(run) / "run.sig.json", *Path(run).glob("cases/*/*.sig.json")]:
+        sig.unlink(missing_ok=True)
+    manifest = read_json(Path(run) / "manifest.json")
+    manifest.pop("signing", None)
+    (Path(run) / "manifest.json").write_text(json.dumps(manifest))

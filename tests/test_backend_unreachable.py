@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from backend_helpers import OracleThread, spec_root_with_model
-from conftest import ROOT, gripprobe, read_json
+from conftest import ROOT, gripprobe, read_json, strip_signatures
 from gripprobe_core.models.results import BackendProbe, PhaseRecord, ProcessResult
 from gripprobe_core.runner.judge import backend_was_unreachable
 from gripprobe_core.telemetry.summary import summarize_phase
@@ -65,6 +65,7 @@ def test_backend_dying_in_the_measured_phase_is_harness_error(tmp_path, proxy):
 
     # The stored probe is the fact recompute reads: say it found the backend up, and the agent's exit
     # status decides again (the proxy saw a reset, not a refused connection, so it does not say otherwise).
+    strip_signatures(run_dir)  # signed, any edit is artifact_tampered
     data = json.loads(before)
     data["phases"][1]["backend_probe"]["reachable"] = True
     case_path.write_text(json.dumps(data))
@@ -79,6 +80,7 @@ def test_backend_gone_before_the_measured_phase_shows_in_the_proxy_records(tmp_p
     records = [json.loads(l) for l in (case_dir / "artifacts" / "proxy.measured.http.jsonl").read_text().splitlines()]
     assert records and records[-1]["x_gripprobe_proxy_error"] == "proxy_connect_error"
     # Without the probe's word, the proxy's last attempt to reach the upstream still says it was gone.
+    strip_signatures(run_dir)  # signed, any edit is artifact_tampered
     data = read_json(case_dir / "case.json")
     data["phases"][1]["backend_probe"] = None
     (case_dir / "case.json").write_text(json.dumps(data))

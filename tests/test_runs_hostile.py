@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SPECS, gripprobe, read_json
+from conftest import SPECS, gripprobe, read_json, strip_signatures
 
 pytestmark = pytest.mark.e2e
 
@@ -248,14 +248,6 @@ FORGED_VALUES = {  # case folder suffix -> (dotted path in case.json, value), ea
 }
 
 
-def _strip_signatures(run: Path) -> None:
-    for sig in [run / "run.sig.json", *run.glob("cases/*/*.sig.json")]:
-        sig.unlink(missing_ok=True)
-    manifest = read_json(run / "manifest.json")
-    manifest.pop("signing", None)
-    (run / "manifest.json").write_text(json.dumps(manifest))
-
-
 def test_values_out_of_range_are_invalid_never_published(oracle_run, tmp_path):
     """A case.json holding NaN or 1e308 scores, trial 1e18, usage 1e30, an infinite cost, a negative
     duration or a key id that reads like another (a Cyrillic letter, a bidi override, a zero-width space;
@@ -276,7 +268,7 @@ def test_values_out_of_range_are_invalid_never_published(oracle_run, tmp_path):
         (forged / "case.json").write_text(json.dumps(data))  # Python writes NaN / Infinity as JSON does not
     # Signed, these copies are simply changed cases (left out: tests/test_signed_runs.py). Unsigned, as a run of an
     # older version is, each must be read, checked and found invalid.
-    _strip_signatures(run)
+    strip_signatures(run)
     results = run.parents[1]
 
     res = gripprobe("rebuild-reports", str(run), timeout=60)
@@ -355,7 +347,7 @@ def test_control_characters_in_stored_text_never_reach_a_report(oracle_run, tmp_
     _plant_text(case)
     manifest = read_json(run / "manifest.json")
     (run / "manifest.json").write_text(json.dumps({**manifest, "suite": "s" + BAD}))
-    _strip_signatures(run)  # signed, the aggregate leaves the changed case out; unsigned it must show it, inert
+    strip_signatures(run)  # signed, the aggregate leaves the changed case out; unsigned it must show it, inert
 
     outputs = []
     res = gripprobe("rebuild-reports", str(run), timeout=60)
