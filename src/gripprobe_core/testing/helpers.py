@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from contextlib import asynccontextmanager
+import re
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterable, Sequence
 
@@ -159,8 +160,10 @@ def phase_context(tmp_path: Path, agent: Any, *, prompt: str = "Run `pwd` and sa
 
     test = test if test is not None else TestSpec.model_validate({**SHELL_PWD, "prompt": prompt})
     backend = BackendSpec(id="oracle", kind="oracle", model_id=model_name, env=backend_env or {})
+    # a backend's model name may hold ':' or '/' (qwen3:8b); the model's id in the spec is a plain id
+    model_id = re.sub(r"[^a-z0-9]+", "-", f"oracle-{model_name}".lower()).strip("-")[:64].rstrip("-")
     ctx = PhaseContext(run_id="r1", case_id="c1", phase=phase, agent=agent,  # type: ignore[arg-type]
-                       model=ModelSpec(id=f"oracle-{model_name}", backends=[backend]), backend=backend, test=test,
+                       model=ModelSpec(id=model_id, backends=[backend]), backend=backend, test=test,
                        format=fmt, prompt=test.prompt, workspace=tmp_path / "ws", home=tmp_path / "home",
                        tmpdir=tmp_path / "tmp", artifacts_dir=tmp_path / "artifacts", base_url=base_url,
                        model_name=model_name, api_key=api_key,
