@@ -1,6 +1,6 @@
 """``gripprobe doctor --model M`` (cli/model_doctor.py, backends/doctor.py, backends/toolprobe.py) through
-the real command, against real servers on 127.0.0.1: the oracle behind an ``openai-compatible`` spec and
-an ``ollama`` spec, a closed port, and a small aiohttp app answering the way vLLM does without
+the real command, against real servers on 127.0.0.1: the oracle behind an ``openai-compatible`` spec, an
+``ollama`` spec and an ``anthropic`` spec (``/v1/messages``), a closed port, and a small aiohttp app answering the way vLLM does without
 ``--enable-auto-tool-choice``."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def oracle():
 def specs(tmp_path, oracle):
     """The repository's specs plus models pointing at the running oracle: one per profile and kind."""
     base = oracle.base_url
-    for kind, suffix, url in (("openai-compatible", "oa", base + "/v1"), ("ollama", "ol", base)):
+    for kind, suffix, url in (("openai-compatible", "oa", base + "/v1"), ("ollama", "ol", base), ("anthropic", "an", base)):
         for profile in ("perfect", "text-tools", "lazy", "malformed-args", "tools-unsupported", "http-500"):
             spec_root_with_model(tmp_path, kind=kind, base_url=url, profile=profile, model_id=f"{suffix}-{profile}")
         spec_root_with_model(tmp_path, kind=kind, base_url=url, profile="not-served", model_id=f"{suffix}-missing")
@@ -63,12 +63,13 @@ def specs(tmp_path, oracle):
 # ----------------------------------------------------------------------------------- all checks pass
 
 
-def test_the_oracles_openai_and_ollama_endpoints_pass_every_check(specs, oracle):
+def test_the_oracles_openai_ollama_and_anthropic_endpoints_pass_every_check(specs, oracle):
     before = len(oracle.server.request_log)
-    res = doctor("--model", "oa-perfect", "--model", "ol-perfect", "--specs", str(specs))
+    res = doctor("--model", "oa-perfect", "--model", "ol-perfect", "--model", "an-perfect", "--specs", str(specs))
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stderr == ""
-    for model, path in (("oa-perfect", "/v1/chat/completions"), ("ol-perfect", "/api/chat")):
+    for model, path in (("oa-perfect", "/v1/chat/completions"), ("ol-perfect", "/api/chat"),
+                        ("an-perfect", "/v1/messages")):
         table = lines_of(res.stdout, model)
         assert table[0].startswith(f"{model}  backend local (")
         assert [line.split()[0] for line in table[1:] if line.split()[0] in "✓✗–?"] == ["✓"] * 4, table
@@ -81,18 +82,22 @@ def test_the_oracles_openai_and_ollama_endpoints_pass_every_check(specs, oracle)
     probes = [r for r in seen if r["tools"]]
     assert [(r["protocol"], r["tools"], r["reply"], r["stream"]) for r in probes] == [
         ("chat_completions", [PROBE_TOOL_NAME], "tool_call", False),
-        ("ollama_chat", [PROBE_TOOL_NAME], "tool_call", False)]
-    calls = [c for c in oracle.server.ground_truth if c["protocol"] in ("chat_completions", "ollama_chat")][-2:]
+        ("ollama_chat", [PROBE_TOOL_NAME], "tool_call", False),
+        ("anthropic_messages", [PROBE_TOOL_NAME], "tool_call", False)]
+    assert all(r["authorized"] is False for r in probes)  # no key in these specs: none invented
+    calls = [c for c in oracle.server.ground_truth
+             if c["protocol"] in ("chat_completions", "ollama_chat", "anthropic_messages")][-3:]
     assert [(c["name"], c["arguments"], c["structured"]) for c in calls] == [
-        (PROBE_TOOL_NAME, {"path": PROBE_PATH}, True)] * 2
+        (PROBE_TOOL_NAME, {"path": PROBE_PATH}, True)] * 3
 
 
 def test_json_shape(specs, oracle):
-    res = doctor("-m", "oa-perfect", "-m", "ol-perfect", "--json", "--specs", str(specs))
+    res = doctor("-m", "oa-perfect", "-m", "ol-perfect", "-m", "an-perfect", "--json", "--specs", str(specs))
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert [m["model"] for m in out] == ["oa-perfect", "ol-perfect"]
-    for m, kind, path in zip(out, ("openai-compatible", "ollama"), ("/v1/chat/completions", "/api/chat")):
+    assert [m["model"] for m in out] == ["oa-perfect", "ol-perfect", "an-perfect"]
+    for m, kind, path in zip(out, ("openai-compatible", "ollama", "anthropic"),
+                             ("/v1/chat/completions", "/api/chat", "/v1/messages")):
         assert set(m) == {"model", "backend_id", "kind", "model_id", "url", "embedded", "ok", "exit_code", "checks",
                           "fix"}
         assert (m["kind"], m["backend_id"], m["model_id"], m["url"], m["embedded"], m["ok"], m["exit_code"],
@@ -123,7 +128,7 @@ def test_an_embedded_oracle_model_is_started_and_probed(tmp_path):
 # ------------------------------------------------------------------------------------ failed checks
 
 
-@pytest.mark.parametrize("suffix", ["oa", "ol"])
+@pytest.mark.parametrize("suffix", ["oa", "ol", "an"])
 def test_a_tool_call_written_as_text_is_text_only_and_exits_1(specs, suffix):
     res = doctor("-m", f"{suffix}-text-tools", "--specs", str(specs))
     assert res.returncode == 1 and res.stderr == ""
@@ -136,12 +141,12 @@ def test_a_tool_call_written_as_text_is_text_only_and_exits_1(specs, suffix):
 
 
 def test_each_oracle_profile_answers_the_probe_in_character(specs):
-    models = [f"{s}-{p}" for s in ("oa", "ol")
+    models = [f"{s}-{p}" for s in ("oa", "ol", "an")
               for p in ("perfect", "text-tools", "lazy", "malformed-args", "tools-unsupported", "http-500")]
     res = doctor(*[a for m in models for a in ("-m", m)], "--json", "--specs", str(specs))
     assert res.returncode == 1, res.stderr
     got = {m["model"]: m["checks"]["tool_call"] for m in json.loads(res.stdout)}
-    for suffix in ("oa", "ol"):
+    for suffix in ("oa", "ol", "an"):
         assert got[f"{suffix}-perfect"]["outcome"] == "structured"
         assert got[f"{suffix}-text-tools"]["outcome"] == "text"
         assert got[f"{suffix}-text-tools"]["text_tool_calls"] == [PROBE_TOOL_NAME]
@@ -155,9 +160,10 @@ def test_each_oracle_profile_answers_the_probe_in_character(specs):
     # Chat Completions arguments are a string (cut short); Ollama's an object (without the required path)
     assert "not valid JSON" in got["oa-malformed-args"]["error"]
     assert "required 'path'" in got["ol-malformed-args"]["error"]
+    assert "not valid JSON" in got["an-malformed-args"]["error"]  # a whole message cannot hold half an object
 
 
-@pytest.mark.parametrize("suffix", ["oa", "ol"])
+@pytest.mark.parametrize("suffix", ["oa", "ol", "an"])
 def test_a_model_the_server_does_not_serve_exits_1(specs, suffix):
     res = doctor("-m", f"{suffix}-missing", "--specs", str(specs))
     assert res.returncode == 1 and res.stderr == ""

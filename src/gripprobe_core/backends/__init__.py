@@ -1,4 +1,5 @@
-"""The built-in model backends: the embedded oracle, any OpenAI-compatible server, Ollama.
+"""The built-in model backends: the embedded oracle, any OpenAI-compatible server, Ollama, any server
+speaking Anthropic's Messages API.
 
 Each is a :class:`gripprobe_core.drivers.Backend` registered by the default plugin
 :mod:`gripprobe_core.defaults.backends`; a plugin adds another kind with ``register_backends``.
@@ -6,10 +7,10 @@ Each is a :class:`gripprobe_core.drivers.Backend` registered by the default plug
 
 from __future__ import annotations
 
-from .http import OllamaBackend, OpenAICompatibleBackend, RemoteEndpoint, server_root
+from .http import AnthropicBackend, OllamaBackend, OpenAICompatibleBackend, RemoteEndpoint, server_root
 from .oracle import OracleBackend, OracleEndpoint
 
-__all__ = ["OllamaBackend", "OpenAICompatibleBackend", "OracleBackend", "OracleEndpoint", "RemoteEndpoint",
+__all__ = ["AnthropicBackend", "OllamaBackend", "OpenAICompatibleBackend", "OracleBackend", "OracleEndpoint", "RemoteEndpoint",
            "model_digest", "server_root"]
 
 

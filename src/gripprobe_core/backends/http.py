@@ -130,6 +130,30 @@ class OllamaBackend(_Listing):
                                 api_key=api_key, timeout_s=timeout_s)
 
 
+class AnthropicBackend(_Listing):
+    """A server speaking Anthropic's Messages API (Ollama 0.14+, llama.cpp's llama-server, vLLM, or a
+    gateway): what Claude Code talks to. ``base_url`` is the server root (agents post ``/v1/messages``)."""
+
+    kind = "anthropic"
+    description = ("a server speaking Anthropic's Messages API at base_url (Ollama, llama-server, vLLM; "
+                   "GET /v1/models as its health check)")
+    path, key = "/v1/models", "data"
+
+    async def list_models(self, url: str, *, api_key: str | None = None, timeout_s: float = 5.0) -> list[ListedModel]:
+        """``/api/tags`` first (Ollama says digests there), then ``/v1/models``."""
+        return await _listing(server_root(url), api_key, timeout_s, [("/api/tags", "models"), (self.path, self.key)])
+
+    async def probe_tool_call(self, url: str, *, model_id: str, api_key: str | None = None,
+                              timeout_s: float = 120.0) -> ToolCallProbe:
+        """``POST /v1/messages`` offering one tool (``gripprobe doctor --model``; backends/toolprobe.py); the key
+        goes as ``x-api-key`` too, as Anthropic's clients send it."""
+        from .toolprobe import anthropic_messages_request, judge_anthropic_messages, post_probe
+
+        extra = {"anthropic-version": "2023-06-01", **({"x-api-key": api_key} if api_key else {})}
+        return await post_probe(url, "/v1/messages", anthropic_messages_request(model_id), judge_anthropic_messages,
+                                api_key=api_key, timeout_s=timeout_s, headers=extra)
+
+
 async def _get(url: str, api_key: str | None, timeout_s: float) -> tuple[int, bytes]:
     import aiohttp
 

@@ -25,8 +25,9 @@ from ..drivers import ToolCallOutcome, ToolCallProbe
 from ..oracle.probe import PROBE_PATH, PROBE_PROMPT, PROBE_TOOL_NAME
 from .http import server_root, shown_url
 
-__all__ = ["PROBE_PATH", "PROBE_PROMPT", "PROBE_TOOL", "PROBE_TOOL_NAME", "chat_completions_request",
-           "judge_chat_completions", "judge_ollama_chat", "ollama_chat_request", "post_probe"]
+__all__ = ["PROBE_PATH", "PROBE_PROMPT", "PROBE_TOOL", "PROBE_TOOL_NAME", "anthropic_messages_request",
+           "chat_completions_request", "judge_anthropic_messages", "judge_chat_completions", "judge_ollama_chat",
+           "ollama_chat_request", "post_probe"]
 
 PROBE_TOOL: dict[str, Any] = {
     "type": "function",
@@ -55,6 +56,14 @@ def chat_completions_request(model_id: str) -> dict[str, Any]:
     vLLM refuses it unless started with ``--enable-auto-tool-choice``), no stream, temperature 0."""
     return {"model": model_id, "messages": _messages(), "tools": [PROBE_TOOL], "tool_choice": "auto",
             "stream": False, "temperature": 0}
+
+
+def anthropic_messages_request(model_id: str) -> dict[str, Any]:
+    """The Anthropic Messages body: the probe prompt, the one tool (``input_schema``), no stream,
+    temperature 0 (``max_tokens`` is required on this wire)."""
+    fn = PROBE_TOOL["function"]
+    return {"model": model_id, "max_tokens": 1024, "messages": _messages(), "stream": False, "temperature": 0,
+            "tools": [{"name": fn["name"], "description": fn["description"], "input_schema": fn["parameters"]}]}
 
 
 def ollama_chat_request(model_id: str) -> dict[str, Any]:
@@ -186,16 +195,36 @@ def judge_ollama_chat(status: int, body: bytes) -> Judged:
             "served_by": served}
 
 
+def judge_anthropic_messages(status: int, body: bytes) -> Judged:
+    """An Anthropic ``message``: its ``tool_use`` blocks, else its ``text`` (``thinking`` as reasoning)."""
+    data, failed = _judge_http(status, body)
+    if failed is not None:
+        return failed
+    blocks = data.get("content")
+    if data.get("type") != "message" or not isinstance(blocks, list):
+        return {"outcome": "error", "http_status": status, "error": "not an Anthropic message (no content blocks)"}
+    blocks = [b for b in blocks if isinstance(b, dict)]
+    served = data.get("model") if isinstance(data.get("model"), str) else None
+    uses = [b for b in blocks if b.get("type") == "tool_use"]
+    if uses:
+        calls = [{"name": b.get("name"), "arguments": b.get("input")} for b in uses]
+        return {**_judge_calls(calls, status), "served_by": served}
+    text = "".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
+    thinking = "".join(b["thinking"] for b in blocks if isinstance(b.get("thinking"), str))
+    finish = "length" if data.get("stop_reason") == "max_tokens" else None
+    return {**_judge_text(text, thinking, status, finish), "served_by": served}
+
+
 # ------------------------------------------------------------------------------------- sending
 
 async def post_probe(url: str, path: str, body: dict[str, Any], judge: Callable[[int, bytes], Judged], *,
-                     api_key: str | None, timeout_s: float) -> ToolCallProbe:
+                     api_key: str | None, timeout_s: float, headers: dict[str, str] | None = None) -> ToolCallProbe:
     """POST ``body`` to ``<root of url><path>`` and judge the answer; never raises for what the server does."""
     import aiohttp
 
     target = server_root(url) + path
     endpoint = f"POST {shown_url(target)}"
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    headers = {"Content-Type": "application/json", "Accept": "application/json", **(headers or {})}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     t0 = time.monotonic()

@@ -14,7 +14,7 @@ EventSource = Literal["wrapper", "proxy", "agent_output"]
 EventStatus = Literal["started", "success", "error", "timeout", "unknown"]
 Phase = Literal["warmup", "measured"]
 
-MODEL_PROTOCOLS = frozenset({"chat_completions", "responses", "ollama_chat", "ollama_generate"})
+MODEL_PROTOCOLS = frozenset({"chat_completions", "responses", "ollama_chat", "ollama_generate", "anthropic_messages"})
 """The wire protocols whose exchanges are model calls (a proxy record's ``x_gripprobe_protocol``, a
 ``model_response`` event's ``payload.protocol``): the proxy that records them and the telemetry that
 counts them share this vocabulary."""

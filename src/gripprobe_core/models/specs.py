@@ -46,7 +46,7 @@ Tag = Annotated[str, AfterValidator(_check_tag), WithJsonSchema({
 ProxyMode = Literal["off", "auto", "force"]
 SandboxMode = Literal["auto", "bwrap", "none"]
 #: The built-in backend kinds that are servers of their own (they need a base_url).
-REMOTE_KINDS: tuple[str, ...] = ("ollama", "openai-compatible")
+REMOTE_KINDS: tuple[str, ...] = ("ollama", "openai-compatible", "anthropic")
 
 
 class _Strict(BaseModel):
@@ -94,7 +94,7 @@ class BackendSpec(_Strict):
     id: BackendId
     kind: str = Field(
         pattern=r"^[a-z0-9][a-z0-9._-]*$",
-        description="Backend kind: oracle (embedded), openai-compatible, ollama, or one a plugin registers "
+        description="Backend kind: oracle (embedded), openai-compatible, ollama, anthropic, or one a plugin registers "
                     "(`gripprobe plugins` lists them).")
     model_id: str = Field(description="Model name as the backend knows it (for the oracle: the profile).")
     agent_model_id: str | None = Field(

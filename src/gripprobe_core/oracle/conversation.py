@@ -16,8 +16,8 @@ from ..models.specs import ReferenceAction, ReferenceEdit, ReferenceRead, Refere
 
 ActionKind = Literal["shell", "write", "edit", "read"]
 ToolKind = Literal["function", "custom"]
-ProtocolName = Literal["chat_completions", "responses", "ollama_chat", "ollama_generate"]
-PROTOCOLS: tuple[str, ...] = ("chat_completions", "responses", "ollama_chat", "ollama_generate")
+ProtocolName = Literal["chat_completions", "responses", "ollama_chat", "ollama_generate", "anthropic_messages"]
+PROTOCOLS: tuple[str, ...] = ("chat_completions", "responses", "ollama_chat", "ollama_generate", "anthropic_messages")
 
 
 # ------------------------------------------------------------------------------------------ request

@@ -1,7 +1,7 @@
 """The oracle backend's HTTP server (aiohttp, 127.0.0.1, port 0): routes, pacing, ground truth.
 
 One server per case phase. Each model request is parsed by its protocol's adapter (``chat_api``,
-``responses_api``, ``ollama_api``; see :class:`~.wire.WireProtocol`), handed to the profile its model
+``responses_api``, ``ollama_api``, ``anthropic_api``; see :class:`~.wire.WireProtocol`), handed to the profile its model
 name selects, and the profile's :class:`~.plan.Reply` is encoded by the same adapter as one JSON
 reply or a stream. Every tool call issued (structured or written as text) is appended to
 :attr:`OracleServer.ground_truth` and to ``record_path``.
@@ -21,6 +21,7 @@ from aiohttp import web
 from .probe import PROBE_PATH, PROBE_PROMPT
 from ..models.specs import ReadArgs, ReferenceAction, ReferenceRead
 from ..timeutil import utc_now_iso
+from .anthropic_api import AnthropicMessagesWire, count_tokens
 from .chat_api import ChatCompletionsWire, chat_completion_json, chat_stream_chunks
 from .dialects import Dialect, ToolsDialect
 from .ollama_api import OLLAMA_VERSION, OllamaChatWire, OllamaGenerateWire, ps_json, show_json, tags_json
@@ -66,7 +67,7 @@ class OracleServer:
         (``text-tools``); their ``tool_call_id`` is ``text-<k>`` (k-th call in that reply)."""
         self.request_log: list[JSONDict] = []
         """One entry per model request: {n, ts, path, protocol, model, profile, stream, tools, authorized,
-        reply} (``authorized``: a Bearer token was sent; the token itself is never kept; ``reply``:
+        reply} (``authorized``: a Bearer token or an ``x-api-key`` was sent; the token itself is never kept; ``reply``:
         tool_call | text | error | stall)."""
         self._runner: web.AppRunner | None = None
         self._base_url: str | None = None
@@ -95,9 +96,11 @@ class OracleServer:
             ("/v1/chat/completions", ChatCompletionsWire()), ("/chat/completions", ChatCompletionsWire()),
             ("/v1/responses", ResponsesWire()), ("/responses", ResponsesWire()),
             ("/api/chat", OllamaChatWire()), ("/api/generate", OllamaGenerateWire()),
+            ("/v1/messages", AnthropicMessagesWire()), ("/messages", AnthropicMessagesWire()),
         ]
         for path, wire in model_routes:
             app.router.add_post(path, self._handler(wire))
+        app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/models", self._models)
         app.router.add_get("/api/version", self._ollama_version)
@@ -224,7 +227,8 @@ class OracleServer:
             "n": n, "ts": utc_now_iso(), "path": http.path, "protocol": wire.name, "model": request.model,
             "profile": profile, "stream": request.stream,
             "tools": [t.name for t in request.tools] + [t.name for t in request.custom_tools],
-            "authorized": http.headers.get("Authorization", "").startswith("Bearer "),
+            "authorized": (http.headers.get("Authorization", "").startswith("Bearer ")
+                           or bool(http.headers.get("x-api-key"))),
             "reply": ("stall" if reply.stall else "error" if reply.http_status != 200 else
                       "tool_call" if turn.tool_call else "text")})
         if reply.stall:
@@ -290,6 +294,13 @@ class OracleServer:
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "gripprobe-oracle"}
                 for name in sorted(self.profiles)]
         return web.json_response({"object": "list", "data": data})
+
+    async def _count_tokens(self, http: web.Request) -> web.Response:
+        """Anthropic's ``count_tokens`` (not a model call: no profile, no ground truth)."""
+        try:
+            return web.json_response(count_tokens(json.loads(await http.read())))
+        except (ValueError, RequestError) as exc:
+            return web.json_response(AnthropicMessagesWire().error_body(400, f"invalid request: {exc}"), status=400)
 
     async def _ollama_version(self, request: web.Request) -> web.Response:
         return web.json_response({"version": OLLAMA_VERSION})

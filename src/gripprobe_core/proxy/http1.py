@@ -43,7 +43,9 @@ def hop_by_hop(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
 
 
 def error_body(reason: str, message: str) -> bytes:
-    return json.dumps({"error": {"message": message, "type": "proxy_error", "code": reason}}).encode()
+    """The proxy's own error: readable as an OpenAI error (``error.message``) and as an Anthropic one
+    (``type: error`` with ``error.type`` and ``error.message``) alike."""
+    return json.dumps({"type": "error", "error": {"message": message, "type": "proxy_error", "code": reason}}).encode()
 
 
 class Request:

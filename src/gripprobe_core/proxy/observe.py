@@ -62,7 +62,7 @@ _SNIFF_LIMIT = 1024
 #: Substrings of a line that may matter even after the budget is spent and the text cap reached.
 _KEEP_PARSING = ("tool_call", "function", "usage", "eval_count", "error", "done\":true", "\"done\": true",
                  "response.completed", "response.output_item", "custom_tool_call", "response.failed",
-                 "response.incomplete", "response.created")
+                 "response.incomplete", "response.created", "tool_use", "input_json")
 _KEEP_KEYS = tuple(k.encode() for k in _KEEP_PARSING)
 _KEEP_OVERLAP = max(len(k) for k in _KEEP_KEYS) - 1
 

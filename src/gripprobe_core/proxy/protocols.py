@@ -15,6 +15,14 @@ objects a response carried, one at a time, whatever the shape:
 * **Ollama** ``/api/chat`` — NDJSON lines or one JSON object with ``message.content`` and complete
   ``message.tool_calls[]`` (``function.arguments`` is an object; ``id`` optional), usage in
   ``prompt_eval_count``/``eval_count``; ``/api/generate`` — ``response`` text pieces.
+* **Anthropic Messages** ``/v1/messages`` — the events ``message_start`` (id, input usage),
+  ``content_block_start`` (a ``text`` or ``tool_use`` block: ``id``, ``name``), ``content_block_delta``
+  (``text_delta``, ``input_json_delta`` pieces of the arguments; ``thinking_delta`` is not reply text),
+  ``content_block_stop``, ``message_delta`` (stop reason, output usage), ``message_stop``, ``ping``,
+  ``error``; or one non-streamed ``message`` (``content[]`` blocks). Usage is merged across events and
+  counts the prompt as Anthropic splits it: ``input_tokens`` + ``cache_read_input_tokens`` +
+  ``cache_creation_input_tokens``, the cache reads being the cached tokens.
+  ``/v1/messages/count_tokens`` is ``count_tokens``: recorded, never a model call.
 
 The assembler keeps only what it assembles: per call, arguments up to ``args_limit`` characters (a
 longer argument stream is cut and flagged), and the text up to ``text_limit`` characters.
@@ -31,13 +39,16 @@ from ..models.events import MODEL_PROTOCOLS
 __all__ = ["AssembledCall", "MODEL_PROTOCOLS", "ReplyAssembler", "detect_protocol", "iter_text_parts", "json_text",
            "usage_of"]
 
+_ANTHROPIC_EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta", "content_block_stop",
+                               "message_delta", "message_stop", "ping", "error"})
 _MODEL_LIST_PATHS = ("/models", "/api/tags", "/api/show", "/api/version", "/api/ps")
 DEFAULT_ARGS_LIMIT = 1024 * 1024
 DEFAULT_TEXT_LIMIT = 1024 * 1024
 
 
 def detect_protocol(method: str, path: str, body: Any = None) -> str:
-    """``chat_completions | responses | ollama_chat | ollama_generate | models | other``.
+    """``chat_completions | responses | ollama_chat | ollama_generate | anthropic_messages | count_tokens |
+    models | other``.
 
     The path decides (with or without ``/v1``, any prefix); an unknown path falls back on the
     body's shape (``messages`` → Chat Completions, ``input`` → Responses, ``prompt`` → generate).
@@ -47,6 +58,10 @@ def detect_protocol(method: str, path: str, body: Any = None) -> str:
         return "chat_completions"
     if p.endswith("/responses") or p == "responses":
         return "responses"
+    if p.endswith("/messages/count_tokens"):
+        return "count_tokens"
+    if p.endswith("/v1/messages") or p in ("/messages", "messages"):
+        return "anthropic_messages"
     if p.endswith("/api/chat"):
         return "ollama_chat"
     if p.endswith("/api/generate"):
@@ -82,7 +97,8 @@ def _int(value: Any) -> int | None:
 def usage_of(obj: Any) -> dict[str, int | None] | None:
     """``{prompt_tokens, completion_tokens, total_tokens}`` from any protocol's usage shape, with
     ``cached_tokens`` when the backend says how much of the prompt its cache served (Chat Completions
-    ``prompt_tokens_details``, Responses ``input_tokens_details``), else None."""
+    ``prompt_tokens_details``, Responses ``input_tokens_details``, Anthropic ``cache_read_input_tokens``:
+    there the prompt is ``input_tokens`` plus cache reads and writes), else None."""
     if not isinstance(obj, dict):
         return None
     usage = obj.get("usage")
@@ -98,6 +114,11 @@ def usage_of(obj: Any) -> dict[str, int | None] | None:
         for details in ("prompt_tokens_details", "input_tokens_details"):
             if isinstance(usage.get(details), dict) and cached is None:
                 cached = _int(usage[details].get("cached_tokens"))
+        read, written = _int(usage.get("cache_read_input_tokens")), _int(usage.get("cache_creation_input_tokens"))
+        if (read is not None or written is not None) and _int(usage.get("prompt_tokens")) is None:
+            # Anthropic: input_tokens is only what the cache neither served nor stored
+            prompt = (prompt or 0) + (read or 0) + (written or 0)
+            cached = read if read is not None else cached
     elif "prompt_eval_count" in obj or "eval_count" in obj:
         prompt, completion, total = _int(obj.get("prompt_eval_count")), _int(obj.get("eval_count")), None
     else:
@@ -185,6 +206,8 @@ class ReplyAssembler:
         self._text_size = 0
         self._delta_text = False
         self._by_key: dict[Any, AssembledCall] = {}
+        self._anthropic_usage: dict[str, Any] = {}
+        self._anthropic_streamed: set[Any] = set()
 
     # ------------------------------------------------------------------------------ results
 
@@ -202,8 +225,11 @@ class ReplyAssembler:
         """Take one object of the response (a stream chunk, an event's data, or a whole body)."""
         if not isinstance(obj, dict):
             return
-        self._error(obj.get("error"))
         typ = obj.get("type")
+        if typ in _ANTHROPIC_EVENTS or (typ == "message" and isinstance(obj.get("content"), list)):
+            self._anthropic(obj, typ)
+            return
+        self._error(obj.get("error"))
         if isinstance(obj.get("choices"), list) or obj.get("object") in ("chat.completion", "chat.completion.chunk"):
             self._chat(obj)
         elif (isinstance(typ, str) and typ.startswith("response.")) or obj.get("object") == "response" \
@@ -404,6 +430,54 @@ class ReplyAssembler:
         if _int(obj.get("output_index")) is not None:
             self._by_key[("output", obj["output_index"])] = call
         return call
+
+    # ------------------------------------------------------------------------- Anthropic
+
+    def _anthropic(self, obj: dict[str, Any], typ: str) -> None:
+        if typ == "error":
+            self._error(obj.get("error") or obj)
+            return
+        message = obj.get("message") if typ == "message_start" else obj if typ == "message" else None
+        if isinstance(message, dict):
+            self._set_id(message.get("id"))
+            self._anthropic_usage_of(message.get("usage"))
+            for i, block in enumerate(message.get("content") if isinstance(message.get("content"), list) else []):
+                self._anthropic_block(("block", i), block, final=typ == "message")
+        if typ == "message_delta":
+            self._anthropic_usage_of(obj.get("usage"))
+        index = _int(obj.get("index"))
+        if typ == "content_block_start":
+            self._anthropic_block(("block", index), obj.get("content_block"), final=False)
+        elif typ == "content_block_delta" and isinstance(obj.get("delta"), dict):
+            delta = obj["delta"]
+            if delta.get("type") == "text_delta":
+                self._add_text(delta.get("text"))
+            elif delta.get("type") == "input_json_delta" and isinstance(delta.get("partial_json"), str):
+                key = ("block", index)
+                call = self._by_key.get(key) or self._new(key, None)
+                if key not in self._anthropic_streamed:  # deltas replace an input the start block carried
+                    self._anthropic_streamed.add(key)
+                    call.set("", self.args_limit, final=False)
+                call.add(delta["partial_json"], self.args_limit)
+
+    def _anthropic_block(self, key: Any, block: Any, *, final: bool) -> None:
+        if not isinstance(block, dict):
+            return
+        if block.get("type") == "text":
+            self._add_text(block.get("text"))
+        elif block.get("type") == "tool_use":
+            call_id = block.get("id") if isinstance(block.get("id"), str) and block.get("id") else None
+            call = self._by_key.get(key) or self._new(key, call_id)
+            call.id = call.id or call_id
+            call.set_name(block.get("name"))
+            value = block.get("input")
+            if final or value not in (None, {}, ""):
+                call.set(json_text(value) if value is not None else "", self.args_limit, final=final)
+
+    def _anthropic_usage_of(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            self._anthropic_usage.update({k: v for k, v in usage.items() if v is not None})
+            self.usage = usage_of({"usage": self._anthropic_usage})
 
     # ---------------------------------------------------------------------------- Ollama
 

@@ -6,7 +6,9 @@ An agent reports what a tool did by sending its output back in the next request:
   "function"`` with ``name``);
 * Responses API: ``input[]`` items ``function_call_output`` / ``custom_tool_call_output`` (any
   ``*_call_output``) with ``call_id``;
-* Ollama ``/api/chat``: ``messages[]`` with ``role: "tool"`` (``tool_name``, ``tool_call_id`` optional).
+* Ollama ``/api/chat``: ``messages[]`` with ``role: "tool"`` (``tool_name``, ``tool_call_id`` optional);
+* Anthropic Messages: a ``user`` message's ``tool_result`` blocks with ``tool_use_id`` (``is_error: true``
+  is the protocol's error status), naming an assistant message's ``tool_use`` block.
 
 The request holds the whole conversation, so it also names each result's call (the assistant
 message or ``function_call`` item with the same id). :func:`classify_output` decides the status
@@ -112,7 +114,7 @@ def _str(value: Any) -> str | None:
 
 
 def request_tool_results(body: Any) -> list[ToolResult]:
-    """Every tool result in a request body (Chat Completions, Responses or Ollama), in order."""
+    """Every tool result in a request body (Chat Completions, Responses, Ollama or Anthropic), in order."""
     if not isinstance(body, dict):
         return []
     out: list[ToolResult] = []
@@ -132,6 +134,18 @@ def _from_messages(messages: list[Any]) -> list[ToolResult]:
         if not isinstance(msg, dict):
             continue
         role = msg.get("role")
+        blocks = [b for b in msg.get("content") if isinstance(b, dict)] if isinstance(msg.get("content"), list) else []
+        if role == "assistant":
+            for b in blocks:
+                if b.get("type") == "tool_use" and _str(b.get("id")) and _str(b.get("name")):
+                    names[b["id"]] = b["name"]
+        elif role == "user":
+            for b in blocks:
+                if b.get("type") == "tool_result":
+                    call_id = _str(b.get("tool_use_id"))
+                    output = _output_text(b.get("content"))
+                    status, code = classify_output(output, "error" if b.get("is_error") is True else None)
+                    out.append(ToolResult(call_id, names.get(call_id) if call_id else None, output, status, code))
         if role == "assistant":
             calls = msg.get("tool_calls")
             for tc in calls if isinstance(calls, list) else []:
