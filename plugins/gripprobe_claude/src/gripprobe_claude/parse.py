@@ -1,0 +1,322 @@
+"""Claude Code's outputs → normalized tier B events.
+
+Two sources, one answer (never both: their events would count twice):
+
+1. **``--output-format stream-json`` stdout** (with ``--verbose``), one JSON object a line. Preferred: it is
+   what the agent itself reports, as it happens.
+
+   - ``{"type": "system", "subtype": "init"}``: session id, model, tools (no event);
+   - ``{"type": "assistant", "message": {...}}``: Claude Code prints **one line per content block**, each
+     carrying the whole message's ``id`` (the wire's ``msg_…`` id), ``model`` and ``usage``. Lines of one
+     message id make one ``model_response`` (its text, the number of calls it asked for, usage, timed by
+     its first line), placed before its calls; a ``tool_use`` block ``{id, name, input}`` is a
+     ``tool_call_start`` with the model's call id (the id on the wire) and the response as its parent.
+     ``input`` ``{"__unparsedToolInput": {"raw": …}}`` is Claude Code's word for arguments that were not
+     JSON: the raw text is kept as the arguments with ``error_type: malformed_arguments``;
+   - an assistant line with ``is_api_error_message`` (model ``<synthetic>``) is not the model's: it is the
+     text Claude Code shows after a request failed for good → an error ``model_response`` (``error_type``
+     ``http_<status>``, or ``backend_tool_unsupported`` when the backend said it does not support tools);
+   - ``{"type": "system", "subtype": "api_retry"}``: a failed request Claude Code retries → an error
+     ``model_response`` too (so each failed request is one event);
+   - ``{"type": "user", "message": {"content": [{"type": "tool_result", …}]}}`` → ``tool_call_result``
+     (``is_error`` → error; Bash's ``Exit code N`` → ``exit_code``, a Bash result that is no error → 0);
+   - ``{"type": "result"}``: the final answer (``result``), the run's usage; several ``result`` lines
+     appear when a background agent finishes after the main turn: the last one with text wins.
+
+2. **The session transcript** ``~/.claude/projects/<cwd slug>/<session id>.jsonl`` (kept as the phase
+   artifact ``session.jsonl``), used only when stdout holds no Claude Code event (the agent was killed
+   before printing, stdout was lost). Its ``assistant`` / ``user`` lines are the same messages (spelled
+   ``isApiErrorMessage`` / ``apiErrorStatus``, ``toolUseResult``), failed requests are ``system``
+   ``api_error`` lines; the last assistant text is the final answer.
+
+Sub-agents (the ``Agent`` tool) keep their own transcripts (``<session>/subagents/``) and do not print
+their calls on stdout: only the main conversation's calls are reported. Names go through
+:data:`TOOL_NAMES`. Nothing here raises on bad bytes: a line that does not parse, or has an unexpected
+shape, is skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from gripprobe_core.plugin import Event, EventBuilder, ToolNames, json_lines, mapping, text
+
+#: Claude Code's own tool names beside the common vocabulary (Bash, Write, Edit, Read, Glob, Grep,
+#: WebFetch, WebSearch are already in it).
+TOOL_NAMES = ToolNames({
+    "Bash": ("shell", "execute"), "Write": ("write", "write"), "Edit": ("edit", "write"),
+    "MultiEdit": ("edit", "write"), "NotebookEdit": ("notebook_edit", "write"), "Read": ("read", "read"),
+    "Agent": ("agent", "other"), "Task": ("agent", "other"), "TodoWrite": ("todo", "other"),
+    "ToolSearch": ("tool_search", "other"), "Skill": ("skill", "other"), "Workflow": ("workflow", "other"),
+    "Monitor": ("monitor", "execute"), "BashOutput": ("shell_output", "execute"), "LS": ("list", "read"),
+})
+
+#: Longest text kept in an event payload.
+OUTPUT_LIMIT = 4000
+#: Text of a backend refusing tools (Ollama's HTTP 400, which the proxy also recognizes).
+UNSUPPORTED_MARKER = "does not support tools"
+#: The key Claude Code puts in a tool call's input when the arguments were not JSON.
+UNPARSED_INPUT = "__unparsedToolInput"
+#: The tool whose result text starts with ``Exit code N`` when the command failed.
+SHELL_TOOLS = frozenset({"Bash"})
+
+_EXIT = re.compile(r"^(?:Error: )?Exit code (-?\d{1,9})\b")
+
+
+def _clip(value: str | None) -> str | None:
+    if value is None or len(value) <= OUTPUT_LIMIT:
+        return value
+    return value[:OUTPUT_LIMIT] + f"… [{len(value) - OUTPUT_LIMIT} more characters]"
+
+
+def _tool(raw_name: str | None) -> dict[str, Any]:
+    name, kind = TOOL_NAMES.normalize(raw_name)
+    return {"raw_name": raw_name, "name": name or None, "kind": kind}
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def blocks_text(content: Any) -> str:
+    """The text of a message's content: a string, or its ``text`` blocks joined."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(b["text"] for b in content if isinstance(b, dict) and b.get("type", "text") == "text"
+                   and isinstance(b.get("text"), str))
+
+
+def _ms_between(start: str | None, end: str | None) -> float | None:
+    """Milliseconds from one ISO timestamp to a later one (None when either does not parse)."""
+    if not start or not end:
+        return None
+    try:
+        delta = (datetime.fromisoformat(end.replace("Z", "+00:00"))
+                 - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds() * 1000
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return delta if delta >= 0 else None
+
+
+def tool_arguments(value: Any) -> tuple[Any, bool]:
+    """A ``tool_use`` block's input as event arguments: ``(arguments, malformed)``."""
+    if isinstance(value, dict) and UNPARSED_INPUT in value:
+        raw = mapping(value.get(UNPARSED_INPUT)).get("raw")
+        return (raw if isinstance(raw, str) else value.get(UNPARSED_INPUT)), True
+    if isinstance(value, str):  # a backend that sent the input as a string (a malformed call)
+        return value, True
+    return value, False
+
+
+def result_status(raw_name: str | None, is_error: Any, output: str | None) -> tuple[str, int | None]:
+    """``(status, exit_code)`` of a tool result."""
+    failed = is_error is True
+    match = _EXIT.match(output or "")
+    if match:
+        code = int(match.group(1))
+        return ("error" if failed or code != 0 else "success"), code
+    if raw_name in SHELL_TOOLS and not failed:
+        return "success", 0
+    return ("error" if failed else "success"), None
+
+
+def error_type_for(status: Any, message: str | None) -> str:
+    """``error_type`` of a request Claude Code gave up on (or retries)."""
+    if message and UNSUPPORTED_MARKER in message:
+        return "backend_tool_unsupported"
+    code = _int(status)
+    if code is not None and 100 <= code <= 599:
+        return f"http_{code}"
+    return "connection_error" if message and "connection" in message.lower() else "api_error"
+
+
+# ---------------------------------------------------------------------------------------- the parser
+
+@dataclass
+class _Response:
+    """One model message's lines (Claude Code prints one line per content block)."""
+
+    event: Event
+    texts: list[str] = field(default_factory=list)
+    calls: int = 0
+
+
+@dataclass
+class ClaudeParse:
+    """The phase's events from one source, the final answer, and what the source said about itself."""
+
+    events: list[Event]
+    final_text: str | None
+    source: str
+    """``stream-json`` (stdout) or ``transcript``."""
+    recognized: bool = False
+    """Whether any line was Claude Code's (an empty or foreign file is not)."""
+    session_id: str | None = None
+
+
+class _Parser:
+    def __init__(self, phase: str, artifact: str) -> None:
+        self.out = EventBuilder(phase, artifact)
+        self.responses: dict[str, _Response] = {}
+        self.starts: dict[str, Event] = {}
+        self.final_text: str | None = None
+        self.last_text: str | None = None
+        self.recognized = False
+        self.session_id: str | None = None
+
+    # ---------------------------------------------------------------------------------- lines
+
+    def feed(self, lineno: int, obj: dict[str, Any]) -> None:
+        kind = obj.get("type")
+        if kind in ("system", "assistant", "user", "result"):
+            self.recognized = self.recognized or isinstance(obj.get("message"), dict) or "subtype" in obj
+        self.session_id = self.session_id or text(obj.get("session_id")) or text(obj.get("sessionId"))
+        if obj.get("parent_tool_use_id") or obj.get("isSidechain") is True:
+            return  # a sub-agent's message forwarded into the main stream: not the main conversation's call
+        if kind == "assistant":
+            self.assistant(lineno, obj)
+        elif kind == "user":
+            self.user(lineno, obj)
+        elif kind == "system":
+            self.system(lineno, obj)
+        elif kind == "result":
+            self.result(obj)
+
+    def assistant(self, lineno: int, obj: dict[str, Any]) -> None:
+        message = mapping(obj.get("message"))
+        ts = text(obj.get("timestamp"))
+        if obj.get("is_api_error_message") is True or obj.get("isApiErrorMessage") is True:
+            body = blocks_text(message.get("content"))
+            status = obj.get("api_error_status", obj.get("apiErrorStatus"))
+            self.out.add(lineno, event_type="model_response", timestamp=ts, status="error",
+                         error_type=error_type_for(status, body),
+                         payload={"error": _clip(body), "http_status": _int(status),
+                                  "claude_error": text(obj.get("error"))})
+            self.last_text = body or self.last_text
+            return
+        message_id = text(message.get("id")) or f"line-{lineno}"
+        response = self.responses.get(message_id)
+        if response is None:
+            event = self.out.add(lineno, event_type="model_response", response_id=text(message.get("id")),
+                                 timestamp=ts, status="success",
+                                 payload={"text": None, "tool_call_count": 0, "model": text(message.get("model")),
+                                          "usage": message.get("usage") if isinstance(message.get("usage"), dict)
+                                          else None, "stop_reason": text(message.get("stop_reason"))})
+            if event is None:
+                return
+            response = self.responses[message_id] = _Response(event)
+        content = message.get("content")
+        for block in content if isinstance(content, list) else [{"type": "text", "text": content}]:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                response.texts.append(block["text"])
+                response.event.payload["text"] = "".join(response.texts) or None
+                self.last_text = block["text"] or self.last_text
+            elif block.get("type") == "tool_use":
+                self.tool_use(lineno, ts, block, response)
+        stop = text(message.get("stop_reason"))
+        if stop:
+            response.event.payload["stop_reason"] = stop
+
+    def tool_use(self, lineno: int, ts: str | None, block: dict[str, Any], response: _Response) -> None:
+        call_id = text(block.get("id")) or None
+        raw_name = text(block.get("name"))
+        arguments, malformed = tool_arguments(block.get("input"))
+        start = self.out.add(lineno, event_type="tool_call_start", tool_call_id=call_id, timestamp=ts,
+                             status="started", parent_id=response.event.event_id,
+                             response_id=response.event.response_id,
+                             error_type="malformed_arguments" if malformed else None,
+                             payload={**_tool(raw_name), "arguments": arguments})
+        if start is None:
+            return
+        response.calls += 1
+        response.event.payload["tool_call_count"] = response.calls
+        if call_id:
+            self.starts.setdefault(call_id, start)
+
+    def user(self, lineno: int, obj: dict[str, Any]) -> None:
+        content = mapping(obj.get("message")).get("content")
+        if not isinstance(content, list):
+            return
+        ts = text(obj.get("timestamp"))
+        for block in content:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            call_id = text(block.get("tool_use_id")) or None
+            start = self.starts.get(call_id) if call_id else None
+            raw_name = start.payload.get("raw_name") if start is not None else None
+            output = blocks_text(block.get("content"))
+            status, exit_code = result_status(raw_name, block.get("is_error", False), output)
+            self.out.add(lineno, event_type="tool_call_result", tool_call_id=call_id, timestamp=ts, status=status,
+                         exit_code=exit_code, error_type="tool_error" if status == "error" else None,
+                         parent_id=start.parent_id if start is not None else None,
+                         response_id=start.response_id if start is not None else None,
+                         latency_ms=_ms_between(start.timestamp, ts) if start is not None else None,
+                         payload={**_tool(raw_name), "output": _clip(output)})
+
+    def system(self, lineno: int, obj: dict[str, Any]) -> None:
+        subtype = obj.get("subtype")
+        ts = text(obj.get("timestamp"))
+        if subtype == "api_retry":  # stdout
+            status = obj.get("error_status")
+            self.out.add(lineno, event_type="model_response", timestamp=ts, status="error",
+                         error_type=error_type_for(status, text(obj.get("error"))),
+                         payload={"error": text(obj.get("error")), "http_status": _int(status), "retried": True,
+                                  "attempt": _int(obj.get("attempt"))})
+        elif subtype == "api_error":  # the transcript
+            error = mapping(obj.get("error"))
+            status = error.get("status")
+            message = text(error.get("message")) or text(error.get("formatted"))
+            self.out.add(lineno, event_type="model_response", timestamp=ts, status="error",
+                         error_type=error_type_for(status, message),
+                         payload={"error": _clip(message), "http_status": _int(status), "retried": True,
+                                  "attempt": _int(obj.get("retryAttempt"))})
+
+    def result(self, obj: dict[str, Any]) -> None:
+        answer = text(obj.get("result"))
+        if answer is not None and (answer or self.final_text is None):
+            self.final_text = answer
+
+
+def _parse(data: bytes, phase: str, artifact: str, source: str) -> ClaudeParse:
+    parser = _Parser(phase, artifact)
+    for lineno, obj in json_lines(data):
+        try:
+            parser.feed(lineno, obj)
+        except Exception:  # an odd line costs its own events, never the phase's
+            continue
+    final = parser.final_text
+    if final is None and source == "transcript":
+        final = parser.last_text
+    return ClaudeParse(parser.out.events, final, source, parser.recognized, parser.session_id)
+
+
+def parse_stream_bytes(data: bytes, phase: str, artifact: str) -> ClaudeParse:
+    """Events of Claude Code's stream-json output (see the module docstring). Never raises."""
+    return _parse(data, phase, artifact, "stream-json")
+
+
+def parse_transcript_bytes(data: bytes, phase: str, artifact: str) -> ClaudeParse:
+    """Events of a session transcript (see the module docstring). Never raises."""
+    return _parse(data, phase, artifact, "transcript")
+
+
+def parse_outputs(stdout: Path, transcript: Path | None, phase: str) -> ClaudeParse:
+    """Events from stdout when it holds Claude Code's events, else from the session transcript.
+
+    Raises ``OSError`` only when stdout cannot be read (the runner always captures it)."""
+    out = parse_stream_bytes(stdout.read_bytes(), phase, stdout.name)
+    if out.recognized or transcript is None:
+        return out
+    try:
+        got = parse_transcript_bytes(transcript.read_bytes(), phase, transcript.name)
+    except OSError:
+        return out
+    return got if got.recognized else out
