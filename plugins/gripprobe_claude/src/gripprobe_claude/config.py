@@ -89,9 +89,10 @@ PRINT_OPTIONS: tuple[str, ...] = (
     "--strict-mcp-config",
 )
 
-#: ``~/.claude.json``: onboarding done, no IDE extension to install or IDE to connect. Claude Code rewrites it
-#: with its own keys (machine and user ids, first start, migrations), dropping ``autoConnectIde`` (its default). (A legacy ``autoUpdates: false``
-#: here would be migrated into a ``~/.claude/settings.json``; the environment switches updates off instead.)
+#: ``~/.claude.json``: onboarding done, no IDE extension to install or IDE to connect. Claude Code rewrites
+#: it with its own keys (machine and user ids, first start, migrations), dropping ``autoConnectIde`` (its
+#: default). A legacy ``autoUpdates: false`` here would be migrated into a ``~/.claude/settings.json``; the
+#: environment switches updates off instead.
 GLOBAL_STATE_CONTENT: dict[str, object] = {
     "hasCompletedOnboarding": True,
     "autoConnectIde": False,
