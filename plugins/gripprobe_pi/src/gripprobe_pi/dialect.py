@@ -72,7 +72,8 @@ class PiDialect(ToolsDialect):
         """The edit-named tool of that shape first, then any tool of that shape."""
         found = [e for t in request.tools if (e := edits_tool_of(t)) is not None]
         named = [e for e in found if norm(e.tool.name) in self.edit_names]
-        return (named or found or [None])[0]
+        candidates = named or found
+        return candidates[0] if candidates else None
 
     def _say(self, action: ReferenceAction, index: int, request: ChatRequest, known: str | None) -> Turn:
         if isinstance(action, ReferenceEdit) and self.edit_tool(request) is None:
