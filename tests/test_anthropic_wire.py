@@ -276,6 +276,28 @@ def test_an_error_result_and_an_error_event_are_read() -> None:
     rec = observe(body, [raw], path="/v1/messages")
     [result] = rec[P + "tool_results"]
     assert (result["tool_call_id"], result["name"], result["status"]) == ("toolu_1", "Bash", "error")
+
+
+@pytest.mark.parametrize("block,want", [
+    ({"is_error": True, "content": "Exit code 1\ncat: x: No such file or directory"}, ("error", 1)),
+    ({"content": "File created successfully at: greeting.txt"}, ("success", None)),  # absent is_error: false
+    ({"is_error": False, "content": [{"type": "text", "text": "ok"}]}, ("success", None)),
+    ({"content": "Exit code 2\nboom"}, ("error", 2)),  # the text still speaks when the flag is silent
+])
+def test_a_tool_result_blocks_status_and_exit_code(block: dict, want: tuple) -> None:
+    body = json.dumps(body_of(messages=[
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", **block}]}])).encode()
+    [result] = observe(body, [b""], path="/v1/messages")[P + "tool_results"]
+    assert (result["status"], result["exit_code"]) == want
+
+
+def test_an_error_event_is_read() -> None:
+    raw = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_9","type":"message",'
+           b'"role":"assistant","content":[],"model":"m","usage":{"input_tokens":5,"output_tokens":1}}}\n\n'
+           b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n')
+    rec = observe(json.dumps(body_of()).encode(), [raw], path="/v1/messages")
     assert rec[P + "error"] == "Overloaded" and rec[P + "response_id"] == "msg_9"
 
 

@@ -8,7 +8,8 @@ An agent reports what a tool did by sending its output back in the next request:
   ``*_call_output``) with ``call_id``;
 * Ollama ``/api/chat``: ``messages[]`` with ``role: "tool"`` (``tool_name``, ``tool_call_id`` optional);
 * Anthropic Messages: a ``user`` message's ``tool_result`` blocks with ``tool_use_id`` (``is_error: true``
-  is the protocol's error status), naming an assistant message's ``tool_use`` block.
+  is an error; absent or false, success unless the text says otherwise), naming an assistant message's
+  ``tool_use`` block.
 
 The request holds the whole conversation, so it also names each result's call (the assistant
 message or ``function_call`` item with the same id). :func:`classify_output` decides the status
@@ -144,7 +145,7 @@ def _from_messages(messages: list[Any]) -> list[ToolResult]:
                 if b.get("type") == "tool_result":
                     call_id = _str(b.get("tool_use_id"))
                     output = _output_text(b.get("content"))
-                    status, code = classify_output(output, "error" if b.get("is_error") is True else None)
+                    status, code = _anthropic_status(output, b.get("is_error"))
                     out.append(ToolResult(call_id, names.get(call_id) if call_id else None, output, status, code))
         if role == "assistant":
             calls = msg.get("tool_calls")
@@ -160,6 +161,15 @@ def _from_messages(messages: list[Any]) -> list[ToolResult]:
             status, code = classify_output(output, msg.get("status"))
             out.append(ToolResult(call_id, name, output, status, code))
     return out
+
+
+def _anthropic_status(output: str, is_error: Any) -> tuple[str, int | None]:
+    """A ``tool_result`` block's status: ``is_error: true`` is an error (its exit code still read from the
+    text); an absent or false ``is_error`` means success on this wire unless the text says otherwise."""
+    status, code = classify_output(output)
+    if is_error is True:
+        return "error", code
+    return ("success" if status == "unknown" else status), code
 
 
 def _from_input_items(items: list[Any]) -> list[ToolResult]:
