@@ -1,0 +1,102 @@
+"""End to end: the REAL Qwen Code binary through the real ``gripprobe run``, against the oracle backend (the
+kit installs it at its pinned version).
+
+:class:`TestQwenContract` is what every driver must do (gripprobe_core.testing.DriverContract: perfect
+passes, lazy is NO_TOOL_CALL, tier B names the oracle's calls, kept files never follow a link) plus what is
+particular to Qwen Code in that same run (one run of four cases: oracle-perfect and oracle-lazy ×
+shell_pwd, save_file): its verdicts' reasons, the absolute paths its file tools got, its chat log kept, the
+model it asked for. Then one keyed case with the proxy off, so the agent's own output is the only evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from gripprobe_core.testing import DriverContract, read_cases as cases_of, read_jsonl as jsonl, run_gripprobe
+from gripprobe_qwen import PINNED_VERSION
+from gripprobe_qwen.parse import parse_outputs
+from gripprobe_qwen.plugin import CHAT_ARTIFACT
+
+TESTS = ("shell_pwd", "save_file")
+
+
+class TestQwenContract(DriverContract):
+    """The contract for Qwen Code: its chat log is a kept file; end to end, a shell test and a write. The
+    ``e2e`` tests below read the contract's own run (``contract_run``) for what is particular to Qwen Code."""
+
+    kept_files = (CHAT_ARTIFACT,)
+    kept_paths = ("home/.qwen/projects/-tmp-ws/chats/0b5e2a7c-aaaa-bbbb-cccc-000000000001.jsonl",)
+    e2e_tests = TESTS
+
+    @pytest.mark.e2e
+    def test_verdict_reasons_and_the_pinned_version(self, contract_run):
+        cases = cases_of(contract_run)
+        got = {(c["key"]["model"], c["key"]["test"]): (c["verdict"]["status"], c["verdict"]["failure_reason"])
+               for c in cases.values()}
+        assert got == {("oracle-perfect", t): ("PASS", None) for t in TESTS} | {
+            ("oracle-lazy", t): ("NO_TOOL_CALL", "no_tool_call_observed") for t in TESTS}, got
+        for c in cases.values():
+            assert c["agent_version"] == PINNED_VERSION
+            assert all(p["process"]["status"] == "ok" and p["process"]["exit_code"] == 0 for p in c["phases"])
+
+    @pytest.mark.e2e
+    def test_the_chat_log_reports_the_oracle_calls_with_absolute_paths_and_results(self, contract_run):
+        for test in TESTS:
+            case_dir = contract_run / "cases" / f"qwen-code__oracle-perfect__oracle__tool__{test}"
+            truth = jsonl(case_dir / "artifacts" / "oracle.measured.jsonl")
+            chat = case_dir / "artifacts" / f"measured.{CHAT_ARTIFACT}"
+            ours = parse_outputs(case_dir / "measured.stdout", chat, "measured")
+            assert ours.source == "chat"
+            starts = [e for e in ours.events if e.event_type == "tool_call_start"]
+            results = [e for e in ours.events if e.event_type == "tool_call_result"]
+            assert [t["tool_call_id"] for t in truth] == [s.tool_call_id for s in starts] != []
+            assert [t["name"] for t in truth] == [s.payload["raw_name"] for s in starts]
+            assert [r.status for r in results] == ["success"] * len(truth)
+            assert all(s.parent_id and s.timestamp and s.response_id for s in starts)
+            if test == "save_file":  # the dialect joined the working directory Qwen Code stated
+                path = starts[0].payload["arguments"]["file_path"]
+                assert path.startswith("/") and path.endswith("/workspace/greeting.txt")
+            case = json.loads((case_dir / "case.json").read_text())
+            assert case["telemetry"]["telemetry_source_tier"] in ("A", "B")
+            assert case["verdict"]["tool_event_verdict"] == "confirmed_tool_use"
+            assert case["telemetry"]["telemetry_tool_call_unwitnessed_count"] == 0
+
+    @pytest.mark.e2e
+    def test_every_model_call_names_the_model_under_test(self, contract_run):
+        """Two requests a success, one a lazy answer: no title, memory or other side request, and the proxy
+        refused none (model_not_under_test)."""
+        for case_dir in sorted((contract_run / "cases").iterdir()):
+            records = jsonl(case_dir / "artifacts" / "proxy.measured.http.jsonl")
+            model = "perfect" if "oracle-perfect" in case_dir.name else "lazy"
+            assert [r["x_gripprobe_request"]["model"] for r in records] == [model] * (2 if model == "perfect" else 1)
+            assert {r["x_gripprobe_status"] for r in records} == {200}
+
+    @pytest.mark.e2e
+    def test_lazy_run_shows_the_agent_answered_without_tools(self, contract_run):
+        case_dir = contract_run / "cases" / "qwen-code__oracle-lazy__oracle__tool__shell_pwd"
+        events = jsonl(case_dir / "artifacts" / "events.measured.jsonl")
+        assert not [e for e in events if e["event_type"].startswith("tool_call")]
+        assert [e for e in events if e["event_type"] == "model_response" and "B" in (e.get("seen_by") or [e["source_tier"]])]
+        assert (case_dir / "artifacts" / "measured.final.txt").read_text().startswith("To solve this I would:")
+
+
+@pytest.mark.e2e
+def test_keyed_backend_passes_on_agent_output_alone_and_no_artifact_holds_the_key(agent_install, e2e_specs, tmp_path):
+    """Proxy off: Qwen Code's own chat log and stdout are the only evidence, and they confirm the call
+    (tier B). The backend has an API key; it goes to the agent's environment and into no stored file."""
+    specs = shutil.copytree(e2e_specs, tmp_path / "specs")
+    model = (specs / "models" / "oracle-perfect.yaml").read_text()
+    (specs / "models" / "oracle-keyed.yaml").write_text(
+        model.replace("id: oracle-perfect", "id: oracle-keyed").replace(
+            "model_id: perfect", "model_id: perfect\n    api_key_env: GRIPPROBE_TEST_QWEN_KEY"))
+    key = "sk-canary-e2e-qwen-777"
+    run = run_gripprobe("run", "--specs", specs, "--results", tmp_path / "r", "-a", "qwen-code", "-m", "oracle-keyed",
+                        "-t", "save_file", "--telemetry-proxy", "off", env={"GRIPPROBE_TEST_QWEN_KEY": key})
+    (case,) = cases_of(run).values()
+    assert case["verdict"]["status"] == "PASS", case["verdict"]
+    assert case["telemetry"]["telemetry_source_tier"] == "B"
+    assert case["telemetry"]["telemetry_proxy_status"] == "skipped"
+    assert not [p for p in run.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
