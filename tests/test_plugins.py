@@ -18,7 +18,7 @@ def test_builtins_register_through_the_manager():
     assert names[: len(DEFAULT_PLUGINS)] == list(DEFAULT_PLUGINS)
     reg = gpm.registry
     assert list(reg.agents) == ["reference"] and reg.agents["reference"].name == "reference"
-    assert set(reg.backends) == {"oracle", "openai-compatible", "ollama"}
+    assert set(reg.backends) == {"oracle", "openai-compatible", "ollama", "anthropic"}
     assert {"file_equals", "patch_applied", "web_nonce_proof", "web_search_result", "weekly_plan_task",
             "file_exists", "command_output"} <= set(reg.validators)
     assert {"nonce", "search"} <= set(reg.challenges)
@@ -81,7 +81,7 @@ def test_plugins_human_listing(installed_plugins):
     res = gripprobe("plugins", pythonpath=[installed_plugins["gripprobe_fixture_agent"]])
     assert res.returncode == 0
     assert "fixture_agent  (gripprobe-fixture-agent 0.0.1)" in res.stdout
-    assert "reference  (built-in)" in res.stdout and "backends: ollama, openai-compatible, oracle" in res.stdout
+    assert "reference  (built-in)" in res.stdout and "backends: anthropic, ollama, openai-compatible, oracle" in res.stdout
 
 
 def test_broken_plugin_is_named_and_others_keep_working(installed_plugins):
