@@ -63,7 +63,7 @@ def test_environment_points_qwen_at_the_phase_backend_and_keeps_its_state_in_hom
         assert path.is_relative_to(ctx.home) and not path.exists()  # /etc/qwen-code is never read
     for name, value in QUIET_ENV.items():
         assert env[name] == value
-    assert env["QWEN_USAGE_STATISTICS_ENABLED"] == "false" and env["QWEN_CODE_UNATTENDED_RETRY"] == ""
+    assert env["QWEN_USAGE_STATISTICS_ENABLED"] == "false" and env["QWEN_CODE_UNATTENDED_RETRY"] == "false"
     written = sorted(p.relative_to(ctx.home).as_posix() for p in ctx.home.rglob("*") if p.is_file())
     assert written == [".qwen/settings.json"]
 
@@ -88,7 +88,7 @@ def test_a_backend_env_cannot_reroute_qwen(agent_driver, make_phase_ctx):
     env.update(ctx.backend.env)
     env.update(agent_driver.environment(ctx))
     assert env["OPENAI_BASE_URL"] == ctx.openai_base_url and env["OPENAI_MODEL"] == "perfect"
-    assert env["QWEN_CODE_UNATTENDED_RETRY"] == "" and env["QWEN_HOME"] == str(ctx.home / ".qwen")
+    assert env["QWEN_CODE_UNATTENDED_RETRY"] == "false" and env["QWEN_HOME"] == str(ctx.home / ".qwen")
     assert env["HOME"] == str(ctx.home)
 
 

@@ -21,7 +21,7 @@ the machine's own setup is read. Measured on @qwen-code/qwen-code 0.24.4:
   so nothing could be remembered anyway). Session titles are generated only in interactive mode
   (``QWEN_DISABLE_AUTO_TITLE=1`` keeps it so). The fast model is left unset: everything uses the main model.
 - Retries: the OpenAI SDK's own retries → ``model.generationConfig.maxRetries: 0``. Qwen Code's outer
-  retry loop (7 attempts, back-off 1.5 s doubling to 30 s: ~75 s for an HTTP 500) has no setting.
+  retry loop (7 attempts, back-off 1.5 s doubling to 30 s: ~80 s for an HTTP 500) has no setting.
 - ``security.folderTrust.enabled: false`` (no trust prompt); chat recording stays on (the parser reads
   the chat log).
 """
@@ -48,10 +48,12 @@ QUIET_ENV: dict[str, str] = {
     "QWEN_DISABLE_AUTO_TITLE": "1",
 }
 
-#: Variables blanked because Qwen Code would otherwise behave differently: ``QWEN_CODE_UNATTENDED_RETRY``
+#: Variables pinned because Qwen Code would otherwise behave differently: ``QWEN_CODE_UNATTENDED_RETRY``
 #: (``true``/``1``) turns its retry loop persistent (up to six hours on 429/529). The runner passes no
-#: such variable on (allowlist), but a backend spec's ``env`` could.
-OVERRIDE_ENV: tuple[str, ...] = ("QWEN_CODE_UNATTENDED_RETRY",)
+#: such variable on (allowlist), but a backend spec's ``env`` could; and Qwen Code fills a variable that is
+#: unset *or empty* from a ``.env`` file in the workspace, so it is set to ``false``, not blanked (the
+#: variables set here are all non-empty, so a workspace ``.env`` cannot re-route the agent either).
+PINNED_ENV: dict[str, str] = {"QWEN_CODE_UNATTENDED_RETRY": "false"}
 
 
 def qwen_home(home: Path) -> Path:
@@ -84,7 +86,7 @@ def write_settings(home: Path, model_name: str) -> Path:
 def agent_env(api_key: str | None, home: Path, base_url: str, model_name: str) -> dict[str, str]:
     """Environment additions for the agent: the backend, the key, the quiet switches, the settings
     layers pinned under ``home``, and blanked override variables."""
-    env = {name: "" for name in OVERRIDE_ENV}
+    env = dict(PINNED_ENV)
     env.update(QUIET_ENV)
     env.update({
         "QWEN_HOME": str(qwen_home(home)),
