@@ -229,16 +229,25 @@ def test_aggregate_page_groups_escapes_and_keeps_policy_violations_apart():
 
 
 def test_aggregate_page_scales_linearly():
+    """Four times the rows cost about four times the CPU, not sixteen: compared in this process, on CPU time
+    (what another job on the machine does not change), best of three, so the test holds on a loaded machine."""
     data = aggregate_data()
     base = data["rows"][0]
-    tests = [f"test_{i}" for i in range(60)]
-    data["tests"] = tests
-    data["rows"] = [dict(base, agent=f"agent{i}", cells={t: base["cells"]["save_file"] for t in tests})
-                    for i in range(300)]
-    t0 = time.monotonic()
-    html = render_aggregate_html(data)
-    assert time.monotonic() - t0 < 5
-    assert html.count("<tr data-f-agent=") == 300
+    tests = [f"test_{i}" for i in range(30)]
+
+    def cpu(rows: int) -> float:
+        page = dict(data, tests=tests, rows=[dict(base, agent=f"agent{i}", cells={t: base["cells"]["save_file"]
+                                                                               for t in tests}) for i in range(rows)])
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.process_time()
+            html = render_aggregate_html(page)
+            best = min(best, time.process_time() - t0)
+        assert html.count("<tr data-f-agent=") == rows
+        return best
+
+    small, large = cpu(75), cpu(300)
+    assert large / max(small, 1e-3) < 9, (small, large)  # linear: ~4; quadratic: ~16
 
 
 def test_line_separators_inside_event_text_do_not_break_the_timeline(run, tmp_path):
