@@ -128,7 +128,7 @@ def test_messages_file_alone_gives_the_same_calls_and_results():
         "call_oracle_0001", "call_oracle_0002"]
     assert [(r.status, r.exit_code) for r in results] == [("error", 1), ("success", None)]
     assert all(s.parent_id for s in starts) and final and final.startswith("Done.")
-    assert starts[0].raw_artifact_ref.startswith("messages.json:")
+    assert starts[0].raw_artifact_ref == "messages.json:messages[1]"
 
 
 def test_messages_file_is_the_fallback_only_when_stdout_printed_no_agent_event(tmp_path):

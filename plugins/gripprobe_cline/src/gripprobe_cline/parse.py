@@ -17,10 +17,11 @@ Each iteration becomes one ``model_response`` event (status error when the itera
 Timestamps are Cline's own ``ts``.
 
 **The session's message file** ``<CLINE_DATA_DIR>/sessions/<id>/<id>.messages.json`` (kept as
-``<phase>.messages.json``), used only when stdout holds no agent event (the run was killed before it
-printed any): ``messages[]`` in Anthropic's shape, ``assistant`` content ``text`` and ``tool_use{id, name,
-input}`` blocks, ``user`` content ``tool_result{tool_use_id, name, content, is_error}`` blocks, ``ts``
-in epoch milliseconds and ``metrics`` (tokens) per assistant message.
+``<phase>.messages.json``), used only when stdout holds no agent event: ``messages[]`` in Anthropic's
+shape, ``assistant`` content ``text`` and ``tool_use{id, name, input}`` blocks, ``user`` content
+``tool_result{tool_use_id, name, content, is_error}`` blocks, ``ts`` in epoch milliseconds and ``metrics``
+(tokens) per assistant message. Cline writes it when the run ends (a killed run leaves it without
+messages). Its events point at the message (``messages.json:messages[<i>]``): the file is pretty-printed.
 
 A tool's result is an error when Cline reports one (``error`` on ``content_end``, ``is_error``), or when
 any of its per-item results says ``success: false`` (``run_commands`` and ``read_files`` take arrays
@@ -250,6 +251,10 @@ def parse_messages(path: Path, phase: str) -> tuple[list[Event], str | None]:
     messages = mapping(data).get("messages")
     if not isinstance(messages, list):
         return [], None
+
+    def ref(index: int) -> str:
+        return f"{path.name}:messages[{index}]"
+
     results: dict[str, tuple[int, dict[str, Any], str | None]] = {}
     for index, msg in enumerate(messages):
         msg = mapping(msg)
@@ -257,7 +262,7 @@ def parse_messages(path: Path, phase: str) -> tuple[list[Event], str | None]:
             continue
         for block in _blocks(msg):
             if block.get("type") == "tool_result" and text(block.get("tool_use_id")):
-                results[block["tool_use_id"]] = (index + 1, block, ms_iso(msg.get("ts")))
+                results[block["tool_use_id"]] = (index, block, ms_iso(msg.get("ts")))
     final: str | None = None
     for index, msg in enumerate(messages):
         msg = mapping(msg)
@@ -275,19 +280,21 @@ def parse_messages(path: Path, phase: str) -> tuple[list[Event], str | None]:
             payload["usage"] = msg["metrics"]
         if text(msg.get("id")):
             payload["message_id"] = msg["id"]
-        response = out.add(index + 1, event_type="model_response", timestamp=ts, status="success", payload=payload)
+        response = out.add(None, raw_artifact_ref=ref(index), event_type="model_response", timestamp=ts,
+                           status="success", payload=payload)
         parent = response.event_id if response is not None else None
         for use in uses:
             call_id, raw_name = text(use.get("id")), text(use.get("name"))
             name, kind = TOOL_NAMES.normalize(raw_name or "")
             common = {"raw_name": raw_name, "name": name, "kind": kind}
-            out.add(index + 1, event_type="tool_call_start", tool_call_id=call_id, timestamp=ts, status="started",
-                    parent_id=parent, payload={**common, "arguments": use.get("input")})
+            out.add(None, raw_artifact_ref=ref(index), event_type="tool_call_start", tool_call_id=call_id,
+                    timestamp=ts, status="started", parent_id=parent, payload={**common, "arguments": use.get("input")})
             if call_id in results:
-                line, block, rts = results[call_id]
+                at, block, rts = results[call_id]
                 error = "tool reported an error" if block.get("is_error") is True else None
                 status, output, error_type, exit_code = result_status(block.get("content"), error)
-                out.add(line, event_type="tool_call_result", tool_call_id=call_id, timestamp=rts, status=status,
+                out.add(None, raw_artifact_ref=ref(at), event_type="tool_call_result", tool_call_id=call_id,
+                        timestamp=rts, status=status,
                         parent_id=parent, exit_code=exit_code, error_type=error_type,
                         payload={**common, "output": output})
     return out.events, final
