@@ -227,3 +227,16 @@ def test_tool_format_retry_loop_gives_up_for_good_after_three_failures():
         turns += tool_turn(f"call_{n}", FAILING_COMMAND)
     assert decide("tool", "retry-loop", *turns).tool_call is None
     assert decide("tool", "retry-loop", *turns, user(TOOL_FORMAT_ERROR)).tool_call is None
+
+
+@pytest.mark.parametrize("fmt,dialect", [("markdown", MD), ("tool", TOOL)])
+def test_on_minis_real_second_request_the_write_is_one_step_and_the_oracle_submits(fmt, dialect):
+    """The request mini really sent after running the write (its output as a user or a tool message)."""
+    body = load(f"{fmt}_after_result")
+    request = parse_chat_request({**body, "model": "perfect"})
+    assert dialect.accepts(request, fmt) and dialect.steps_taken(request) == 1
+    turn = OracleServer([WRITE], dialects=mini_dialects(), format=fmt).decide(request)[1].turn
+    if fmt == "markdown":
+        assert action_blocks(turn.text) == [SUBMIT_COMMAND]
+    else:
+        assert json.loads(turn.tool_call.arguments) == {"command": SUBMIT_COMMAND}

@@ -107,18 +107,28 @@ def read_trajectory(data: bytes) -> Trajectory:
         doc = None
     if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
         messages = [m for m in doc["messages"]]
-        lines = [raw.count("\n", 0, s) + 1 for s in starts] if len(starts) == len(messages) else [None] * len(messages)
+        lines: list[int | None] = _line_numbers(raw, starts) if len(starts) == len(messages) else [None] * len(messages)
         return Trajectory([(ln, m) for ln, m in zip(lines, messages) if _is_message(m)],
                           mapping(doc.get("info")), complete=True)
     out = Trajectory()
-    for start in starts:
+    for start, line in zip(starts, _line_numbers(raw, starts)):
         try:
             value, _ = _DECODER.raw_decode(raw, start + 4)
         except (ValueError, RecursionError):
             break  # the rest was cut short
         if _is_message(value):
-            out.messages.append((raw.count("\n", 0, start) + 1, value))
+            out.messages.append((line, value))
     return out
+
+
+def _line_numbers(raw: str, starts: list[int]) -> list[int]:
+    """The 1-based line of each offset in ``starts`` (ascending), counting the text once."""
+    lines, line, at = [], 1, 0
+    for start in starts:
+        line += raw.count("\n", at, start)
+        at = start
+        lines.append(line)
+    return lines
 
 
 def _message_starts(raw: str) -> list[int]:
