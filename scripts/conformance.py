@@ -64,6 +64,40 @@ def _jsonl(path: Path) -> list[dict]:
         return []
 
 
+TEXT_PATH = """## How GripProbe reads mini-swe-agent (actions as shell blocks in text)
+
+mini-swe-agent has one tool, a shell, and two ways to ask for it. The `tool` format (its row above) uses its
+tool-calling model class: each action is a structured `bash` call, the proxy sees it at tier A with its id,
+the oracle's ground truth lists exactly those ids, and the trajectory (tier B) confirms each one ran, with the
+same id and the command's exit code. Its verdicts read as any tool-calling agent's.
+
+The `markdown` format is mini's text protocol (`--model-class litellm_textbased`): no tools are offered and
+each reply must hold exactly one fenced `mswea_bash_command` block, which mini runs with `/bin/sh`.
+GripProbe's text-embedded tool path (the proxy's scanner for calls *written as text*) counts a model-native
+call syntax that a server failed to parse (`<tool_call>{…}`, `<function=…>`, JSON call objects) and calls
+it malformed, because such text means the server did not recognise a call. mini's block is not that: it
+is exactly what mini asked for, like aider's edit blocks or gptme's ```` ```save ```` blocks. So tier A
+counts no call for it, and the driver declares the format in `calls_off_wire`: the commands in the
+trajectory, with their exit codes, are tier-B tool events that confirm tool use on their own (marked tier B
+in every report; the wire only shows that the reply text held the block). What the verdicts mean there:
+
+- **PASS**: the validators passed and a command mini really ran is on record (a write is a heredoc
+  through the shell: mini has no other way to write).
+- **NO_TOOL_CALL**: the validators failed and no command ran. A reply without exactly one block is a format
+  error; mini asks again and gives up (exit 0) after three in a row, so a model that only talks costs three
+  requests. `no_tool_call_observed`: the replies held no action; `protocol_malformed`: they tried one mini
+  could not read (an unclosed block, several blocks). A cut-short block (`malformed-args`) is therefore
+  NO_TOOL_CALL, not FAIL, and a backend that rejects tools (`tools-unsupported`) serves the text format
+  like any other (PASS), as for aider.
+- **FAIL** `tool_retry_loop`: the same failing command three times in a row. **SHELL_ERROR**: only a model
+  call that failed after mini's retries (it exits 1 then, and 0 otherwise).
+
+The closing `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` with which mini submits is a tool call like any
+other, not a reference action. The plugin's end-to-end tests (`plugins/gripprobe_miniswe/tests`) run the
+markdown format against the oracle.
+"""
+
+
 def render(run_cells: list[dict], exp: dict) -> str:
     profiles = list(exp["default"])
     agents: dict[str, dict] = {}
@@ -101,6 +135,8 @@ def render(run_cells: list[dict], exp: dict) -> str:
     lines += ["", "## Where an agent differs from the reference expectation, and why", ""]
     lines += notes or ["- none"]
     lines += ["", "Expectations by profile (the reference agent's): see docs/oracle.md.", ""]
+    if "mini-swe-agent" in agents:
+        lines += [TEXT_PATH]
     return "\n".join(lines)
 
 

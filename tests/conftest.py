@@ -11,6 +11,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The real agents' plugin distributions under plugins/ (folder → the agent spec id its driver serves).
+AGENT_PLUGINS = {"gripprobe_codex": "codex", "gripprobe_opencode": "opencode", "gripprobe_continue": "continue",
+                 "gripprobe_gptme": "gptme", "gripprobe_aider": "aider", "gripprobe_claude": "claude-code",
+                 "gripprobe_qwen": "qwen-code", "gripprobe_pi": "pi", "gripprobe_cline": "cline",
+                 "gripprobe_miniswe": "mini-swe-agent"}
 FIXTURE_PLUGINS = ROOT / "tests" / "fixtures" / "plugins"
 SPECS = ROOT / "specs"
 

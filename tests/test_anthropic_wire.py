@@ -394,3 +394,92 @@ def test_a_call_after_megabytes_of_text_is_still_counted() -> None:
                   path="/v1/messages")
     assert [(c["id"], json.loads(c["arguments"])) for c in rec[P + "tool_calls"]] == [("toolu_z", {"command": "ls"})]
     assert rec[P + "usage"]["completion_tokens"] == 600
+
+
+def test_the_misbehaving_profiles_speak_messages_too() -> None:
+    """malformed-args, retry-loop, error-then-recover, text-tools and slow-stream over /v1/messages, as on
+    the other tool protocols (tests/test_oracle_protocols.py)."""
+    from gripprobe_core.oracle.dialects import MISSING_FILE
+
+    async def main():
+        async with OracleServer(ACTIONS) as oracle, aiohttp.ClientSession() as s:
+            async def ask(model: str, messages: list[dict], stream: bool = False) -> dict:
+                resp = await s.post(oracle.base_url + "/v1/messages", json=body_of(model, stream=stream,
+                                                                                   messages=messages))
+                assert resp.status == 200
+                return sse_message(await resp.read()) if stream else await resp.json()
+
+            def call_of(doc: dict) -> dict | None:
+                return next((b for b in doc["content"] if b["type"] == "tool_use"), None)
+
+            def after(messages: list[dict], use: dict, output: str, error: bool = False) -> list[dict]:
+                return messages + [{"role": "assistant", "content": [use]}, {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": use["id"], "content": output, "is_error": error}]}]
+
+            start = body_of()["messages"]
+            # malformed-args: a whole message cannot hold half an object: input is the raw text
+            use = call_of(await ask("malformed-args", start))
+            assert use is not None and isinstance(use["input"], str)
+            with pytest.raises(ValueError):
+                json.loads(use["input"])
+            doc = await ask("malformed-args", after(start, dict(use, input={}), "invalid arguments", error=True))
+            assert call_of(doc) is None and "give up" in doc["content"][0]["text"]
+            # streamed, the broken text is the input_json_delta, as on every wire
+            events = await read_sse_events(await s.post(oracle.base_url + "/v1/messages",
+                                                        json=body_of("malformed-args", messages=start)))
+            partial = "".join(d["delta"]["partial_json"] for n, d in events
+                              if n == "content_block_delta" and d["delta"]["type"] == "input_json_delta")
+            with pytest.raises(ValueError):
+                json.loads(partial)
+            # retry-loop: the same failing call three times, then a give-up text
+            messages, seen = start, []
+            for _ in range(3):
+                use = call_of(await ask("retry-loop", messages))
+                assert use is not None
+                seen.append((use["name"], use["input"]))
+                messages = after(messages, use, "cat: gripprobe-missing-file.txt: No such file or directory", True)
+            assert seen[0] == seen[1] == seen[2] and MISSING_FILE in json.dumps(seen[0])
+            assert call_of(await ask("retry-loop", messages)) is None
+            # error-then-recover: the failing call, then the plan's first action
+            use = call_of(await ask("error-then-recover", start))
+            assert use is not None and (use["name"], use["input"]) == seen[0]
+            use = call_of(await ask("error-then-recover", after(start, use, "Exit code 1", True)))
+            assert use is not None and use["name"] == "Write"
+            # text-tools: every planned call as <tool_call> text, no tool_use block
+            doc = await ask("text-tools", start, stream=True)
+            assert call_of(doc) is None
+            text = doc["content"][0]["text"]
+            assert text.count("<tool_call>") == len(ACTIONS) and '"name": "Write"' in text
+            # slow-stream: paced, and still one call
+            t0 = asyncio.get_running_loop().time()
+            assert call_of(await ask("slow-stream", start, stream=True))["name"] == "Write"
+            assert asyncio.get_running_loop().time() - t0 >= 0.5
+            return list(oracle.ground_truth)
+
+    truth = run(main())
+    assert {g["protocol"] for g in truth} == {"anthropic_messages"}
+    assert [g["tool_call_id"] for g in truth if not g["structured"]] == ["text-1", "text-2"]
+    assert [g["profile"] for g in truth if g["structured"]] == (
+        ["malformed-args"] * 2 + ["retry-loop"] * 3 + ["error-then-recover"] * 2 + ["slow-stream"])
+
+
+def test_thinking_blocks_are_neither_text_nor_calls() -> None:
+    events = [{"type": "message_start", "message": {"id": "m1", "usage": {"input_tokens": 3}}},
+              {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}},
+              {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "I should write"}},
+              {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "abc"}},
+              {"type": "content_block_stop", "index": 0},
+              {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+              {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Done."}},
+              {"type": "content_block_stop", "index": 1},
+              {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 7}},
+              {"type": "message_stop"}]
+    raw = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+    rec = observe(json.dumps(body_of()).encode(), [raw], path="/v1/messages")
+    assert rec[P + "text"] == "Done." and rec[P + "tool_calls"] == [] and rec[P + "usage"]["completion_tokens"] == 7
+    whole = {"type": "message", "id": "m2", "role": "assistant", "content": [
+        {"type": "thinking", "thinking": "hmm", "signature": "s"}, {"type": "redacted_thinking", "data": "x"},
+        {"type": "text", "text": "ok"}], "usage": {"input_tokens": 2, "output_tokens": 1}}
+    rec = observe(json.dumps(body_of(stream=False)).encode(), [json.dumps(whole).encode()], path="/v1/messages",
+                  content_type="application/json")
+    assert rec[P + "text"] == "ok" and rec[P + "response_id"] == "m2" and rec[P + "tool_calls"] == []

@@ -13,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, gripprobe
+from conftest import AGENT_PLUGINS, ROOT, gripprobe
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3000)]  # ~60 real agent cases
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3000)]  # ~120 real agent cases
 
 spec = importlib.util.spec_from_file_location("conformance", ROOT / "scripts" / "conformance.py")
 conformance = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(conformance)
 
-PLUGINS = ["gripprobe_codex", "gripprobe_opencode", "gripprobe_continue", "gripprobe_gptme", "gripprobe_aider"]
+PLUGINS = sorted(AGENT_PLUGINS)
+AGENTS = {"reference", *AGENT_PLUGINS.values()}
 MISSING = [p for p in PLUGINS if importlib.util.find_spec(p) is None]
 if MISSING and not os.environ.get("CI"):
     pytest.skip(f"agent plugins not installed: {', '.join(MISSING)} (./dev setup installs them)",
@@ -47,7 +48,7 @@ def run_cells(conformance_run):
 def test_every_cell_has_its_expected_status(run_cells):
     exp = conformance.expectations()
     agents = {c["agent"] for c in run_cells}
-    assert agents == {"reference", "codex", "opencode", "continue", "gptme", "aider"}
+    assert agents == AGENTS
     assert len(run_cells) == len(agents) * len(exp["default"])
     wrong = [(c["agent"], c["profile"], c["status"], conformance.expected_status(exp, c["agent"], c["profile"])[0])
              for c in run_cells if c["status"] != conformance.expected_status(exp, c["agent"], c["profile"])[0]]
@@ -87,7 +88,7 @@ def test_with_perfect_every_agent_performs_every_sanity_test_it_can(tmp_path):
     assert res.returncode == 0, res.stderr[-4000:]
     run_dir = Path(res.stdout.strip().splitlines()[-1])
     cases = [json.loads(p.read_text()) for p in (run_dir / "cases").glob("*/case.json")]
-    assert {c["key"]["agent"] for c in cases} == {"reference", "codex", "opencode", "continue", "gptme", "aider"}
+    assert {c["key"]["agent"] for c in cases} == AGENTS
     wrong = []
     for c in cases:
         agent, test = specs.agents[c["key"]["agent"]], specs.tests[c["key"]["test"]]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import gripprobe_core
-from conftest import ROOT
+from conftest import AGENT_PLUGINS, ROOT
 
 PUBLIC_MODULES = {"gripprobe_core", "gripprobe_core.plugin", "gripprobe_core.testing"}
 PLUGIN_FILES = sorted([*ROOT.glob("plugins/gripprobe_*/src/**/*.py"), *ROOT.glob("plugins/gripprobe_*/tests/**/*.py"),
@@ -46,7 +46,7 @@ def private_imports(path: Path) -> list[str]:
 
 
 def test_there_are_plugins_to_check():
-    assert len({p.parts[p.parts.index("plugins") + 1] for p in PLUGIN_FILES if "fixtures" not in p.parts}) == 5
+    assert {p.parts[p.parts.index("plugins") + 1] for p in PLUGIN_FILES if "fixtures" not in p.parts} == set(AGENT_PLUGINS)
 
 
 @pytest.mark.parametrize("path", PLUGIN_FILES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import ROOT
+from conftest import AGENT_PLUGINS, ROOT
 
 CHECKED = [
     "src/gripprobe_core/__init__.py", "src/gripprobe_core/plugin.py", "src/gripprobe_core/drivers.py",
@@ -31,6 +31,6 @@ def test_public_api_facade_and_call_sites_type_check():
 def test_the_agent_plugins_type_check_against_the_public_api():
     plugins = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "plugins").glob("gripprobe_*/src/gripprobe_*")
                      if (p / "__init__.py").is_file())
-    assert len(plugins) == 5, plugins
+    assert len(plugins) == len(AGENT_PLUGINS), plugins
     res = _mypy(*plugins)
     assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-2000:]

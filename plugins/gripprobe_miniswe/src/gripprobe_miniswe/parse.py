@@ -107,7 +107,8 @@ def read_trajectory(data: bytes) -> Trajectory:
         doc = None
     if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
         messages = [m for m in doc["messages"]]
-        lines: list[int | None] = _line_numbers(raw, starts) if len(starts) == len(messages) else [None] * len(messages)
+        lines: list[int | None] = list(_line_numbers(raw, starts)) if len(starts) == len(messages) \
+            else [None] * len(messages)
         return Trajectory([(ln, m) for ln, m in zip(lines, messages) if _is_message(m)],
                           mapping(doc.get("info")), complete=True)
     out = Trajectory()
@@ -150,7 +151,7 @@ def fence_of(info: dict[str, Any]) -> str:
     return found.group(1) if found else DEFAULT_FENCE
 
 
-def strip_blocks(content: str, fence: str = DEFAULT_FENCE) -> str:
+def strip_blocks(content: Any, fence: str = DEFAULT_FENCE) -> str:
     """``content`` without its action blocks (mini's regular expression), stripped."""
     if not isinstance(content, str):
         return ""
