@@ -264,7 +264,7 @@ def test_tier_a_counts_the_prompt_cache_and_reads_results_from_requests(stream: 
     assert last[P + "text"].startswith("Done.")
 
 
-def test_an_error_result_and_an_error_event_are_read() -> None:
+def test_an_error_result_is_read_and_named_after_its_call() -> None:
     body = json.dumps(body_of(messages=[
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "x"}}]},

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .conversation import ChatRequest, RequestError, ToolInfo, Turn
+from .conversation import ChatRequest, RequestError, ToolInfo, Turn, message_text
 from .wire import JSONDict, ReplyMeta, json_bytes, split_pieces
 
 __all__ = ["AnthropicMessagesWire", "anthropic_error", "anthropic_usage", "count_tokens", "message_events",
@@ -106,13 +106,8 @@ def parse_anthropic_tools(tools: Any) -> list[ToolInfo]:
 
 
 def _blocks_text(content: Any) -> str:
-    """The text of a string or of the ``text`` blocks of a list."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(b.get("text", "") for b in content
-                       if isinstance(b, dict) and b.get("type", "text") == "text" and isinstance(b.get("text"), str))
-    return ""
+    """The text of a string or of the text blocks of a list (tool_use, thinking and image blocks have none)."""
+    return message_text({"content": content})
 
 
 def _to_chat(msg: JSONDict) -> list[JSONDict]:

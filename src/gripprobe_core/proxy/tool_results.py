@@ -135,18 +135,8 @@ def _from_messages(messages: list[Any]) -> list[ToolResult]:
         if not isinstance(msg, dict):
             continue
         role = msg.get("role")
-        blocks = [b for b in msg.get("content") if isinstance(b, dict)] if isinstance(msg.get("content"), list) else []
-        if role == "assistant":
-            for b in blocks:
-                if b.get("type") == "tool_use" and _str(b.get("id")) and _str(b.get("name")):
-                    names[b["id"]] = b["name"]
-        elif role == "user":
-            for b in blocks:
-                if b.get("type") == "tool_result":
-                    call_id = _str(b.get("tool_use_id"))
-                    output = _output_text(b.get("content"))
-                    status, code = _anthropic_status(output, b.get("is_error"))
-                    out.append(ToolResult(call_id, names.get(call_id) if call_id else None, output, status, code))
+        content = msg.get("content")
+        blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
         if role == "assistant":
             calls = msg.get("tool_calls")
             for tc in calls if isinstance(calls, list) else []:
@@ -154,6 +144,16 @@ def _from_messages(messages: list[Any]) -> list[ToolResult]:
                     fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
                     if _str(fn.get("name")):
                         names[tc["id"]] = fn["name"]
+            for b in blocks:  # Anthropic: tool_use blocks
+                if b.get("type") == "tool_use" and _str(b.get("id")) and _str(b.get("name")):
+                    names[b["id"]] = b["name"]
+        elif role == "user":
+            for b in blocks:  # Anthropic: tool_result blocks
+                if b.get("type") == "tool_result":
+                    call_id = _str(b.get("tool_use_id"))
+                    output = _output_text(b.get("content"))
+                    status, code = _anthropic_status(output, b.get("is_error"))
+                    out.append(ToolResult(call_id, names.get(call_id) if call_id else None, output, status, code))
         elif role in ("tool", "function"):
             call_id = _str(msg.get("tool_call_id")) or _str(msg.get("id"))
             name = _str(msg.get("name")) or _str(msg.get("tool_name")) or (names.get(call_id) if call_id else None)
