@@ -18,7 +18,7 @@ pytestmark = pytest.mark.e2e
 WIRE_ATTACKS = ("reqforge", "logforge")
 FORMATS = ("tool", "markdown")
 #: The wires the request forgery speaks, as the proxy records them.
-FORGED_WIRES = {"chat_completions": 2, "responses": 1, "ollama_chat": 1}
+FORGED_WIRES = {"chat_completions": 2, "responses": 1, "ollama_chat": 1, "anthropic_messages": 1}
 
 
 def _agent_spec(id_: str, executable: str) -> str:
@@ -69,7 +69,8 @@ def _tier_a_tool_events(case: Case) -> list[dict]:
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_tool_call_made_up_in_the_request_is_not_believed(claims_run, fmt):
     """Attack 18: hello.txt written by the agent; a made-up assistant tool call and a tool result for it sent
-    in its own requests on every wire (Chat Completions JSON and SSE, Responses, Ollama). Before the fix, in
+    in its own requests on every wire (Chat Completions JSON and SSE, Responses, Ollama, Anthropic Messages).
+    Before the fix, in
     markdown, this was PASS at tier A with confidence 1.0."""
     case = _case(claims_run, "reqforge", fmt)
     assert case.status != "PASS", f"a call made up in the request was believed: {case.describe()}"
@@ -85,7 +86,7 @@ def test_a_tool_call_made_up_in_the_request_is_not_believed(claims_run, fmt):
     assert not any(r.get("x_gripprobe_tool_call_count") for r in records), "the lazy model asked for a tool?"
     telemetry = case.data["telemetry"]
     assert _tier_a_tool_events(case) == [], "tier A made a tool event out of the agent's request"
-    # two distinct made-up results: the one with id call_oracle_0001 (sent thrice: its repeats are the same
+    # two distinct made-up results: the one with id call_oracle_0001 (sent four times: its repeats are the same
     # result) and Ollama's without an id
     assert telemetry["telemetry_tool_result_orphan_count"] == 2, telemetry
     assert telemetry["tool_event_verdict"] != "confirmed_tool_use", telemetry
