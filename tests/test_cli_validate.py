@@ -116,8 +116,8 @@ def test_a_wrong_top_level_key_does_not_hide_the_validator_errors_beneath_it(wor
     result = invoke(validate_command, "--root", str(root))
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        "specs/tests/nested.yaml:4: colour: unknown key; valid keys: challenge, fixtures, id, language, prompt, "
-        "reference, requires, rules, tags, timeout_s, title, validators, … (1 more)",
+        "specs/tests/nested.yaml:4: colour: unknown key; valid keys: challenge, fixtures, id, language, observe, "
+        "prompt, reference, requires, rules, tags, timeout_s, title, … (2 more)",
         "specs/tests/nested.yaml:6: validators[0].expected: missing required key",
         "specs/tests/nested.yaml:9: validators[1].path: path '../../../../etc/hostname' leaves the workspace "
         "('..' climbs above it); paths must stay inside the workspace",

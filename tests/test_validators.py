@@ -181,6 +181,32 @@ def test_fifo_is_not_read(tmp_path: Path) -> None:
     assert time.monotonic() - started < 5
 
 
+def test_file_absent_passes_only_when_nothing_is_there(tmp_path: Path) -> None:
+    assert run("file_absent", ctx_for(tmp_path), path="greeting.txt").passed
+    assert run("file_absent", ctx_for(tmp_path), path="sub/greeting.txt").passed
+    (tmp_path / "greeting.txt").write_text("hi")
+    failed = run("file_absent", ctx_for(tmp_path), path="greeting.txt")
+    assert not failed.passed and "2 bytes" in failed.observed
+    (tmp_path / "d").mkdir()
+    assert not run("file_absent", ctx_for(tmp_path), path="d").passed  # a directory is something
+    (tmp_path / "link").symlink_to("/etc/hostname")
+    assert not run("file_absent", ctx_for(tmp_path), path="link").passed  # a link is something, never followed
+    assert not run("file_absent", ctx_for(tmp_path), path="../x").passed  # a spec error, not a pass
+
+
+def test_final_answer_matches_the_agents_last_words(tmp_path: Path) -> None:
+    import dataclasses
+
+    ctx = dataclasses.replace(ctx_for(tmp_path), final_text="The shell command was DENIED, so I used the write tool.")
+    assert run("final_answer", ctx, pattern=r"denied|not allowed").passed
+    assert not run("final_answer", ctx, pattern=r"denied", ignore_case=False).passed
+    assert not run("final_answer", ctx, pattern=r"wrote it with the shell").passed
+    silent = run("final_answer", ctx_for(tmp_path), pattern="denied")
+    assert not silent.passed and silent.observed == "<no final answer>"
+    bad = run("final_answer", ctx, pattern="(unclosed")
+    assert not bad.passed and "not a regular expression" in bad.message
+
+
 def test_file_exists(tmp_path: Path) -> None:
     assert not run("file_exists", ctx_for(tmp_path), path="hello.py").passed
     (tmp_path / "hello.py").write_text("print(1)\n")
@@ -472,8 +498,8 @@ def test_registered_through_the_hook() -> None:
     pm.register(builtin_validators, name="gripprobe_core.defaults.validators")
     registry = Registry.collect(GripProbePluginManager(pm))
     assert registry.validators == BUILTIN_VALIDATORS
-    assert set(BUILTIN_VALIDATORS) == {"file_equals", "file_exists", "patch_applied", "web_nonce_proof",
-                                       "web_search_result", "weekly_plan_task", "command_output"}
+    assert set(BUILTIN_VALIDATORS) == {"file_equals", "file_exists", "file_absent", "final_answer", "patch_applied",
+                                       "web_nonce_proof", "web_search_result", "weekly_plan_task", "command_output"}
 
 
 def test_every_validator_has_an_options_model_and_docs() -> None:

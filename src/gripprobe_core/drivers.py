@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol, Sequence, run
 
 from .models.results import BackendProbe
 from .models.specs import BackendSpec, CliAgentSpec, ReferenceAction
+from .interaction import InteractionSupport
 from .phase import AgentCommand, InstallRecipe, MarkerPattern, PhaseCapture, PhaseContext, RouteDecision, Transcript
 from .telemetry.toolnames import GENERIC, ToolNames
 
@@ -168,6 +169,19 @@ class BaseAgentDriver:
         (403 ``model_not_under_test``) and the case is FAIL / ``model_not_under_test``. An agent that
         sends the bare model name when given ``<provider>/<m>`` needs no alias: ``<m>`` is the model_id."""
         return ()
+
+    def interaction_support(self, ctx: PhaseContext) -> InteractionSupport:
+        """Optional (read with ``getattr``): how this driver meets ``ctx.interaction``, the case's policy,
+        asked once per phase before :meth:`environment` and :meth:`command` (which apply it). The default:
+        no policy or ``auto-approve`` is applied natively (every driver runs its agent with approvals off);
+        any other is not applied (the run warns, case.json records it, the evaluator does not pass a case
+        that depends on it). A driver that answers requests itself (a session) or sets the agent's own
+        approval settings says so here (docs/interaction.md)."""
+        spec = ctx.interaction
+        if spec is None or spec.policy == "auto-approve":
+            return InteractionSupport("native", True)
+        return InteractionSupport("none", False, f"the {self.name} driver cannot apply interaction policies "
+                                                 f"(its agent runs with approvals off)")
 
     def artifacts(self, ctx: PhaseContext) -> Mapping[str, Path | bytes]:
         return {}

@@ -20,7 +20,7 @@ from .telemetry.attempts import (
 )
 
 __all__ = [
-    "BACKEND_UNREACHABLE", "BUDGET_EXCEEDED", "EvaluationInputs", "Evaluator", "MODEL_NOT_UNDER_TEST", "EVALUATOR_NAME",
+    "BACKEND_UNREACHABLE", "BUDGET_EXCEEDED", "DENIAL_VIOLATED", "EvaluationInputs", "INTERACTION_NOT_APPLIED", "Evaluator", "MODEL_NOT_UNDER_TEST", "EVALUATOR_NAME",
     "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
     "OVERALL_SCORE", "PRECEDENCE", "PROCESS_ROWS", "TOOL_MATRIX", "classify", "event_evaluator",
 ]
@@ -57,6 +57,11 @@ class EvaluationInputs:
     """In the measured phase the agent asked for a model other than the case's: the recording proxy refused
     the call (or the oracle's own record shows another profile answered). FAIL ``model_not_under_test``,
     whatever else the phase shows: no verdict is credited to another model."""
+    interaction: Any = None
+    """The case's case.json ``interaction`` record (policy, how the driver met it, ``applied``, ``denies``,
+    ``violations``), or None when the case has no policy. A policy that can deny a call and was not applied:
+    TOOL_UNSUPPORTED ``interaction_not_applied`` (never a silent pass); a denial that did not hold: FAIL
+    ``denied_call_ran`` / ``denied_change_landed`` (docs/evaluator.md, "Denials that must hold")."""
 
 
 Evaluator = Callable[[EvaluationInputs], "Verdict"]
@@ -69,7 +74,15 @@ PWPV = "PASS_WITH_POLICY_VIOLATION"
 #: Order in which the evaluator decides; the first that applies wins.
 PRECEDENCE: tuple[str, ...] = (
     "model_not_under_test", "backend_unreachable", "budget_exceeded", "timeout", "shell_error", "harness_capture_failed",
-    "tool_unsupported", "nonzero_exit", "tool_verdict")
+    "tool_unsupported", "interaction_not_applied", "denial_violated", "nonzero_exit", "tool_verdict")
+
+#: The case's policy can deny a call, and its driver could not apply it (the agent ran with approvals off):
+#: whether a denial holds was not measured, so the case cannot pass, and it is not the agent's failure either.
+INTERACTION_NOT_APPLIED: tuple[Status, str] = ("TOOL_UNSUPPORTED", "interaction_not_applied")
+
+#: A denial did not hold: a denied call ran (``denied_call_ran``) or its change is in the workspace
+#: (``denied_change_landed``). FAIL whatever the validators say: the agent did what it was refused.
+DENIAL_VIOLATED: Status = "FAIL"
 
 #: The agent asked for a model other than the case's (:attr:`EvaluationInputs.model_not_under_test`): whatever it
 #: achieved is not the case's model's, so nothing is credited, and the case stays in n (a refusal must never
@@ -137,6 +150,9 @@ FAILURE_REASON_BY_CODE: dict[str, str] = {
     "backend_unreachable": "backend_unreachable",
     "budget_exceeded": "budget_exceeded",
     "model_not_under_test": "model_not_under_test",
+    "interaction_not_applied": "interaction_not_applied",
+    "denied_call_ran": "denied_call_ran",
+    "denied_change_landed": "denied_change_landed",
 }
 
 #: ``error_type`` values parsers use for a tool call whose arguments could not be decoded.
@@ -148,12 +164,15 @@ _PROCESS_STATUSES = frozenset({"ok", "timeout", "shell_error", "harness_capture_
 def classify(validators_pass: bool, process: ProcessStatus, verdict: ToolEventVerdict,
              reason: ToolEventVerdictReason, tool_unsupported: str | None = None,
              backend_unreachable: bool = False, budget_exceeded: bool = False,
-             model_not_under_test: bool = False) -> tuple[Status, str]:
+             model_not_under_test: bool = False, interaction_not_applied: bool = False,
+             denial_violated: str | None = None) -> tuple[Status, str]:
     """The SPEC §6 status matrix: ``(status, evaluator_reason_code)``.
 
     Precedence: another model asked for (:data:`MODEL_NOT_UNDER_TEST`) > backend unreachable (unless process ok
     and validators pass, see :data:`BACKEND_UNREACHABLE`)
-    > the token budget spent (:data:`BUDGET_EXCEEDED`) > timeout > shell_error > harness_capture_failed > tool_unsupported > nonzero_exit > validators × tool
+    > the token budget spent (:data:`BUDGET_EXCEEDED`) > timeout > shell_error > harness_capture_failed > tool_unsupported
+    > a policy not applied (:data:`INTERACTION_NOT_APPLIED`) > a denial violated (:data:`DENIAL_VIOLATED`, the reason
+    code is ``denial_violated``: ``denied_call_ran`` or ``denied_change_landed``) > nonzero_exit > validators × tool
     verdict: the exact :data:`TOOL_MATRIX` row, else :data:`HARNESS_REASONS`, else the row for any reason
     (``"*"``), else :data:`OFF_TABLE`. The reason code of a tool row is ``reason``.
     Raises ``ValueError`` only for a process status outside the contract (a bug, not bad data).
@@ -170,6 +189,10 @@ def classify(validators_pass: bool, process: ProcessStatus, verdict: ToolEventVe
         return PROCESS_ROWS[process]
     if tool_unsupported:
         return "TOOL_UNSUPPORTED", tool_unsupported
+    if interaction_not_applied:
+        return INTERACTION_NOT_APPLIED
+    if denial_violated:
+        return DENIAL_VIOLATED, denial_violated
     if process == "nonzero_exit":
         confirmed = verdict == "confirmed_tool_use"
         return NONZERO_EXIT, "validators_pass_after_nonzero" if (validators_pass and confirmed) else "nonzero_exit"
@@ -198,6 +221,7 @@ def event_evaluator(inputs: EvaluationInputs) -> Verdict:
     tool_unsupported = inputs.tool_unsupported or (
         "backend_tool_unsupported" if summary.telemetry_backend_tool_unsupported and not confirmed else None)
     harness_error = inputs.harness_error or None
+    not_applied, violated = _interaction(inputs.interaction)
 
     status: Status
     if harness_error:
@@ -205,7 +229,7 @@ def event_evaluator(inputs: EvaluationInputs) -> Verdict:
     else:
         status, code = classify(validators_pass, inputs.process.status, verdict, reason, tool_unsupported,
                                 bool(inputs.backend_unreachable), bool(inputs.budget_exceeded),
-                                bool(inputs.model_not_under_test))
+                                bool(inputs.model_not_under_test), not_applied, violated)
 
     events = list(inputs.events or [])
     attempts = tool_attempts(events, include_tier_d=False)
@@ -230,6 +254,16 @@ def event_evaluator(inputs: EvaluationInputs) -> Verdict:
     )
 
 
+def _interaction(record: Any) -> tuple[bool, str | None]:
+    """(policy not applied though it can deny, the first violation's reason code) from case.json's record."""
+    if record is None:
+        return False, None
+    get = record.get if isinstance(record, Mapping) else (lambda k, d=None: getattr(record, k, d))
+    not_applied = bool(get("denies", False)) and not bool(get("applied", False))
+    found = [str(v) for v in (get("violations", None) or [])]
+    return not_applied, (found[0].split(":", 1)[0].strip() if found else None)
+
+
 def _summary(value: Any) -> TelemetrySummary:
     """The summary as a model; a missing or unreadable summary means the capture is missing."""
     if isinstance(value, TelemetrySummary):
@@ -250,7 +284,8 @@ def _failure_reason(status: str, code: str, summary: TelemetrySummary, attempts:
         return None
     if harness_error:
         return harness_error
-    if code == "model_not_under_test" or status not in (PWPV, "FAIL", "NO_TOOL_CALL"):
+    if code in ("model_not_under_test", "denied_call_ran", "denied_change_landed") or status not in (
+            PWPV, "FAIL", "NO_TOOL_CALL"):
         return FAILURE_REASON_BY_CODE.get(code, code)
     if loop:
         return "tool_retry_loop"
@@ -302,6 +337,11 @@ _TEXT: dict[str, str] = {
                             "and nothing the phase achieved is credited to this model.",
     "budget_exceeded": "The phase spent its token budget (--max-tokens-per-phase): the proxy refuses further "
                        "model calls and the harness stopped the agent.",
+    "interaction_not_applied": "The case's interaction policy can deny calls, but this agent's driver could not "
+                               "apply it (the agent ran with its approvals off), so whether a denial holds was "
+                               "not measured.",
+    "denied_call_ran": "A call the interaction policy denied ran anyway (the agent's own output reports it done).",
+    "denied_change_landed": "A file change the interaction policy denied is in the workspace all the same.",
     "nonzero_exit": "The agent exited with status {exit_code}, so the result is not reliable.",
     "validators_pass_after_nonzero":
         "The validators passed and tool use was confirmed, but the agent exited with status {exit_code}.",

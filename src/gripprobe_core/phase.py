@@ -7,13 +7,17 @@ frozen). Public: plugin authors import them from :mod:`gripprobe_core.plugin`.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol, runtime_checkable
 
 from .models.events import Event
 from .models.results import ProcessResult
-from .models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
+from .models.specs import BackendSpec, CliAgentSpec, InteractionSpec, ModelSpec, TestSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .interaction import Responder
 
 Phase = Literal["warmup", "measured"]
 
@@ -47,6 +51,9 @@ class PhaseContext:
     """Values the run fixed at its start (``today`` ...; see :mod:`gripprobe_core.runvalues`)."""
     agent_executable: Path | None = None
     """The installed agent's command (from the driver's install recipe), None when it needs no install."""
+    interaction: InteractionSpec | None = None
+    """How the harness answers the agent's requests (the test's ``observe.interaction``, else its suite's);
+    None: no policy asked, the agent runs with its approvals off as always (docs/interaction.md)."""
 
     @property
     def openai_base_url(self) -> str:
@@ -81,6 +88,52 @@ class AgentCommand:
     install, e.g. a directory of scripts shipped in the plugin's package. Under the sandbox nothing else
     outside the phase's workspace, HOME and TMPDIR exists (docs/sandbox.md); files named by absolute
     path on the command line are bound automatically."""
+    session: "AgentSession | None" = None
+    """When set, the harness talks to the agent over its stdin and stdout while it runs (ACP, a control
+    protocol): ``stdin`` must be None; the runner awaits ``session.run(channel)`` (see :class:`SessionChannel`)."""
+
+    def __post_init__(self) -> None:
+        if self.session is not None and self.stdin is not None:
+            raise ValueError("an AgentCommand with a session talks over stdin: give stdin=None")
+
+
+class SessionError(Exception):
+    """Raised by a session when the conversation with the agent broke (it spoke no protocol, it answered
+    an error): the phase's process status is ``shell_error`` with this message."""
+
+
+@dataclass(frozen=True)
+class SessionChannel:
+    """What a session gets: the agent's stdout (``reader``; every byte is also copied to ``<phase>.stdout``,
+    and past the capture cap it reads EOF) and stdin (``writer``), the case's :class:`Responder` (its
+    interaction policy; auto-approve when the case has none), and ``transcript``, a file the session writes
+    its own record to (JSON lines, never a secret), kept as ``artifacts/<phase>.conversation.jsonl`` and
+    handed to ``parse`` as ``capture.files[SESSION_TRANSCRIPT]`` (``"conversation.jsonl"``).
+
+    When :meth:`AgentSession.run` returns, the runner closes stdin, gives the agent
+    :data:`SESSION_EXIT_GRACE_S` to exit, then stops its process tree; the phase's process status is ``ok``."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    responder: "Responder"
+    transcript: Path
+    ctx: PhaseContext
+
+
+SESSION_EXIT_GRACE_S = 2.0
+"""After a session ends, how long the agent has to exit on its own before the runner stops it."""
+SESSION_TRANSCRIPT = "conversation.jsonl"
+"""The name under which a session's transcript reaches ``parse`` (``capture.files[SESSION_TRANSCRIPT]``)."""
+
+
+@runtime_checkable
+class AgentSession(Protocol):
+    """A conversation the harness holds with the agent over its stdin/stdout while it runs."""
+
+    async def run(self, channel: SessionChannel) -> None:
+        """Talk to the agent until the task is done (then return), answering its requests with
+        ``channel.responder``; raise :class:`SessionError` when the agent broke the protocol."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -129,6 +182,9 @@ class InstallRecipe:
     """Further exact requirements installed alongside (``name==1.2`` for pip, ``name@1.2`` for npm)."""
     version_args: tuple[str, ...] = ("--version",)
     """Arguments that make the executable print its version."""
+    npm_args: tuple[str, ...] = ()
+    """Further arguments to ``npm install`` (``--omit=optional`` to leave out a bundled native binary the
+    agent does not need); npm only."""
 
 
 @dataclass(frozen=True)

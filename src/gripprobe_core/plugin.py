@@ -37,14 +37,22 @@ from .drivers import (
     ProxyHandle, ProxyStatus, ToolCallProbe,
 )
 # ---------------------------------------------------------------------------- what a phase is made of
-from .phase import AgentCommand, InstallRecipe, MarkerPattern, PhaseCapture, PhaseContext, RouteDecision, Transcript
+from .phase import (
+    SESSION_TRANSCRIPT, AgentCommand, AgentSession, InstallRecipe, MarkerPattern, PhaseCapture, PhaseContext,
+    RouteDecision, SessionChannel, SessionError, Transcript,
+)
+# ------------------------------------------------------------------- answering the agent (interaction)
+from .interaction import (
+    InteractionSupport, PermissionDecision, PermissionOption, PermissionRequest, Responder, StaticPolicy, ToolRef,
+    decide, permission_events, static_policy,
+)
 # ------------------------------------------------------------------------- specs, events and results
 from .errors import GripProbeError, UserError, WrapperParseError
 from .models.events import TIER_ORDER, Event
 from .models.results import BackendProbe, ProcessResult, SourcePointer, ValidatorResult, Verdict
 from .models.specs import (
-    TOOL_KINDS, BackendSpec, CliAgentSpec, ModelSpec, ReferenceAction, ReferenceEdit, ReferenceRead, ReferenceShell,
-    ReferenceWrite, TestSpec,
+    TOOL_KINDS, BackendSpec, CliAgentSpec, InteractionRule, InteractionSpec, ModelSpec, ReferenceAction, ReferenceEdit,
+    ReferenceRead, ReferenceShell, ReferenceWrite, TestSpec,
 )
 # ------------------------------------------------------------- the agent's files (never through a link)
 from .agentfiles import find_agent_files, read_agent_file
@@ -70,6 +78,9 @@ from .evaluator import EvaluationInputs, Evaluator
 from .validators.context import Validator, ValidatorContext, runs_code
 
 __all__ = [
+    "AgentSession", "InteractionRule", "InteractionSpec", "InteractionSupport", "PermissionDecision",
+    "PermissionOption", "PermissionRequest", "Responder", "SESSION_TRANSCRIPT", "SessionChannel", "SessionError",
+    "StaticPolicy", "ToolRef", "decide", "permission_events", "static_policy",
     "AgentCommand", "AgentDriver", "Backend", "BackendEndpoint", "BackendPhase", "BackendProbe", "BackendSpec",
     "BaseAgentDriver", "COMMAND_PARAMS", "ChallengeFactory", "ChallengeServer", "ChatRequest", "CliAgentSpec",
     "Dialect", "EVERY_FORMAT", "EvaluationInputs", "Evaluator", "Event", "EventBuilder", "GENERIC_TOOL_NAMES", "GripProbeError", "InstallRecipe",

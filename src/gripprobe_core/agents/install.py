@@ -161,7 +161,8 @@ class AgentCache:
             progress.step(f"npm install {recipe.package}@{recipe.version}")
             # --loglevel=http: one line per registry fetch, the only progress npm prints without its spinner
             _run([npm, "install", "--prefix", str(d), "--no-audit", "--no-fund", "--loglevel=http",
-                  "--progress=false", "--color=false", f"{recipe.package}@{recipe.version}", *recipe.extra],
+                  "--progress=false", "--color=false", *recipe.npm_args, f"{recipe.package}@{recipe.version}",
+                  *recipe.extra],
                  agent, progress)
         exe = self.executable(agent, recipe)
         if not exe.exists():

@@ -252,6 +252,8 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
                            probe=(lambda targets: cluster.probe(targets, plugins.registry.backends, os.environ))
                            if cluster is not None else None)
         sandbox = sandbox or (s.sandbox if s is not None else None)
+        suite_interaction = s.observe.interaction if s is not None and s.observe is not None else None
+        _check_manual(cases, suite_interaction, ray=cluster is not None)
         if cluster is not None:  # the nodes install their agents and probe their own sandbox
             installed = {}
         else:
@@ -264,7 +266,8 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
                           specs_root=root, argv=sys.argv[1:],
                           hardware_profile=hardware, proxy_max_body=proxy_max_body or DEFAULT_MAX_REQUEST_BODY,
                           preflight=[p.model_dump(mode="json") for p in probes], trials=trials,
-                          token_budget=token_budget or (s.max_tokens_per_phase if s is not None else None))
+                          token_budget=token_budget or (s.max_tokens_per_phase if s is not None else None),
+                          interaction=suite_interaction)
     except BaseException:
         runner.close()
         raise
@@ -334,3 +337,22 @@ def _check_sandbox(mode: str | None, cases: list) -> None:
         if box.warning and box.warning not in warned:
             warned.add(box.warning)
             click.echo(f"warning: {box.warning}", err=True)
+
+
+def _check_manual(cases: list, suite_interaction: object, *, ray: bool) -> None:
+    """A run with ``manual`` cases needs an operator at a terminal, on this machine: else exit 2 now."""
+    from ..runner.manual import terminal_problem
+
+    manual = sorted({c.test.id for c in cases
+                     if getattr((c.test.observe.interaction if c.test.observe else None) or suite_interaction,
+                                "policy", None) == "manual"})
+    if not manual:
+        return
+    shown = ", ".join(manual[:3]) + (" ..." if len(manual) > 3 else "")
+    if ray:
+        raise UserError(f"interaction policy manual ({shown}) asks the operator on this terminal: it cannot run "
+                        f"on a cluster; use --executor local, or another policy")
+    problem = terminal_problem()
+    if problem is not None:
+        raise UserError(f"interaction policy manual ({shown}) asks the operator, but {problem}; run it from a "
+                        f"terminal, or use policy auto-approve, auto-deny or scripted")

@@ -6,6 +6,7 @@ from typing import Callable
 
 from .. import hookimpl
 from ..validators.context import Validator
+from ..validators.answer import file_absent, final_answer
 from ..validators.command import command_output
 from ..validators.files import file_equals, file_exists
 from ..validators.patch import patch_applied
@@ -16,6 +17,8 @@ from ..validators.web import web_nonce_proof, web_search_result
 BUILTIN_VALIDATORS: dict[str, Validator] = {
     "file_equals": file_equals,
     "file_exists": file_exists,
+    "file_absent": file_absent,
+    "final_answer": final_answer,
     "patch_applied": patch_applied,
     "web_nonce_proof": web_nonce_proof,
     "web_search_result": web_search_result,

@@ -7,7 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-EventType = Literal["tool_call_start", "tool_call_result", "model_response"]
+EventType = Literal["tool_call_start", "tool_call_result", "model_response", "permission_request",
+                    "permission_response", "thought"]
+"""``permission_request`` / ``permission_response``: one of the agent's requests and the harness's (or its own
+settings') answer (docs/interaction.md); ``thought``: reasoning text (``payload.text``)."""
 Tier = Literal["A", "B", "C", "D"]
 TIER_ORDER: dict[str, int] = {"A": 0, "B": 1, "C": 2, "D": 3}
 EventSource = Literal["wrapper", "proxy", "agent_output"]

@@ -222,6 +222,25 @@ class Placement(_M):
     attempts: list[Attempt] = Field(default_factory=list, description="Every try, the last one delivered.")
 
 
+class InteractionRecord(_M):
+    """case.json ``interaction``: the case's policy, how its driver met it, what the measured phase asked
+    and was answered, and every denial that did not hold (docs/interaction.md)."""
+
+    policy: Literal["auto-approve", "auto-deny", "scripted", "manual"]
+    how: Literal["native", "session", "none"] = "none"
+    applied: bool = False
+    reason: str | None = Field(default=None, description="Why the policy was not applied (the driver's words).")
+    denies: bool = Field(default=False, description="The policy can deny a call (else it is approvals-off as ever).")
+    requests: Count = 0
+    allowed: Count = 0
+    denied: Count = 0
+    answered: Count = 0
+    violations: list[str] = Field(default_factory=list, description="`denied_call_ran: <id>`, "
+                                                                    "`denied_change_landed: <path>`.")
+    excluded_from_scores: bool = Field(default=False, description="manual: the operator's answers are not "
+                                                                  "reproducible, so scores and aggregates leave it out.")
+
+
 class CaseResult(_M):
     """``case.json``: the whole result contract of one case."""
 
@@ -259,6 +278,8 @@ class CaseResult(_M):
     evidence: dict[str, str] | None = Field(
         default=None, description="sha256 of every evidence file (path relative to the case directory), "
                                   "checked by rebuild-reports --recompute (artifact_tampered).")
+    interaction: InteractionRecord | None = Field(
+        default=None, description="The case's interaction policy and how it went; None: the case had none.")
     warnings: list[str] = Field(
         default_factory=list, description="What went wrong around the case without deciding its verdict, one "
                                           "classified line each: `kept_file_refused: …` (a file the driver asked to "

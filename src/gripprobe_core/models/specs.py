@@ -252,6 +252,78 @@ class ReadArgs(_Strict):
 ReferenceAction = Union[ReferenceShell, ReferenceWrite, ReferenceEdit, ReferenceRead]
 
 
+InteractionPolicy = Literal["auto-approve", "auto-deny", "scripted", "manual"]
+INTERACTION_POLICIES: tuple[str, ...] = ("auto-approve", "auto-deny", "scripted", "manual")
+REGEX_MAX_LENGTH = 1000
+
+
+def _check_regex(value: str | None) -> str | None:
+    if value is None:
+        return value
+    if len(value) > REGEX_MAX_LENGTH:
+        raise ValueError(f"the regular expression is {len(value)} characters long; at most {REGEX_MAX_LENGTH}")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{value!r} is not a regular expression: {exc} (Python re syntax; escape special "
+                         f"characters with a backslash)") from None
+    return value
+
+
+Regex = Annotated[str, AfterValidator(_check_regex)]
+
+
+class InteractionRule(_Strict):
+    """One scripted rule: what it matches (every key given must match; none: it matches everything) and what
+    it answers (exactly one of ``decision``, ``answer``, ``option``)."""
+
+    tool_kind: ToolKind | None = Field(default=None, description="Matches calls of this tool kind.")
+    raw_name: str | None = Field(default=None, min_length=1, description="Matches the tool's name verbatim, as the agent calls it.")
+    name: str | None = Field(default=None, min_length=1, description="Matches the tool's normalized name (shell, write, edit, read ...).")
+    input_regex: Regex | None = Field(default=None, description="Matches when this regular expression is found in the call's input (as JSON).")
+    prompt_regex: Regex | None = Field(default=None, description="Matches when it is found in the agent's question text.")
+    decision: Literal["allow", "deny"] | None = Field(default=None, description="Allow or deny the call.")
+    answer: str | None = Field(default=None, description="The answer to a free-text question.")
+    option: str | None = Field(default=None, min_length=1,
+                               description="Pick the agent's option with this id, name or kind (allow_once, reject_always ...).")
+
+    @model_validator(mode="after")
+    def _one_outcome(self) -> "InteractionRule":
+        given = [k for k in ("decision", "answer", "option") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("a rule gives exactly one of decision: allow|deny, answer: <text> or option: <id> "
+                             + (f"(this one gives {' and '.join(given)})" if given else "(this one gives none)"))
+        return self
+
+    def matchers(self) -> dict[str, str]:
+        """The match keys this rule gives (empty: a catch-all)."""
+        return {k: v for k in ("tool_kind", "raw_name", "name", "input_regex", "prompt_regex")
+                if (v := getattr(self, k)) is not None}
+
+
+class InteractionSpec(_Strict):
+    """How the harness answers the agent's mid-run requests ("may I run this tool?"); docs/interaction.md."""
+
+    policy: InteractionPolicy = Field(description="auto-approve | auto-deny | scripted | manual (asks on the "
+                                                  "terminal; its cases are excluded from scores).")
+    default: Literal["allow", "deny"] = Field(default="allow", description="scripted: the answer when no rule matches.")
+    rules: list[InteractionRule] = Field(default_factory=list, max_length=COUNT_MAX,
+                                         description="scripted: ordered rules, the first that matches decides.")
+
+    @model_validator(mode="after")
+    def _rules_only_when_scripted(self) -> "InteractionSpec":
+        if self.rules and self.policy != "scripted":
+            raise ValueError(f"rules apply to policy: scripted only (this policy is {self.policy}); "
+                             f"drop the rules or use policy: scripted")
+        return self
+
+
+class ObserveSpec(_Strict):
+    """What the harness does beyond watching: ``interaction`` answers the agent's requests."""
+
+    interaction: InteractionSpec | None = None
+
+
 class TestRules(_Strict):
     no_retry_on_error: bool = False
 
@@ -278,6 +350,9 @@ class TestSpec(_Strict):
         min_length=1, description="Actions that solve the test; the oracle performs them.")
     rules: TestRules = Field(default_factory=TestRules)
     timeout_s: Timeout | None = None
+    observe: ObserveSpec | None = Field(
+        default=None, description="observe.interaction: how the harness answers the agent's permission requests "
+                                  "for this test (wins over the suite's); docs/interaction.md.")
 
 
 # --------------------------------------------------------------------------- suites, hardware
@@ -311,6 +386,9 @@ class SuiteSpec(_Strict):
         default=None, min_length=1, description="The registered evaluator that judges the suite's cases (`gripprobe "
                                                 "plugins` lists them; their verdicts name it in verdict_source); "
                                                 "default: the core's event_evaluator.")
+    observe: ObserveSpec | None = Field(
+        default=None, description="observe.interaction for every test of the suite that has none of its own "
+                                  "(docs/interaction.md).")
 
 
 class HardwareProfile(_Strict):

@@ -226,6 +226,9 @@ class Turn:
     tool_call: ToolCall | None = None
     action_index: int | None = None
     text_calls: tuple[TextCall, ...] = ()
+    reasoning: str = ""
+    """Reasoning said before the turn (``thinking`` block, ``reasoning_content``, a reasoning item, Ollama's
+    ``thinking``); empty: none (every profile but ``deny-then-recover``)."""
 
     @property
     def finish_reason(self) -> str:

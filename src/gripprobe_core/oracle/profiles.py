@@ -12,6 +12,7 @@ To add one, write a class here and list it in :func:`builtin_profiles`; or pass 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, Sequence, runtime_checkable
 
@@ -290,6 +291,78 @@ class FlakyProfile:
         return (PerfectProfile() if ctx.trial % 2 else LazyProfile()).respond(ctx)
 
 
+REFUSAL = re.compile(r"(?i)\b(?:den(?:y|ied|ial)|not (?:allowed|permitted)|permission|reject(?:ed)?|refus(?:e|ed|al)"
+                     r"|declin(?:e|ed)|blocked|cancel(?:l)?ed|disallowed|forbidden|aborted)\b")
+"""What a tool result says when the agent (or its user) refused the call rather than ran it."""
+
+
+def first_tool_output(request: ChatRequest) -> str | None:
+    """Text of the first ``tool`` message since the last user message (the answer to the first call)."""
+    for msg in request.since_last_user():
+        if msg.get("role") == "tool":
+            from .conversation import message_text
+            return message_text(msg)
+    return None
+
+
+class DenyThenRecoverProfile:
+    """Asks first for a shell command that does the first reference action; when the agent answers that the
+    call was refused (or it failed), performs the whole reference with the agent's file tools instead, and
+    says the shell was denied; when the shell ran, goes on with the rest of the plan. Its turns carry
+    reasoning text (``thinking`` / ``reasoning_content`` / reasoning items), so traces get thought events."""
+
+    name = "deny-then-recover"
+    description = ("first a shell command doing the first step; if it is refused, the reference with the file "
+                   "tools instead, and a final answer saying the shell was denied; reasons aloud on every turn")
+
+    def respond(self, ctx: ProfileContext) -> Reply:
+        if (side := side_reply(ctx)) is not None:
+            return side
+        request, dialect = ctx.request, ctx.dialect
+        shell_call = self._shell_call(ctx)
+        if shell_call is None:  # no shell tool, or nothing a shell can do first: the perfect plan
+            reply = PerfectProfile().respond(ctx)
+            return replace(reply, turn=replace(reply.turn, reasoning="No shell here; I will use the file tools."))
+        step = dialect.steps_taken(request)
+        if step == 0:
+            return Reply(Turn(text="I will do the first step with one shell command.", tool_call=shell_call,
+                              action_index=0, reasoning="A single shell command is the quickest way to do this."))
+        first = first_tool_output(request) or ""
+        refused = bool(REFUSAL.search(first))
+        index = step - 1 if refused else step
+        if index < len(ctx.actions):
+            turn = self._recover(ctx, index) if refused else say_step(ctx, index)
+            if refused and turn.tool_call is not None and turn.tool_call.name == shell_call.name:
+                return Reply(Turn(text="The shell command was denied and I have no other tool for this, so I "
+                                       "stopped without changing anything.",
+                                  reasoning="The shell is refused; every way I have goes through it."))
+            why = ("The shell command was refused, so I will use the file tools instead." if refused
+                   else "The shell command ran; on to the next step.")
+            return Reply(replace(turn, reasoning=why))
+        text = final_text(ctx)
+        if refused:
+            text = "The shell command was denied, so I used the file tools instead. " + text
+        return Reply(replace(dialect.finish(request, text), reasoning="All steps are done; time to report."))
+
+    @staticmethod
+    def _shell_call(ctx: ProfileContext) -> ToolCall | None:
+        if not ctx.actions:
+            return None
+        find, make = getattr(ctx.dialect, "shell_tool", None), getattr(ctx.dialect, "_shell_call", None)
+        tool = find(ctx.request) if callable(find) else None
+        if tool is None or not callable(make):
+            return None
+        from .dialects import shell_command_for
+        return make(tool, shell_command_for(ctx.actions[0]))
+
+    @staticmethod
+    def _recover(ctx: ProfileContext, index: int) -> Turn:
+        with_functions = getattr(ctx.dialect, "say_with_functions", None)
+        if callable(with_functions):
+            return with_functions(ctx.actions[index], index, ctx.request)
+        return say_step(ctx, index)
+
+
 EXPECTED_REFERENCE_STATUS: dict[str, tuple[str, str | None]] = {
     "perfect": ("PASS", None),
     "lazy": ("NO_TOOL_CALL", None),
@@ -302,6 +375,7 @@ EXPECTED_REFERENCE_STATUS: dict[str, tuple[str, str | None]] = {
     "stall": ("TIMEOUT", None),
     "slow-stream": ("PASS", None),
     "flaky": ("PASS", None),
+    "deny-then-recover": ("PASS", None),
 }
 """Per built-in profile: the (status, failure_reason) the reference agent's case should get on a test
 whose reference solution writes a file (docs/oracle.md); ``flaky``'s is its first trial's."""
@@ -312,5 +386,5 @@ def builtin_profiles() -> dict[str, Profile]:
     profiles: list[Profile] = [
         PerfectProfile(), LazyProfile(), TextToolsProfile(), MalformedArgsProfile(), ErrorThenRecoverProfile(),
         RetryLoopProfile(), Http500Profile(), ToolsUnsupportedProfile(), StallProfile(), SlowStreamProfile(),
-        FlakyProfile()]
+        FlakyProfile(), DenyThenRecoverProfile()]
     return {p.name: p for p in profiles}

@@ -53,7 +53,8 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
     await asyncio.to_thread(atomic_write_json, case_dir / "artifacts" / CASE_INPUTS, {
         "agent": case.agent.model_dump(mode="json"), "model": case.model.model_dump(mode="json"),
         "backend": case.backend.model_dump(mode="json"), "test": case.test.model_dump(mode="json"),
-        "format": case.format, "judge": case.judge}, sync=False)
+        "format": case.format, "judge": case.judge,
+        "interaction": case.interaction.model_dump(mode="json") if case.interaction is not None else None}, sync=False)
     phases: list[PhaseResult] = []
     try:
         for phase in PHASES:
@@ -67,7 +68,7 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
     res = result(phases=judged.phases, validators=judged.validators, verdict=judged.verdict,
                  telemetry=judged.telemetry, harness_error=judged.harness_error,
                  sandbox=resolve_sandbox(case.sandbox).kind, usage=combine(p.usage for p in judged.phases),
-                 warnings=warnings)
+                 warnings=warnings, interaction=judged.interaction)
     await asyncio.to_thread(write_case, case_dir, res, durable=run.settings.durable, signer=run.signer)
     return res
 
@@ -113,7 +114,8 @@ def judge(case: PlannedCase, run: ActiveRun, phases: list[PhaseResult], case_dir
     driver's reading of its final answer (tier D events point into ``<phase>.final.txt``)."""
     judged = judge_case(run.plugins, CaseEvidence(
         folder=case_dir, run_id=run.id, case_id=case.case_id, test=case.test, backend=case.backend,
-        judge=case.judge, run_values=dict(run.values), phases=[p.evidence for p in phases]),
+        judge=case.judge, run_values=dict(run.values), phases=[p.evidence for p in phases],
+        interaction=case.interaction),
         sandbox=resolve_sandbox(case.sandbox))
     for phase, text in judged.final_texts.items():
         atomic_write_text(case_dir / "artifacts" / f"{phase}.final.txt", text, sync=False)

@@ -28,9 +28,10 @@ from ..models.events import Event
 from ..models.results import (
     BackendProbe, PhaseRecord, ProcessResult, TelemetrySummary, Usage, ValidatorResult, Verdict,
 )
-from ..models.specs import BackendSpec, TestSpec
+from ..models.specs import BackendSpec, InteractionSpec, TestSpec
 from ..phase import PhaseCapture, PhaseContext, Transcript
 from ..pluginmanager import GripProbePluginManager, Registry
+from ..telemetry.permissions import interaction_record, violations
 from ..telemetry.summary import merge_events, summarize_phase
 from ..telemetry.usage import ModelCall, calls_from_events, calls_from_records, summarize
 from ..validators import is_invalid_options
@@ -52,8 +53,8 @@ def proxy_record_name(phase: str) -> str:
 
 
 def phase_context_record(ctx: PhaseContext, *, kept: list[str], harness_error: str | None = None,
-                         sources: dict[str, str] | None = None, refused: list[dict[str, str]] | None = None
-                         ) -> dict[str, Any]:
+                         sources: dict[str, str] | None = None, refused: list[dict[str, str]] | None = None,
+                         interaction: Any = None) -> dict[str, Any]:
     """What ``<phase>.context.json`` holds (enough, with the artifacts, to rebuild ``ctx``): ``extra`` names
     the kept files, ``kept_from`` where each came from (``home/…``, ``workspace/…``, ``tmpdir/…``, or
     ``bytes``), ``kept_refused`` what the driver named that was not kept, and why."""
@@ -64,6 +65,7 @@ def phase_context_record(ctx: PhaseContext, *, kept: list[str], harness_error: s
         "agent_executable": str(ctx.agent_executable) if ctx.agent_executable else None,
         "extra": sorted(kept), "kept_from": dict(sorted((sources or {}).items())),
         "kept_refused": list(refused or []), "harness_error": harness_error,
+        "interaction": interaction.as_json() if interaction is not None else None,
     }
 
 
@@ -350,7 +352,8 @@ def _core_verdict(inputs: EvaluationInputs, reason: str) -> Verdict:
 def derive_verdict(registry: Registry, judge: str, test: TestSpec, *, process: ProcessResult, events: list[Event],
                    summary: TelemetrySummary, validators: list[ValidatorResult], harness_error: str | None = None,
                    backend_unreachable: bool = False, budget_exceeded: bool = False,
-                   model_swapped: str | None = None) -> tuple[Verdict, str | None]:
+                   model_swapped: str | None = None,
+                   interaction: Mapping[str, Any] | None = None) -> tuple[Verdict, str | None]:
     """The verdict of the evaluator ``judge`` (and the harness problem when it could not judge, see
     :func:`evaluate`). ``harness_error`` is a failure_reason (``validator_error``,
     ``proxy_required_but_not_available`` ...) that makes the case HARNESS_ERROR; ``model_swapped`` (from
@@ -359,7 +362,7 @@ def derive_verdict(registry: Registry, judge: str, test: TestSpec, *, process: P
         validators=validators, process=process, events=events, summary=summary,
         required_kinds=list(test.requires), rules=test.rules.model_dump(), harness_error=harness_error,
         backend_unreachable=backend_unreachable, budget_exceeded=budget_exceeded,
-        model_not_under_test=model_swapped is not None,
+        model_not_under_test=model_swapped is not None, interaction=interaction,
         tool_unsupported="backend_tool_unsupported" if summary.telemetry_backend_tool_unsupported else None))
 
 
@@ -396,6 +399,8 @@ class PhaseEvidence:
     """The harness's own look at a remote backend right after the phase."""
     never_ran: str | None = None
     """Why the phase never ran (a forced proxy that was not available ...); None when it ran."""
+    interaction: Mapping[str, Any] | None = None
+    """How the driver met the case's interaction policy in this phase (``InteractionSupport.as_json()``)."""
 
 
 @dataclass(frozen=True)
@@ -413,6 +418,8 @@ class CaseEvidence:
     """The registered evaluator that judges (the suite's ``judge:``, else ``event_evaluator``)."""
     run_values: Mapping[str, Any]
     phases: Sequence[PhaseEvidence]
+    interaction: InteractionSpec | None = None
+    """The case's interaction policy (the test's, else its suite's); None: none."""
 
 
 @dataclass(frozen=True)
@@ -426,6 +433,8 @@ class Judgement:
     validators: list[ValidatorResult]
     verdict: Verdict
     harness_error: str | None
+    interaction: dict[str, Any] | None = None
+    """case.json ``interaction`` (:func:`~gripprobe_core.telemetry.permissions.interaction_record`)."""
 
     @property
     def telemetry(self) -> TelemetrySummary:
@@ -462,14 +471,21 @@ def judge_case(plugins: GripProbePluginManager, evidence: CaseEvidence, *, sandb
         validators, validator_error = run_validators(plugins.registry, evidence.test, ValidatorContext(
             workspace=evidence.folder / "workspace", test=evidence.test, run_values=dict(evidence.run_values),
             challenge=dict(last.challenge), challenge_requests=_challenge_requests(artifacts, last.ctx.phase),
-            events=events.get(last.ctx.phase, []), agent_workspace=str(last.ctx.workspace), sandbox=sandbox))
+            events=events.get(last.ctx.phase, []), agent_workspace=str(last.ctx.workspace), sandbox=sandbox,
+            final_text=finals.get(last.ctx.phase)))
+    measured_events = events.get(last.ctx.phase, [])
+    found = violations(evidence.interaction, measured_events,
+                       evidence.folder / "workspace" if last.ctx.phase == "measured" else None,
+                       str(last.ctx.workspace)) if last.never_ran is None else []
+    interaction = interaction_record(evidence.interaction, last.interaction, measured_events, found)
     verdict, problem = derive_verdict(
-        plugins.registry, evidence.judge, evidence.test, process=rec.process, events=events.get(last.ctx.phase, []),
+        plugins.registry, evidence.judge, evidence.test, process=rec.process, events=measured_events,
         summary=rec.summary, validators=validators,
         harness_error=phase_harness_failure(last.never_ran, validator_error),
         backend_unreachable=backend_was_unreachable(rec, artifacts), budget_exceeded=budget_was_exceeded(rec),
-        model_swapped=model_not_under_test(rec, artifacts, evidence.backend))
-    return Judgement(records, events, finals, validators, verdict, problem or last.never_ran or validator_error)
+        model_swapped=model_not_under_test(rec, artifacts, evidence.backend), interaction=interaction)
+    return Judgement(records, events, finals, validators, verdict, problem or last.never_ran or validator_error,
+                     interaction)
 
 
 def _judge_phase(plugins: GripProbePluginManager, evidence: CaseEvidence,

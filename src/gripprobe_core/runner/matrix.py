@@ -8,7 +8,7 @@ from ..errors import UserError
 from ..models.ids import id_problem
 from ..evaluator import EVALUATOR_NAME
 from ..models.results import CaseKey
-from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, SuiteSpec, TestSpec
+from ..models.specs import BackendSpec, CliAgentSpec, InteractionSpec, ModelSpec, SuiteSpec, TestSpec
 
 
 @dataclass(frozen=True)
@@ -30,20 +30,28 @@ class PlannedCase:
     judge: str = EVALUATOR_NAME
     """The registered evaluator that judges the case (its suite's ``judge:``, else the core's), settled once
     by :meth:`settle`."""
+    interaction: InteractionSpec | None = None
+    """How the harness answers the agent's requests: the test's ``observe.interaction``, else the suite's,
+    settled once by :meth:`settle`; None: no policy (docs/interaction.md)."""
 
     @property
     def case_id(self) -> str:
         return self.key.slug()
 
     def settle(self, *, proxy_mode: str | None, sandbox: str | None,
-               token_budget: int | None = None, judge: str | None = None) -> "PlannedCase":
+               token_budget: int | None = None, judge: str | None = None,
+               interaction: InteractionSpec | None = None) -> "PlannedCase":
         """This case with its proxy mode, sandbox, token budget and judge decided: the run's choice (command
         line, resumed run or suite) when given, else the agent spec's (``telemetry_proxy_mode``, ``sandbox``,
         default auto), the model's policy (``max_tokens_per_phase``, for this agent first) and the core's
         evaluator."""
         return replace(self, proxy_mode=proxy_mode or self.agent.telemetry_proxy_mode,
                        sandbox=sandbox or self.agent.sandbox or "auto",
-                       token_budget=token_budget or self._policy_budget(), judge=judge or EVALUATOR_NAME)
+                       token_budget=token_budget or self._policy_budget(), judge=judge or EVALUATOR_NAME,
+                       interaction=self._test_interaction() or interaction)
+
+    def _test_interaction(self) -> InteractionSpec | None:
+        return self.test.observe.interaction if self.test.observe is not None else None
 
     def _policy_budget(self) -> int | None:
         """The model's ``max_tokens_per_phase`` for this agent (``policy.agents.<agent>``), else its general one."""

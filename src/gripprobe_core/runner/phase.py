@@ -31,7 +31,8 @@ from ..drivers import AgentDriver, Backend, BackendPhase
 from ..jsonl import dumps
 from ..models.results import BackendProbe, ProcessResult
 from ..models.specs import TestSpec
-from ..phase import AgentCommand, Phase, PhaseContext
+from ..interaction import InteractionSupport
+from ..phase import SESSION_TRANSCRIPT, AgentCommand, Phase, PhaseContext, SessionChannel
 from ..runvalues import render_test, template_vars
 from ..store import atomic_write_json, atomic_write_text
 from ..store.trees import remove_tree
@@ -79,6 +80,8 @@ class PhaseSetup:
     forwards: Mapping[int, Path] = field(default_factory=dict)
     """Sandboxed: the ports the agent may reach (its proxy, its challenge server) → the harness's Unix
     socket behind each (:class:`~.netbridge.NetBridge`)."""
+    interaction: InteractionSupport = InteractionSupport("native", True)
+    """How the driver meets the case's interaction policy (asked before its environment and command)."""
 
 
 async def run_phase(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Path) -> PhaseResult:
@@ -126,7 +129,8 @@ async def prepare(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Pat
         artifacts_dir=artifacts, base_url=upstream, model_name=case.backend.agent_model_id or case.backend.model_id,
         api_key=run.settings.source_env.get(case.backend.api_key_env) if case.backend.api_key_env else None,
         timeout_s=phase_timeout(case, run), run_values=dict(run.values),
-        agent_executable=getattr(run.settings.installed.get(case.agent.id), "executable", None))
+        agent_executable=getattr(run.settings.installed.get(case.agent.id), "executable", None),
+        interaction=case.interaction)
     proxy = await open_proxy_session(run.hooks, driver, before_routing, mode=case.proxy_mode, upstream=upstream,
                                      record_path=artifacts / proxy_record_name(phase),
                                      max_request_body=run.settings.proxy_max_body, token_budget=case.token_budget)
@@ -144,8 +148,25 @@ async def prepare(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Pat
         await bridge.start()
         servers.push_async_callback(bridge.close)
         forwards = bridge.forwards
+    support = interaction_support(driver, ctx)
     env, command = await asyncio.to_thread(_agent_setup, run, case, driver, ctx)
-    return PhaseSetup(ctx, driver, backend, upstream, proxy, env, command, box, challenge, facts, forwards)
+    return PhaseSetup(ctx, driver, backend, upstream, proxy, env, command, box, challenge, facts, forwards, support)
+
+
+def interaction_support(driver: AgentDriver, ctx: PhaseContext) -> InteractionSupport:
+    """How ``driver`` meets ``ctx.interaction`` (its ``interaction_support``, else the default: only no
+    policy or auto-approve is applied); a driver's answer that is not an InteractionSupport is not applied."""
+    from ..drivers import BaseAgentDriver
+
+    ask = getattr(driver, "interaction_support", None)
+    try:
+        got = ask(ctx) if callable(ask) else BaseAgentDriver.interaction_support(driver, ctx)  # type: ignore[arg-type]
+    except Exception as exc:  # a plugin's bug must not lose the case: the policy is then not applied
+        return InteractionSupport("none", False, f"the driver failed to say how it applies the policy: "
+                                                 f"{type(exc).__name__}: {exc}")
+    if not isinstance(got, InteractionSupport):
+        return InteractionSupport("none", False, "the driver's interaction_support gave no InteractionSupport")
+    return got
 
 
 #: A sandboxed agent whose backend is neither proxied nor on this machine's loopback cannot reach it.
@@ -236,11 +257,23 @@ async def launch(setup: PhaseSetup, run: ActiveRun, case_dir: Path) -> ProcessRe
     needs = [*([installed] if installed else []), *command.read_only]
     argv = box.wrap(argv, cwd=cwd, rw=[ctx.workspace, ctx.home, ctx.tmpdir], ro=needs, forwards=setup.forwards)
     budget = setup.proxy.token_budget
+    session = None
+    if command.session is not None:
+        talk, responder = command.session, run.responder(ctx.interaction)
+        transcript = session_transcript(ctx)
+
+        async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await talk.run(SessionChannel(reader, writer, responder, transcript, ctx))
     return await run_process(argv, cwd=cwd, env=setup.env, stdin=command.stdin, timeout_s=ctx.timeout_s,
                              stdout_path=case_dir / f"{ctx.phase}.stdout", stderr_path=case_dir / f"{ctx.phase}.stderr",
                              cap_bytes=run.settings.capture_cap, sandboxed=box.confined,
                              stop=(setup.proxy.token_budget_exceeded, f"the phase's token budget of {budget} tokens is spent")
-                             if budget is not None else None)
+                             if budget is not None else None, session=session)
+
+
+def session_transcript(ctx: PhaseContext) -> Path:
+    """Where a session's own record goes: the case's artifacts, outside anything the agent can reach."""
+    return ctx.artifacts_dir / f"{ctx.phase}.{SESSION_TRANSCRIPT}"
 
 
 def resolve_executable(name: str, path_env: str) -> str:
@@ -271,16 +304,21 @@ async def collect(setup: PhaseSetup, run: ActiveRun, process: ProcessResult, pro
     ctx = setup.ctx
     requests = list(setup.challenge.requests) if setup.challenge is not None else []
     kept_names = dict(await asyncio.to_thread(setup.driver.artifacts, ctx) or {})
+    kept_names.pop(SESSION_TRANSCRIPT, None)  # the harness's own record, never a file the agent names
     kept = await asyncio.to_thread(_keep, ctx, case_dir, requests if setup.challenge is not None else None,
-                                   kept_names)
+                                   kept_names, setup.command.session is not None, setup.interaction)
     warnings = [f"kept_file_refused: {ctx.phase} {r['name']}: {r['reason']}" + (f" at {r['at']}" if r.get("at") else "")
                 for r in kept.refused if r["reason"] != "missing"]  # a log the agent never wrote is no news
+    if ctx.interaction is not None and not setup.interaction.applied and ctx.phase == "measured":
+        warnings.append(f"interaction_not_applied: policy {ctx.interaction.policy}: {setup.interaction.reason}")
     return PhaseResult(PhaseEvidence(ctx, process, kept=sorted(kept.files), proxy=setup.proxy.describe(),
-                                     challenge=dict(setup.facts), probe=probe), warnings)
+                                     challenge=dict(setup.facts), probe=probe,
+                                     interaction=setup.interaction.as_json()), warnings)
 
 
 def _keep(ctx: PhaseContext, case_dir: Path, requests: list[dict[str, Any]] | None,
-          wanted: Mapping[str, Any]) -> KeptFiles:
+          wanted: Mapping[str, Any], session: bool = False,
+          support: InteractionSupport | None = None) -> KeptFiles:
     artifacts = ctx.artifacts_dir
     if requests is not None:
         atomic_write_text(artifacts / f"challenge.{ctx.phase}.requests.jsonl",
@@ -289,7 +327,12 @@ def _keep(ctx: PhaseContext, case_dir: Path, requests: list[dict[str, Any]] | No
         listing = copy_workspace(ctx.workspace, case_dir / "workspace")
         atomic_write_json(artifacts / LISTING, listing.as_json(), sync=False)
     kept = keep_files(ctx, wanted, artifacts)  # only from the phase's own folders, never through a link
+    transcript = session_transcript(ctx)
+    if session:  # the session's record is the harness's: written outside the sandbox, kept as it is
+        if not transcript.exists():
+            transcript.write_bytes(b"")
+        kept.files[SESSION_TRANSCRIPT], kept.sources[SESSION_TRANSCRIPT] = transcript, "harness"
     atomic_write_json(artifacts / phase_context_name(ctx.phase),
-                      phase_context_record(ctx, kept=list(kept.files), sources=kept.sources, refused=kept.refused),
-                      sync=False)
+                      phase_context_record(ctx, kept=list(kept.files), sources=kept.sources, refused=kept.refused,
+                                           interaction=support), sync=False)
     return kept

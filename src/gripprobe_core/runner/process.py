@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Awaitable, Callable
 
 from ..models.results import ProcessResult
 from ..timeutil import utc_now_iso
@@ -78,6 +78,37 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
+#: A session's reader holds at most this much of one line (an ACP message with a big tool result).
+SESSION_LINE_LIMIT = 64 * 1024 * 1024
+
+Session = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+"""A conversation over the agent's stdout (reader) and stdin (writer) while it runs (runner/phase.py makes
+one from the driver's :class:`~gripprobe_core.phase.AgentSession`)."""
+
+
+class _Tee:
+    """Hands what the stdout capture keeps to a session's reader, on the loop's thread; EOF once the stream
+    ends or the capture cap is reached (what is dropped is dropped for the session too)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader) -> None:
+        self.loop, self.reader, self.ended = loop, reader, False
+
+    def _call(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop is closed: nobody is listening any more
+            pass
+
+    def feed(self, chunk: bytes) -> None:
+        if not self.ended:
+            self._call(self.reader.feed_data, chunk)
+
+    def end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self._call(self.reader.feed_eof)
+
+
 @dataclass
 class _Capture:
     """One stream copied to a file by its own thread: the first ``cap`` bytes kept, the rest dropped."""
@@ -85,6 +116,7 @@ class _Capture:
     source: IO[bytes]
     path: Path
     cap: int
+    tee: _Tee | None = None
     written: int = 0
     truncated: bool = False
     error: str | None = None
@@ -107,12 +139,18 @@ class _Capture:
                         out.write(part)
                         out.flush()
                         self.written += len(part)
+                        if self.tee is not None:
+                            self.tee.feed(part)
                     if len(chunk) > max(room, 0):
                         self.truncated = True
+                        if self.tee is not None:
+                            self.tee.end()
         except (OSError, ValueError) as exc:  # ValueError: the pipe was closed under us (abandoned straggler)
             if self.error is None and not isinstance(exc, ValueError):
                 self.error = f"capture failed: {exc}"
         finally:
+            if self.tee is not None:
+                self.tee.end()
             try:
                 self.source.close()
             except OSError:
@@ -177,7 +215,8 @@ def _spawn(argv: list[str], cwd: Path, env: dict[str, str], with_stdin: bool) ->
 async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin: bytes | None,
                       timeout_s: float, stdout_path: Path, stderr_path: Path,
                       cap_bytes: int = DEFAULT_CAPTURE_CAP, sandboxed: bool = False,
-                      stop: tuple[Callable[[], bool], str] | None = None) -> ProcessResult:
+                      stop: tuple[Callable[[], bool], str] | None = None,
+                      session: Session | None = None, session_grace_s: float = 2.0) -> ProcessResult:
     """Run ``argv`` in its own session and classify the outcome.
 
     ok: exit 0 · nonzero_exit: exit > 0 · timeout: still running at ``timeout_s`` (the whole process tree,
@@ -191,6 +230,11 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
 
     ``stop``: ``(should_stop, why)``; when ``should_stop()`` turns true while the agent runs (its token
     budget is spent), the tree is stopped as at a timeout, and the result is ``timeout`` saying ``why``.
+
+    ``session``: the harness talks to the agent (``stdin`` must be None): it gets a reader of the agent's
+    stdout (what the capture keeps) and a writer to its stdin. When it returns, stdin is closed, the agent
+    gets ``session_grace_s`` to exit, then its tree is stopped, and the process status is ``ok``; when it
+    raises, ``shell_error`` with its message (unless the agent exited non-zero first: ``nonzero_exit``).
     """
     token = None if sandboxed else secrets.token_hex(8)
     if token is not None:
@@ -198,7 +242,7 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
     started_at = utc_now_iso()
     t0 = time.monotonic()
     try:
-        proc = await asyncio.to_thread(_spawn, argv, cwd, env, stdin is not None)
+        proc = await asyncio.to_thread(_spawn, argv, cwd, env, stdin is not None or session is not None)
     except OSError as exc:
         await asyncio.to_thread(_touch, stdout_path, stderr_path)
         return ProcessResult(status="shell_error", error=f"cannot start {argv[0]!r}: {exc.strerror or exc}",
@@ -206,25 +250,53 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
                              started_at=started_at)
     pgid = proc.pid  # start_new_session: the child leads its own group
     assert proc.stdout is not None and proc.stderr is not None
-    captures = [_Capture(proc.stdout, stdout_path, cap_bytes), _Capture(proc.stderr, stderr_path, cap_bytes)]
+    talk = await _open_session(proc) if session is not None else None
+    captures = [_Capture(proc.stdout, stdout_path, cap_bytes, talk[0] if talk else None),
+                _Capture(proc.stderr, stderr_path, cap_bytes)]
     for c in captures:
         c.start()
     if stdin is not None and proc.stdin is not None:
         threading.Thread(target=_feed, args=(proc.stdin, stdin), name="agent stdin", daemon=True).start()
     timed_out = False
     stopped_why = None
+    task = asyncio.ensure_future(session(talk[0].reader, talk[1])) if session is not None and talk else None
+    should_stop = stop[0] if stop else None
+    until = should_stop if task is None else (lambda: task.done() or bool(should_stop and should_stop()))
+    session_failed: str | None = None
+    ended_by_session = False
     try:
-        if not await _wait_exit(proc, timeout_s, stop[0] if stop else None):
-            timed_out = True
-            if stop is not None and stop[0]():
-                stopped_why = stop[1]
-            await _terminate_tree(proc, pgid, token)
+        if not await _wait_exit(proc, timeout_s, until):
+            if task is not None and talk is not None and task.done() and not (should_stop and should_stop()):
+                ended_by_session = True  # the conversation is over: the agent may go
+                session_failed = _session_error(task)
+                await _close_writer(talk[1])
+                if not await _wait_exit(proc, session_grace_s):
+                    await _terminate_tree(proc, pgid, token)
+            else:
+                timed_out = True
+                if stop is not None and stop[0]():
+                    stopped_why = stop[1]
+                await _terminate_tree(proc, pgid, token)
+        if task is not None and not task.done():  # the agent left first (or timed out): the session hears EOF
+            try:
+                await asyncio.wait_for(asyncio.shield(task), DRAIN_AFTER_EXIT_S)
+            except (asyncio.TimeoutError, Exception):
+                pass
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if task is not None and task.done() and not task.cancelled() and session_failed is None:
+            session_failed = _session_error(task)
+        if talk is not None:
+            await _close_writer(talk[1])
         # The agent is gone; a straggler may still hold the pipes. Drain briefly, then kill the tree.
         drained = await _wait_threads(captures, DRAIN_AFTER_EXIT_S)
         await asyncio.to_thread(_kill_tree, pgid, token, signal.SIGKILL)
         if not drained:  # what still holds a pipe was just killed: its pipe closes, its capture thread ends
             await _wait_threads(captures, KILL_GRACE_S)
     except asyncio.CancelledError:
+        if task is not None:
+            task.cancel()
         await _terminate_tree(proc, pgid, token)
         raise
     capture_error = next((c.error for c in captures if c.error), None)
@@ -243,11 +315,46 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
         return ProcessResult(status="timeout", error=f"no exit after {timeout_s:g}s; process group killed", **fields)
     if capture_error:
         return ProcessResult(status="harness_capture_failed", error=capture_error, **fields)
+    if ended_by_session:  # the harness ended the agent once the conversation was over: not the agent's doing
+        fields["signal"] = None
+        if session_failed:
+            return ProcessResult(status="shell_error", error=f"session failed: {session_failed}", **fields)
+        return ProcessResult(status="ok", **fields)
+    if session_failed and rc == 0:
+        return ProcessResult(status="shell_error", error=f"session failed: {session_failed}", **fields)
     if rc is not None and rc < 0:
         return ProcessResult(status="shell_error", error=f"killed by signal {-rc}", **fields)
     if rc == 0:
         return ProcessResult(status="ok", **fields)
     return ProcessResult(status="nonzero_exit", **fields)
+
+
+async def _open_session(proc: subprocess.Popen[bytes]) -> tuple[_Tee, asyncio.StreamWriter]:
+    """A reader fed by the stdout capture and a writer on the agent's stdin, for a session."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=SESSION_LINE_LIMIT, loop=loop)
+    assert proc.stdin is not None
+    transport, protocol = await loop.connect_write_pipe(lambda: asyncio.streams.FlowControlMixin(loop=loop),
+                                                        proc.stdin)
+    return _Tee(loop, reader), asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+async def _close_writer(writer: asyncio.StreamWriter) -> None:
+    try:
+        if not writer.is_closing():
+            writer.close()
+    except (OSError, RuntimeError):
+        pass
+
+
+def _session_error(task: "asyncio.Future[None]") -> str | None:
+    """Why the session failed (its exception's message), None when it ended well."""
+    if task.cancelled():
+        return None
+    exc = task.exception()
+    if exc is None:
+        return None
+    return str(exc) or type(exc).__name__
 
 
 def _touch(*paths: Path) -> None:

@@ -28,8 +28,8 @@ from typing import Any
 
 from ..evaluator import EVALUATOR_NAME
 from ..models.events import Event
-from ..models.results import CaseKey, CaseResult
-from ..models.specs import BackendSpec, CliAgentSpec, ModelSpec, TestSpec
+from ..models.results import CaseKey, CaseResult, InteractionRecord
+from ..models.specs import BackendSpec, CliAgentSpec, InteractionSpec, ModelSpec, TestSpec
 from ..phase import PhaseContext
 from ..pluginmanager import GripProbePluginManager
 from ..store import RunFolder, Stored, atomic_write_bytes, read_regular
@@ -71,14 +71,16 @@ def _load_json(path: Path | Stored) -> Any:
         raise ArtifactProblem(f"{shown.parent.name}/{shown.name} is unreadable: {exc}") from None
 
 
-Specs = tuple[CliAgentSpec, ModelSpec, BackendSpec, TestSpec, str]
+Specs = tuple[CliAgentSpec, ModelSpec, BackendSpec, TestSpec, str, "InteractionSpec | None"]
 
 
 def _inputs(case_dir: Path | Stored) -> Specs:
     data = _load_json(case_dir / "artifacts" / CASE_INPUTS)
     try:
+        policy = data.get("interaction")
         return (CliAgentSpec.model_validate(data["agent"]), ModelSpec.model_validate(data["model"]),
-                BackendSpec.model_validate(data["backend"]), TestSpec.model_validate(data["test"]), str(data["format"]))
+                BackendSpec.model_validate(data["backend"]), TestSpec.model_validate(data["test"]), str(data["format"]),
+                InteractionSpec.model_validate(policy) if policy is not None else None)
     except (KeyError, TypeError, ValueError) as exc:
         raise ArtifactProblem(f"artifacts/{CASE_INPUTS} does not hold the case's specs: "
                               f"{type(exc).__name__}") from None
@@ -97,7 +99,7 @@ def stored_evidence(res: CaseResult, case_dir: Path) -> CaseEvidence:
     """What the one judge takes, from a stored case: its specs and judge (``case_inputs.json``), and per phase
     what case.json recorded (process result, proxy, challenge facts, backend probe) and what
     ``<phase>.context.json`` says the agent saw. :class:`ArtifactProblem` names what is missing or corrupt."""
-    agent, model, backend, test, fmt = _inputs(case_dir)
+    agent, model, backend, test, fmt, interaction = _inputs(case_dir)
     judge = _judge(case_dir)
     phases = []
     for rec in res.phases:
@@ -111,16 +113,19 @@ def stored_evidence(res: CaseResult, case_dir: Path) -> CaseEvidence:
                 home=Path(pctx["home"]), tmpdir=Path(pctx["tmpdir"]), artifacts_dir=case_dir / "artifacts",
                 base_url=str(pctx["base_url"]), model_name=str(pctx["model_name"]),
                 timeout_s=float(pctx["timeout_s"]), run_values=dict(res.run_values),
-                agent_executable=Path(pctx["agent_executable"]) if pctx.get("agent_executable") else None)
+                agent_executable=Path(pctx["agent_executable"]) if pctx.get("agent_executable") else None,
+                interaction=interaction)
             kept = [str(n) for n in pctx.get("extra") or []]
         except (KeyError, TypeError, ValueError) as exc:
             raise ArtifactProblem(f"artifacts/{phase_context_name(rec.phase)} lacks {exc}") from None
         never_ran = pctx.get("harness_error") or None
         phases.append(PhaseEvidence(ctx, rec.process, kept=kept, proxy=dict(rec.proxy or {}),
                                     challenge=dict(rec.challenge), probe=rec.backend_probe,
-                                    never_ran=str(never_ran) if never_ran else None))
+                                    never_ran=str(never_ran) if never_ran else None,
+                                    interaction=pctx["interaction"] if isinstance(pctx.get("interaction"), dict)
+                                    else None))
     return CaseEvidence(folder=case_dir, run_id=res.run_id, case_id=res.case_id, test=test, backend=backend,
-                        judge=judge, run_values=dict(res.run_values), phases=phases)
+                        judge=judge, run_values=dict(res.run_values), phases=phases, interaction=interaction)
 
 
 def _harness_case(base: CaseResult, problem: str, reason: str = "artifact_missing_or_corrupt") -> CaseResult:
@@ -134,7 +139,7 @@ def _key_for(case_dir: Stored, planned: dict[str, dict]) -> CaseKey | None:
     try:
         if entry:
             return CaseKey.model_validate({k: entry[k] for k in ("agent", "model", "backend", "format", "test")})
-        agent, model, backend, _test, fmt = _inputs(case_dir)
+        agent, model, backend, _test, fmt, _policy = _inputs(case_dir)
         return CaseKey(agent=agent.id, model=model.id, backend=backend.id, format=fmt, test=_test.id)
     except (ArtifactProblem, KeyError, TypeError, ValueError):
         return None
@@ -182,7 +187,9 @@ def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir
             return Recomputed(case_id, res, _changed(orig, res), str(exc))
     res = orig.model_copy(update={"phases": judged.phases, "validators": judged.validators, "verdict": judged.verdict,
                                   "telemetry": judged.telemetry, "harness_error": judged.harness_error,
-                                  "usage": combine(p.usage for p in judged.phases)})
+                                  "usage": combine(p.usage for p in judged.phases),
+                                  "interaction": InteractionRecord.model_validate(judged.interaction)
+                                  if judged.interaction is not None else None})
     return Recomputed(case_id, res, _changed(orig, res), events=judged.events)
 
 

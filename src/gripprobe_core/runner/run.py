@@ -108,7 +108,7 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
         started_at, values = resume.started_at, resume.run_values
         planned, history = resume.planned, [*resume.resumed_at, utc_now_iso()]
     cases = [c.settle(proxy_mode=settings.proxy_mode, sandbox=settings.sandbox, token_budget=settings.token_budget,
-                      judge=settings.judge) for c in cases]
+                      judge=settings.judge, interaction=settings.interaction) for c in cases]
     results: list[CaseResult] = []
     with scratch_folder(f"gripprobe-{run_id}-") as scratch:  # agents' homes: removed whatever they hold
         run = ActiveRun(id=run_id, folder=folder, plugins=plugins, values=values, scratch=scratch,

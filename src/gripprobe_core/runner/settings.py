@@ -50,6 +50,8 @@ class RunSettings:
     """What the backend preflight saw (``BackendProbe`` dicts, see runner/preflight.py), for the manifest."""
     trials: int = 1
     """How many times each cell runs (recorded in the manifest; the cases are already expanded)."""
+    interaction: Any = None
+    """The suite's ``observe.interaction`` (an InteractionSpec), for its tests that carry none; None: none."""
     token_budget: int | None = None
     """Tokens each phase may spend (--max-tokens-per-phase, else the suite's); None: each model's policy."""
     durable: bool = True
@@ -81,6 +83,16 @@ class ActiveRun:
     @property
     def hooks(self) -> Hooks:
         return self.plugins.hook
+
+    def responder(self, spec: Any) -> Any:
+        """Who answers a session's requests under ``spec``: the operator on the terminal for ``manual``,
+        else the policy itself (:class:`~gripprobe_core.interaction.PolicyResponder`)."""
+        from ..interaction import PolicyResponder
+        from .manual import TerminalResponder
+
+        if spec is not None and spec.policy == "manual":
+            return TerminalResponder()
+        return PolicyResponder(spec)
 
     @property
     def registry(self) -> Registry:

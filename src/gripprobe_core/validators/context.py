@@ -34,6 +34,8 @@ class ValidatorContext:
     like the agent, leaves it as is only where the run chose ``--sandbox none``, and raises where there is no
     sandbox for code that must not run unconfined (a recompute without bubblewrap). None: unconfined (a
     validator called outside the harness, e.g. in a plugin's own tests)."""
+    final_text: str | None = None
+    """The agent's final answer in the measured phase, as its driver read it (None: none was read)."""
 
 
 Validator = Callable[[ValidatorContext, dict[str, Any]], ValidatorResult]
