@@ -35,7 +35,7 @@ SANITY = {"shell_pwd", "shell_date", "shell_file", "python_file_simple", "save_f
 EXPECTED_IDS = SANITY | {
     "shell_date_de", "shell_date_ru", "python_file", "python_file_de", "python_file_ru", "patch_file_prepared",
     "patch_file_shell", "web_nonce_proof", "web_search_json_ranked", "web_fetch_json_raw", "json_rank_from_file",
-    "weekly_plan_next_week",
+    "weekly_plan_next_week", "shell_denied", "save_file_denied",
 }
 
 
@@ -70,12 +70,41 @@ def tool_call(seq: int, name: str, kind: str, arguments: dict[str, Any]) -> Even
                  sequence=seq, status="started", payload={"name": name, "kind": kind, "arguments": arguments})
 
 
+KIND_OF_ACTION = {ReferenceShell: ("shell", "execute"), ReferenceWrite: ("write", "write"),
+                  ReferenceEdit: ("edit", "write"), ReferenceRead: ("read", "read")}
+
+
+def denied(test: TestSpec, action: Any) -> bool:
+    """Would the test's own interaction policy refuse this action (done with its natural tool)?"""
+    from gripprobe_core.interaction import PermissionRequest, decide
+
+    policy = test.observe.interaction if test.observe is not None else None
+    if policy is None:
+        return False
+    name, kind = KIND_OF_ACTION[type(action)]
+    return decide(policy, PermissionRequest("r", "c", raw_name=name, name=name, kind=kind)).outcome == "deny"
+
+
+def final_words(test: TestSpec) -> str:
+    """What an agent that tried its tools under the test's policy would answer: which kinds were refused."""
+    from gripprobe_core.interaction import PermissionRequest, decide
+
+    policy = test.observe.interaction if test.observe is not None else None
+    refused = [kind for name, kind in KIND_OF_ACTION.values()
+               if policy is not None and decide(policy, PermissionRequest("r", "c", raw_name=name, name=name,
+                                                                         kind=kind)).outcome == "deny"]
+    return f"My {', '.join(dict.fromkeys(refused))} call was denied." if refused else "Done."
+
+
 def perform(test: TestSpec, workspace: Path) -> list[Event]:
-    """Do a rendered test's reference actions the way an agent with shell/read/write/edit would."""
+    """Do a rendered test's reference actions the way an agent with shell/read/write/edit would (those the
+    test's interaction policy refuses are not done)."""
     events = []
     home = workspace.parent / f"{workspace.name}-home"
     home.mkdir(exist_ok=True)
     for seq, action in enumerate(test.reference, start=1):
+        if denied(test, action):
+            continue
         if isinstance(action, ReferenceShell):
             proc = subprocess.run(["bash", "-c", action.shell], cwd=workspace, env=shell_env(home),
                                   capture_output=True, text=True, timeout=60)
@@ -99,9 +128,9 @@ def perform(test: TestSpec, workspace: Path) -> list[Event]:
 
 
 def judge(test: TestSpec, workspace: Path, run_values: dict, facts: dict, requests: list,
-          events: list[Event]) -> list[ValidatorResult]:
+          events: list[Event], final_text: str | None = None) -> list[ValidatorResult]:
     ctx = ValidatorContext(workspace=workspace, test=test, run_values=run_values, challenge=facts,
-                           challenge_requests=list(requests), events=events)
+                           challenge_requests=list(requests), events=events, final_text=final_text)
     return [BUILTIN_VALIDATORS[v.kind](ctx, v.model_dump(exclude={"kind"})) for v in test.validators]
 
 
@@ -127,7 +156,7 @@ async def solve_and_judge(test: TestSpec, tmp: Path) -> dict[str, list[Validator
         seed(rendered.fixtures, ws)
         events = await asyncio.to_thread(perform, rendered, ws)
         measured_log = servers["measured"].requests if servers else []
-        outcomes["reference"] = judge(test, ws, run_values, measured_facts, measured_log, events)
+        outcomes["reference"] = judge(test, ws, run_values, measured_facts, measured_log, events, final_words(test))
 
         # An empty workspace, and the fixtures left untouched.
         empty = tmp / "empty"
@@ -162,6 +191,9 @@ def test_reference_solution_passes_and_shortcuts_fail(test_id: str, tmp_path: Pa
         assert result.passed, f"{test_id}: {result.kind}: {result.message}\nexpected: {result.expected}\n" \
                               f"observed: {result.observed}"
     for name in ("empty", "untouched", "replay"):
+        if test.observe is not None:  # a denial test: doing nothing is half the answer; saying so the other half
+            assert not all(r.passed for r in outcomes.get(name, [])) or name not in outcomes, (test_id, name)
+            continue
         for result in outcomes.get(name, []):
             assert not result.passed, f"{test_id}: {result.kind} passed on the {name} workspace"
     # A judged file points at the reference action that produced it, when an action names it
@@ -169,7 +201,7 @@ def test_reference_solution_passes_and_shortcuts_fail(test_id: str, tmp_path: Pa
     actions = [a.model_dump_json() for a in test.reference]
     for spec, result in zip(test.validators, outcomes["reference"]):
         path = (spec.model_extra or {}).get("path")
-        if path is None:
+        if path is None or spec.kind == "file_absent":  # nothing there: nothing produced it
             continue
         named = [i for i, a in enumerate(actions, start=1) if Path(path).name in a]
         if named:

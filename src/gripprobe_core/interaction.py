@@ -286,11 +286,14 @@ class PolicyResponder:
 # ---------------------------------------------------------------------------------------------- events
 
 def permission_events(builder: Any, line: int | None, request: PermissionRequest, decision: PermissionDecision, *,
-                      decided_by: str = "policy", timestamp: str | None = None) -> None:
+                      decided_by: str = "policy", timestamp: str | None = None, ref: str | None = None) -> None:
     """Add the ``permission_request`` and ``permission_response`` events of one request to ``builder`` (an
-    :class:`~gripprobe_core.telemetry.builder.EventBuilder`)."""
+    :class:`~gripprobe_core.telemetry.builder.EventBuilder`). ``decided_by``: ``policy`` (the harness, by the
+    case's policy), ``manual`` (the operator), ``native`` (the agent's own settings, seen in its log);
+    ``ref``: the file they were read from when it is not the builder's (``<phase>.conversation.jsonl``)."""
+    extra = {"raw_artifact_ref": ref} if ref else {}
     builder.add(line, event_type="permission_request", tool_call_id=request.tool_call_id, status="started",
-                payload=request.as_payload(), timestamp=timestamp)
+                payload=request.as_payload(), timestamp=timestamp, **extra)
     builder.add(line, event_type="permission_response", tool_call_id=request.tool_call_id, status="success",
-                payload=decision.as_payload(request, decided_by), timestamp=timestamp)
+                payload=decision.as_payload(request, decided_by), timestamp=timestamp, **extra)
 

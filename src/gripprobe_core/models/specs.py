@@ -23,6 +23,7 @@ KNOWN_TAGS: dict[str, str] = {
     "multilingual": "a translation of another test (variant_of), prompt not in English",
     "web": "needs a URL fetched from the test's challenge server",
     "scenario": "a realistic multi-step task on seeded files",
+    "interaction": "carries an interaction policy (observe.interaction): a denial that must hold",
 }
 #: Lowercase words joined by ``-`` or ``_``, starting with a letter: ``demo``, ``my-team``, ``long_context2``.
 TAG_PATTERN = r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$"

@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--request-timeout", type=float, default=300.0,
                    help="seconds to wait for the backend per read (default 300)")
     p.add_argument("--no-stream", action="store_true", help="ask for JSON replies instead of SSE streams")
+    p.add_argument("--ask", action="store_true",
+                   help="ask before every tool call: a permission.request event on stdout, answered by one JSON "
+                        "line on stdin {\"request_id\": ..., \"outcome\": \"allow\"|\"deny\"}")
     return p
 
 
@@ -64,7 +67,8 @@ def config_from_args(argv: Sequence[str] | None) -> AgentConfig:
         raise UsageError("the prompt is empty")
     return AgentConfig(base_url=args.base_url, model=args.model, workspace=workspace.resolve(), prompt=prompt,
                        max_turns=args.max_turns, tool_timeout_s=args.tool_timeout, stream=not args.no_stream,
-                       api_key=os.environ.get("OPENAI_API_KEY") or None, request_timeout_s=args.request_timeout)
+                       api_key=os.environ.get("OPENAI_API_KEY") or None, request_timeout_s=args.request_timeout,
+                       ask=args.ask)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

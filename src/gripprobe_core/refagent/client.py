@@ -37,6 +37,8 @@ class ModelReply:
     tool_calls: list[dict[str, str]] = field(default_factory=list)
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    reasoning: str = ""
+    """The model's reasoning (``reasoning_content``, or ``reasoning`` as some servers name it)."""
 
 
 class ChatClient:
@@ -132,13 +134,21 @@ def decode_json(raw: bytes) -> ModelReply:
     usage = doc.get("usage")
     return ModelReply(response_id=_str_or_none(doc.get("id")), text=content if isinstance(content, str) else "",
                       tool_calls=calls, finish_reason=_str_or_none(choice.get("finish_reason")),
-                      usage=usage if isinstance(usage, dict) else None)
+                      usage=usage if isinstance(usage, dict) else None, reasoning=_reasoning_of(message))
+
+
+def _reasoning_of(message: dict[str, Any]) -> str:
+    for key in ("reasoning_content", "reasoning"):
+        if isinstance(message.get(key), str):
+            return message[key]
+    return ""
 
 
 def decode_stream(payloads: Iterator[str]) -> ModelReply:
     """Assemble ``chat.completion.chunk`` payloads (text deltas, tool-call deltas by index, usage)."""
     reply = ModelReply()
     text: list[str] = []
+    thinking: list[str] = []
     calls: dict[int, dict[str, str]] = {}
     seen = False
     for data in payloads:
@@ -168,12 +178,14 @@ def decode_stream(payloads: Iterator[str]) -> ModelReply:
                 continue
             if isinstance(delta.get("content"), str):
                 text.append(delta["content"])
+            thinking.append(_reasoning_of(delta))
             for tc in delta.get("tool_calls") or []:
                 if isinstance(tc, dict):
                     _merge_tool_delta(calls, tc)
     if not seen:
         raise BackendError("protocol", "the stream carried no chunks")
     reply.text = "".join(text)
+    reply.reasoning = "".join(thinking)
     reply.tool_calls = [{"id": c["id"] or f"call_{i}", "name": c["name"], "arguments": c["arguments"]}
                         for i, c in sorted(calls.items())]
     return reply

@@ -38,6 +38,9 @@ class AgentConfig:
     stream: bool = True
     api_key: str | None = None
     request_timeout_s: float = 300.0
+    ask: bool = False
+    """Ask before every tool call: a ``permission.request`` event on stdout, then one JSON line on stdin
+    ``{"request_id": …, "outcome": "allow" | "deny"}`` (anything else, or stdin closed, is a denial)."""
 
 
 def utc_ts() -> str:
@@ -66,6 +69,21 @@ class EventWriter:
             self.err.flush()
         except (BrokenPipeError, ValueError):
             pass
+
+
+def _permitted(events: EventWriter, request_id: str, call: dict[str, str]) -> bool:
+    """Ask the client (stdin) whether ``call`` may run: True only for an ``allow`` naming this request."""
+    events.emit("permission.request", request_id=request_id, call_id=call["id"], name=call["name"],
+                arguments=parse_or_raw(call["arguments"]))
+    try:
+        line = sys.stdin.readline()
+    except (OSError, ValueError):
+        return False
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and answer.get("request_id") == request_id and answer.get("outcome") == "allow"
 
 
 def parse_or_raw(raw: str) -> Any:
@@ -109,7 +127,7 @@ def _loop(cfg: AgentConfig, events: EventWriter) -> int:
         latency_ms = round((time.monotonic() - started) * 1000, 1)
         events.emit("model.response", response_id=reply.response_id, turn=turn, text=reply.text,
                     tool_calls=reply.tool_calls, finish_reason=reply.finish_reason, usage=reply.usage,
-                    latency_ms=latency_ms)
+                    latency_ms=latency_ms, **({"reasoning": reply.reasoning} if reply.reasoning else {}))
         assistant: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
         if reply.tool_calls:
             assistant["tool_calls"] = [
@@ -120,7 +138,14 @@ def _loop(cfg: AgentConfig, events: EventWriter) -> int:
             events.emit("final", text=reply.text)
             events.progress(f"turn {turn}: final answer")
             return EXIT_OK
-        for call in reply.tool_calls:
+        for n, call in enumerate(reply.tool_calls, 1):
+            if cfg.ask and not _permitted(events, f"perm-{turn}-{n}", call):
+                refusal = f"permission denied: the user did not allow {call['name']}; it was not run"
+                events.emit("tool.result", call_id=call["id"], name=call["name"], status="error",
+                            error_type="permission_denied", output=refusal, duration_ms=0)
+                events.progress(f"turn {turn}: {call['name']} denied")
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": refusal})
+                continue
             events.emit("tool.start", call_id=call["id"], name=call["name"],
                         arguments=parse_or_raw(call["arguments"]))
             events.progress(f"turn {turn}: {call['name']} {truncate(call['arguments'], 200)}")
