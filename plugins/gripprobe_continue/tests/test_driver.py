@@ -42,11 +42,13 @@ def test_registered_structured_pinned_and_routable(agent_driver, agent_spec):
     assert agent_driver.route(agent_spec, remote_backend()).routable is True
 
 
-def test_cn_tool_names_are_the_common_vocabulary(agent_driver):
-    assert agent_driver.tool_names == GENERIC_TOOL_NAMES
+def test_cn_tool_names_are_the_common_vocabulary_and_multiedit(agent_driver):
     got = {raw: agent_driver.tool_names.normalize(raw) for raw in ("Read", "Write", "Edit", "List", "Bash", "Fetch")}
+    assert got == {raw: GENERIC_TOOL_NAMES.normalize(raw) for raw in got}
     assert got == {"Read": ("read", "read"), "Write": ("write", "write"), "Edit": ("edit", "write"),
                    "List": ("list", "read"), "Bash": ("shell", "execute"), "Fetch": ("fetch", "fetch")}
+    # MultiEdit (cn's Edit for models it deems capable) is an edit: a policy denying writes excludes it too
+    assert agent_driver.tool_names.normalize("MultiEdit") == ("edit", "write")
     assert agent_driver.tool_names.normalize("Checklist") == ("checklist", "other")
     assert agent_driver.oracle_dialects() == {}  # the generic tools dialect drives Bash/Write/Edit/Read as is
 

@@ -133,3 +133,36 @@ def test_workspace_dotenv_cannot_redirect_the_agent(agent_driver, agent_install,
     assert found["session.json"].parent == ctx.home / ".continue" / "sessions"
     assert SECRET.encode() not in found["cn.log"]
     assert not Path("/nonexistent/elsewhere").exists()
+
+
+AUTO_DENY_TEST = """\
+id: save_file_autodeny
+title: save_file with every tool call denied (auto-deny)
+prompt: |
+  Use your file-writing tool (not the shell) to create a file named greeting.txt in your
+  current working directory with exactly these two lines:
+  Hello, GripProbe!
+  This file was saved with the write tool.
+requires: [write]
+observe:
+  interaction: {policy: auto-deny}
+validators:
+  - {kind: file_absent, path: greeting.txt}
+reference:
+  - write: {path: greeting.txt, content: "Hello, GripProbe!\\nThis file was saved with the write tool.\\n"}
+"""
+
+
+def test_auto_deny_is_applied_with_cns_own_flags_and_the_file_is_not_written(e2e_specs, e2e_run, gripprobe_plugins):
+    """oracle-perfect on save_file under auto-deny: cn runs with every tool excluded (not --auto), the
+    oracle is offered no tool, nothing is written, and the case records the policy as applied natively."""
+    (e2e_specs / "tests" / "save_file_autodeny.yaml").write_text(AUTO_DENY_TEST)
+    run = e2e_run("save_file_autodeny", models=("oracle-perfect",))
+    ((cid, case),) = read_cases(run).items()
+    record = case["interaction"]
+    assert (record["policy"], record["how"], record["applied"], record["violations"]) == ("auto-deny", "native", True, [])
+    assert [(v["kind"], v["passed"]) for v in case["validators"]] == [("file_absent", True)]
+    oracle = read_jsonl(run / "cases" / cid / "artifacts" / "oracle.measured.jsonl")
+    assert oracle == []  # no tool was offered, so the oracle asked for none
+    events = stored_transcript(run / "cases" / cid, "measured", gripprobe_plugins).events
+    assert not [e for e in events if e.event_type == "tool_call_result" and e.status == "success"]

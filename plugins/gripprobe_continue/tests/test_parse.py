@@ -253,3 +253,45 @@ def test_log_garbage_never_raises(lines, anchor):
     timeline = parse_log(text.encode(), anchor=anchor)
     session = load_session((SAMPLES / "success" / "session.json").read_bytes())
     session_events(session, phase="measured", file_name="s", timeline=timeline)
+
+
+def test_a_call_to_an_excluded_tool_is_a_native_denial():
+    """Real cn 1.5.47 run with a policy denying writes (``--exclude Write --exclude Edit --exclude MultiEdit``,
+    ``--allow`` the rest, no ``--auto``) against a scripted model that calls Write though it was not offered:
+    cn refuses it before it runs (``canceled``, "Command blocked by security policy") and ends the run."""
+    case = CAPTURED / "write_excluded"
+    data = (case / "session.json").read_bytes()
+    session = load_session(data)
+    timeline = parse_log((case / "cn.log").read_bytes(), anchor=process_info(case)["started_at"])
+    events = session_events(session, phase="measured", file_name="session.json", file_text=data.decode(),
+                            timeline=timeline, excluded=("Write", "Edit", "MultiEdit"))
+    assert [e.event_type for e in events] == ["model_response", "tool_call_start", "permission_request",
+                                              "permission_response", "tool_call_result"]
+    _, start, request, response, result = events
+    assert start.tool_call_id == request.tool_call_id == response.tool_call_id == result.tool_call_id == "call_scripted_1"
+    assert request.payload["raw_name"] == "Write" and request.payload["kind"] == "write"
+    assert request.payload["input"] == {"filepath": "greeting.txt",
+                                        "content": "Hello, GripProbe!\nThis file was saved with the write tool.\n"}
+    assert request.payload["options"] == [] and request.status == "started"
+    assert response.payload["outcome"] == "deny" and response.payload["decided_by"] == "native"
+    assert response.payload["rule"] == "native: --exclude Write" and response.status == "success"
+    assert response.payload["request_id"] == request.payload["request_id"]
+    assert result.status == "error" and result.error_type == "tool_canceled"
+    assert result.payload["output"] == "Command blocked by security policy"
+    assert '"toolCallId": "call_scripted_1"' in line_of(case, request.raw_artifact_ref)
+    # timed like the result (by the log's "canceled" state update when cn flushed it; here it did not)
+    assert request.timestamp == response.timestamp == result.timestamp
+    # without the driver's flags the rule still names cn's permissions
+    plain = session_events(session, phase="measured", file_name="session.json", file_text=data.decode())
+    assert next(e for e in plain if e.event_type == "permission_response").payload["rule"] == \
+        "native: cn tool permissions"
+
+
+def test_a_canceled_call_without_the_refusal_text_is_no_denial():
+    """Only cn's permission refusal is a denial; another canceled call (the rest of a batch) is not."""
+    session = {"history": [{"message": {"role": "assistant", "content": "", "toolCalls": [
+        {"id": "c1", "type": "function", "function": {"name": "Bash", "arguments": "{\"command\": \"ls\"}"}}]},
+        "toolCallStates": [{"toolCallId": "c1", "status": "canceled", "parsedArgs": {"command": "ls"},
+                            "output": [{"content": "Tool call was canceled"}]}]}]}
+    events = session_events(session, phase="measured", file_name="session.json")
+    assert [e.event_type for e in events] == ["model_response", "tool_call_start", "tool_call_result"]

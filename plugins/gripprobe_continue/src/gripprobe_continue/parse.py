@@ -29,16 +29,28 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from gripprobe_core.plugin import (
-    GENERIC_TOOL_NAMES, Event, EventBuilder, ToolNames, mapping, number, text,
+    GENERIC_TOOL_NAMES, Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, mapping, number,
+    permission_events, text,
 )
 
 #: cn's tool names. Read, Write, Edit, List, Bash and Fetch are all common vocabulary (read, write, edit,
-#: list, shell, fetch); Checklist, CheckBackgroundJob, AskQuestion, Exit and Skills keep their own
-#: names with kind ``other``. So the generic table serves as it is.
-TOOL_NAMES: ToolNames = GENERIC_TOOL_NAMES
+#: list, shell, fetch); MultiEdit (offered instead of Edit to models cn deems capable) is an edit;
+#: Checklist, CheckBackgroundJob, AskQuestion, Exit and Skills keep their own names with kind ``other``.
+TOOL_NAMES: ToolNames = GENERIC_TOOL_NAMES + ToolNames({"MultiEdit": ("edit", "write")})
 
 OUTPUT_LIMIT = 4000
 TEXT_LIMIT = 4000
+
+#: What cn says for a call its permissions refused before it ran (the session's tool output, status
+#: ``canceled``): a tool ``--exclude`` left out of the request, called anyway.
+BLOCKED_OUTPUT = "Command blocked by security policy"
+
+
+def blocked_rule(raw_name: str | None, excluded: tuple[str, ...]) -> str:
+    """The ``rule`` of a native denial of ``raw_name``: the setting that refused it."""
+    if raw_name and raw_name in excluded:
+        return f"native: --exclude {raw_name}"
+    return "native: cn tool permissions"
 
 #: toolCallStates status → event status (generated/calling have no result yet).
 RESULT_STATUS: dict[str, str] = {"done": "success", "errored": "error", "canceled": "error"}
@@ -244,8 +256,9 @@ class _Locator:
 
 
 def session_events(session: dict[str, Any], *, phase: str, file_name: str, file_text: str = "",
-                   timeline: LogTimeline | None = None) -> list[Event]:
-    """Tier-B events of one session object. ``file_text`` (the session file's text) gives the line numbers."""
+                   timeline: LogTimeline | None = None, excluded: tuple[str, ...] = ()) -> list[Event]:
+    """Tier-B events of one session object. ``file_text`` (the session file's text) gives the line numbers;
+    ``excluded``: the tools the driver's ``--exclude`` flags denied (they name the rule of a refusal)."""
     builder = EventBuilder(phase, file_name)
     timeline = timeline or LogTimeline()
     locate = _Locator(file_text)
@@ -284,14 +297,15 @@ def session_events(session: dict[str, Any], *, phase: str, file_name: str, file_
         states = item.get("toolCallStates")
         for state in states if isinstance(states, list) else []:
             if isinstance(state, dict):
-                _add_result(builder, locate, timeline, state, names, parent, line, msg_pos)
+                _add_result(builder, locate, timeline, state, names, parent, line, msg_pos, excluded)
     return builder.events
 
 
 
 
 def _add_result(builder: EventBuilder, locate: _Locator, timeline: LogTimeline, state: dict[str, Any],
-                names: dict[str, str | None], parent: str | None, line: int, msg_pos: int) -> None:
+                names: dict[str, str | None], parent: str | None, line: int, msg_pos: int,
+                excluded: tuple[str, ...] = ()) -> None:
     status = RESULT_STATUS.get(text(state.get("status")) or "")
     if status is None:
         return  # generated / calling: the call never finished (the run was cut short)
@@ -314,6 +328,13 @@ def _add_result(builder: EventBuilder, locate: _Locator, timeline: LogTimeline, 
     finished = timeline.state(call_id, (text(state.get("status")) or "",))
     started = timeline.state(call_id, ("calling",))
     result_line = locate.find(f'"toolCallId": {_jq(call_id)}', advance=False, start=msg_pos) if call_id else None
+    if state.get("status") == "canceled" and output.strip() == BLOCKED_OUTPUT:
+        # cn's permissions refused the call before it ran: the native request and its denial
+        request = PermissionRequest(request_id=f"native-{call_id or len(builder.events) + 1}", tool_call_id=call_id,
+                                    raw_name=raw_name, name=name or None, kind=kind, input=state.get("parsedArgs"))
+        permission_events(builder, result_line or line, request,
+                          PermissionDecision("deny", blocked_rule(raw_name, excluded)), decided_by="native",
+                          timestamp=finished.timestamp if finished else None)
     builder.add(result_line or line, event_type="tool_call_result", tool_call_id=call_id, parent_id=parent,
                 status=status, exit_code=exit_code, error_type=error_type,
                 timestamp=finished.timestamp if finished else None,

@@ -3,7 +3,8 @@
 One phase runs ``cn -p --auto --verbose --config <home>/.continue/config.yaml -- "<prompt>"`` in the
 workspace with stdin closed. ``--auto`` is what makes ``cn`` offer Write/Edit in headless mode;
 ``--verbose`` makes its log time every stream and tool call. Tier B comes from the session file,
-timed by the (redacted) log; see :mod:`.parse` and :mod:`.config`.
+timed by the (redacted) log; see :mod:`.parse` and :mod:`.config`. A case's interaction policy that denies
+a tool replaces ``--auto`` by cn's own ``--exclude``/``--allow`` flags (:mod:`.interaction`).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from pathlib import Path
 from typing import Callable
 
 from gripprobe_core.plugin import (
-    AgentCommand, AgentDriver, BaseAgentDriver, Event, InstallRecipe, PhaseCapture, PhaseContext,
+    AgentCommand, AgentDriver, BaseAgentDriver, Event, InstallRecipe, InteractionSupport, PhaseCapture, PhaseContext,
     Transcript, WrapperParseError, find_agent_files, hookimpl, read_agent_file,
 )
 
 from . import config
+from .interaction import permissions
 from .parse import TOOL_NAMES, final_text, load_session, parse_log, redact_text, session_events, stderr_events
 
 NAME = "continue"
@@ -45,8 +47,13 @@ class ContinueDriver(BaseAgentDriver):
         config.write_config(ctx.home, model_name=ctx.model_name, api_base=ctx.openai_base_url, api_key=ctx.api_key)
         return config.agent_env(ctx.home, api_base=ctx.openai_base_url)
 
+    def interaction_support(self, ctx: PhaseContext) -> InteractionSupport:
+        """The case's policy as cn's ``--exclude``/``--allow`` flags (:func:`.interaction.permissions`)."""
+        return permissions(ctx.interaction).support
+
     def command(self, ctx: PhaseContext) -> AgentCommand:
-        return AgentCommand([ctx.executable(ctx.agent.executable), *ctx.agent.default_args, "-p", "--auto",
+        flags = permissions(ctx.interaction).flags
+        return AgentCommand([ctx.executable(ctx.agent.executable), *ctx.agent.default_args, "-p", *flags,
                              "--verbose", "--config", str(config.config_path(ctx.home)), "--", ctx.prompt])
 
     def artifacts(self, ctx: PhaseContext) -> dict[str, Path | bytes]:
@@ -82,7 +89,8 @@ class ContinueDriver(BaseAgentDriver):
             if session is not None:
                 timeline = parse_log(_read(capture.files.get(LOG_ARTIFACT)), anchor=capture.process.started_at)
                 events = session_events(session, phase=ctx.phase, file_name=session_path.name,
-                                        file_text=data.decode("utf-8", "replace"), timeline=timeline)
+                                        file_text=data.decode("utf-8", "replace"), timeline=timeline,
+                                        excluded=permissions(ctx.interaction).denied)
         elif clean_exit:
             raise WrapperParseError("cn exited 0 but left no session file under $CONTINUE_GLOBAL_DIR/sessions")
         events += stderr_events(_read(capture.stderr_path), phase=ctx.phase, file_name=capture.stderr_path.name,
