@@ -182,8 +182,14 @@ def _tool_use(turn: Turn, meta: ReplyMeta, *, streaming: bool = False) -> JSONDi
     return {"type": "tool_use", "id": meta.call_id, "name": call.name, "input": value}
 
 
+THINKING_SIGNATURE = "gripprobe-oracle"
+"""The ``signature`` of the oracle's thinking blocks (a real one is opaque too; agents send it back as is)."""
+
+
 def _blocks(turn: Turn, meta: ReplyMeta) -> list[JSONDict]:
     blocks: list[JSONDict] = []
+    if turn.reasoning:
+        blocks.append({"type": "thinking", "thinking": turn.reasoning, "signature": THINKING_SIGNATURE})
     if turn.text or turn.tool_call is None:
         blocks.append({"type": "text", "text": turn.text})
     if turn.tool_call is not None:
@@ -209,7 +215,15 @@ def message_events(turn: Turn, meta: ReplyMeta) -> list[JSONDict]:
     events: list[JSONDict] = [{"type": "message_start", "message": start}, {"type": "ping"}]
     pieces = meta.pieces
     for index, block in enumerate(_blocks(turn, meta)):
-        if block["type"] == "text":
+        if block["type"] == "thinking":
+            events.append({"type": "content_block_start", "index": index,
+                           "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
+            events += [{"type": "content_block_delta", "index": index,
+                        "delta": {"type": "thinking_delta", "thinking": piece}}
+                       for piece in split_pieces(turn.reasoning, pieces or 3)]
+            events.append({"type": "content_block_delta", "index": index,
+                           "delta": {"type": "signature_delta", "signature": THINKING_SIGNATURE}})
+        elif block["type"] == "text":
             events.append({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
             events += [{"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}
                        for piece in split_pieces(turn.text, pieces or 3)]

@@ -46,6 +46,8 @@ def chat_completion_json(turn: Turn, *, response_id: str, model: str, tool_call_
                          usage: JSONDict, created: int = 0) -> JSONDict:
     """A non-streamed ``chat.completion`` object."""
     message: JSONDict = {"role": "assistant", "content": turn.text or None}
+    if turn.reasoning:
+        message["reasoning_content"] = turn.reasoning
     if turn.tool_call is not None:
         message["tool_calls"] = _tool_call_json(turn, tool_call_id)
     return {"id": response_id, "object": "chat.completion", "created": created, "model": model,
@@ -66,6 +68,8 @@ def chat_stream_chunks(turn: Turn, *, response_id: str, model: str, tool_call_id
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
     chunks = [chunk({"role": "assistant", "content": ""})]
+    if turn.reasoning:
+        chunks += [chunk({"reasoning_content": piece}) for piece in split_pieces(turn.reasoning, pieces or 3)]
     chunks += [chunk({"content": piece}) for piece in split_pieces(turn.text, pieces or 3)]
     call = turn.tool_call
     if call is not None and call.kind == "custom":

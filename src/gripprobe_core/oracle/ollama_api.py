@@ -52,11 +52,16 @@ class OllamaChatWire:
         return {"error": message}
 
     def reply_json(self, turn: Turn, meta: ReplyMeta) -> JSONDict:
-        return {**_head(meta), "message": _message(turn, meta, turn.text, with_call=True), **_done(meta)}
+        message = _message(turn, meta, turn.text, with_call=True)
+        if turn.reasoning:
+            message["thinking"] = turn.reasoning
+        return {**_head(meta), "message": message, **_done(meta)}
 
     def reply_frames(self, turn: Turn, meta: ReplyMeta) -> list[bytes]:
-        lines = [{**_head(meta), "message": _message(turn, meta, piece, with_call=False), "done": False}
-                 for piece in split_pieces(turn.text, meta.pieces or 3)]
+        lines = [{**_head(meta), "message": {"role": "assistant", "content": "", "thinking": piece}, "done": False}
+                 for piece in (split_pieces(turn.reasoning, meta.pieces or 3) if turn.reasoning else [])]
+        lines += [{**_head(meta), "message": _message(turn, meta, piece, with_call=False), "done": False}
+                  for piece in split_pieces(turn.text, meta.pieces or 3)]
         if turn.tool_call is not None:
             lines.append({**_head(meta), "message": _message(turn, meta, "", with_call=True), "done": False})
         lines.append({**_head(meta), "message": {"role": "assistant", "content": ""}, **_done(meta)})

@@ -162,9 +162,17 @@ def _call_item(turn: Turn, meta: ReplyMeta, status: str = "completed") -> JSONDi
             "call_id": meta.call_id, "name": call.name, "arguments": call.arguments if done else ""}
 
 
+def _reasoning_item(turn: Turn, meta: ReplyMeta, status: str = "completed") -> JSONDict:
+    summary = [{"type": "summary_text", "text": turn.reasoning}] if status == "completed" else []
+    return {"id": f"rs_oracle_{meta.n}", "type": "reasoning", "summary": summary}
+
+
 def output_items(turn: Turn, meta: ReplyMeta) -> list[JSONDict]:
-    """The completed output items: the message (when there is text, or nothing else), then the call."""
+    """The completed output items: the reasoning (when there is some), the message (when there is text, or
+    nothing else), then the call."""
     items: list[JSONDict] = []
+    if turn.reasoning:
+        items.append(_reasoning_item(turn, meta))
     if turn.text or turn.tool_call is None:
         items.append(_message_item(turn, meta))
     if turn.tool_call is not None:
@@ -184,7 +192,19 @@ def response_events(turn: Turn, meta: ReplyMeta) -> list[JSONDict]:
     pieces = meta.pieces
     for index, item in enumerate(output_items(turn, meta)):
         item_id = item["id"]
-        if item["type"] == "message":
+        if item["type"] == "reasoning":
+            emit("response.output_item.added", output_index=index, item=_reasoning_item(turn, meta, "in_progress"))
+            part = {"type": "summary_text", "text": ""}
+            emit("response.reasoning_summary_part.added", item_id=item_id, output_index=index, summary_index=0,
+                 part=part)
+            for piece in split_pieces(turn.reasoning, pieces or 3):
+                emit("response.reasoning_summary_text.delta", item_id=item_id, output_index=index, summary_index=0,
+                     delta=piece)
+            emit("response.reasoning_summary_text.done", item_id=item_id, output_index=index, summary_index=0,
+                 text=turn.reasoning)
+            emit("response.reasoning_summary_part.done", item_id=item_id, output_index=index, summary_index=0,
+                 part={**part, "text": turn.reasoning})
+        elif item["type"] == "message":
             emit("response.output_item.added", output_index=index, item=_message_item(turn, meta, "in_progress"))
             part = {"type": "output_text", "text": "", "annotations": []}
             emit("response.content_part.added", item_id=item_id, output_index=index, content_index=0, part=part)

@@ -5,6 +5,8 @@
 * per exchange of a model protocol, a ``model_response`` (``response_id``; payload ``usage``,
   ``text``, ``tool_call_count``, ``tool_call_nonstructured_count``; status ``success``, or ``error``
   with ``error_type`` when the HTTP status is ≥ 400 or the exchange failed in the proxy);
+* per exchange whose reply carried reasoning (``reasoning_content``, a reasoning item, a ``thinking``
+  block), a ``thought`` right after its ``model_response`` (payload ``text``; ``parent_id`` that response);
 * per structured tool call the response requested, a ``tool_call_start`` (``parent_id`` = that
   ``model_response``; payload ``raw_name``, ``name``/``kind`` from
   :meth:`gripprobe_core.telemetry.toolnames.ToolNames.normalize` (the driver's table), ``arguments`` parsed if JSON else the raw
@@ -157,6 +159,11 @@ class _Builder:
         timestamp = record.get(P + "timestamp") if isinstance(record.get(P + "timestamp"), str) else None
         self.results(record, line, timestamp)
         response = self.response(record, line, timestamp)
+        reasoning = record.get(P + "reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            self.add(line, event_type="thought", parent_id=response.event_id if response is not None else None,
+                     response_id=response.response_id if response is not None else None, timestamp=timestamp,
+                     status="success", payload={"text": reasoning})
         for call in _list(record, "tool_calls"):
             if isinstance(call, dict):
                 self.start(call, response, line, timestamp)

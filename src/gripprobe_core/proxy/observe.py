@@ -53,8 +53,8 @@ RECORD_KEYS: tuple[str, ...] = tuple(PREFIX + k for k in (
     "timestamp", "method", "path", "query", "upstream_url", "status", "duration_ms", "ttfb_ms", "protocol",
     "stream", "request", "response", "budget_exceeded", "tool_call_count", "tool_calls", "tool_names",
     "tool_call_ids", "tool_call_nonstructured_count", "tool_names_nonstructured", "tool_call_ids_nonstructured",
-    "tool_result_count", "tool_results", "usage", "tokens", "response_id", "text", "backend_tool_unsupported", "error",
-    "proxy_error",
+    "tool_result_count", "tool_results", "usage", "tokens", "response_id", "text", "reasoning", "backend_tool_unsupported",
+    "error", "proxy_error",
 ))
 _STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/jsonl", "application/stream+json")
 _SSE_PREFIXES = (b"data:", b"event:", b"id:", b"retry:", b":")
@@ -415,6 +415,7 @@ class ExchangeObserver:
             "tokens": self._tokens(status, asm, calls) if is_model else None,
             "response_id": asm.response_id if is_model else None,
             "text": _clip(red.text(text), TEXT_LIMIT) if text else None,
+            "reasoning": _clip(red.text(asm.reasoning), TEXT_LIMIT) if is_model and asm.reasoning else None,
             "backend_tool_unsupported": unsupported,
             "error": _clip(red.text(errors[0]), ERROR_LIMIT) if errors else None,
             "proxy_error": proxy_error if isinstance(proxy_error, str) else None,
@@ -464,6 +465,6 @@ class ExchangeObserver:
             PREFIX + "tool_call_nonstructured_count": 0, PREFIX + "tool_names_nonstructured": [],
             PREFIX + "tool_call_ids_nonstructured": [], PREFIX + "tool_result_count": 0, PREFIX + "tool_results": [],
             PREFIX + "usage": None, PREFIX + "tokens": None, PREFIX + "response_id": None, PREFIX + "text": None,
-            PREFIX + "backend_tool_unsupported": False, PREFIX + "error": error,
+            PREFIX + "reasoning": None, PREFIX + "backend_tool_unsupported": False, PREFIX + "error": error,
             PREFIX + "proxy_error": proxy_error if isinstance(proxy_error, str) else None,
         }

@@ -205,6 +205,9 @@ class ReplyAssembler:
         self._text: list[str] = []
         self._text_size = 0
         self._delta_text = False
+        self._reasoning: list[str] = []
+        self._reasoning_size = 0
+        self._delta_reasoning = False
         self._by_key: dict[Any, AssembledCall] = {}
         self._anthropic_usage: dict[str, Any] = {}
         self._anthropic_streamed: set[Any] = set()
@@ -218,6 +221,12 @@ class ReplyAssembler:
     @property
     def text_full(self) -> bool:
         return self._text_size >= self.text_limit
+
+    @property
+    def reasoning(self) -> str:
+        """The reply's reasoning: ``reasoning_content`` (Chat), reasoning summaries and text (Responses),
+        ``thinking`` blocks (Anthropic), ``thinking`` (Ollama); at most ``text_limit`` characters."""
+        return "".join(self._reasoning)
 
     # -------------------------------------------------------------------------------- input
 
@@ -260,6 +269,21 @@ class ReplyAssembler:
         self._text.append(piece)
         self._text_size += len(piece)
 
+    def _add_reasoning(self, value: Any) -> None:
+        if isinstance(value, list):  # Responses summary / content parts
+            for part in value:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    self._add_reasoning(part["text"])
+            return
+        if not isinstance(value, str) or not value:
+            return
+        room = self.text_limit - self._reasoning_size
+        if room <= 0:
+            return
+        piece = value[:room]
+        self._reasoning.append(piece)
+        self._reasoning_size += len(piece)
+
     def _error(self, err: Any) -> None:
         if not err:
             return
@@ -296,6 +320,8 @@ class ReplyAssembler:
                 if not isinstance(part, dict):
                     continue
                 self._add_text(part.get("content"))
+                self._add_reasoning(part.get("reasoning_content") if isinstance(part.get("reasoning_content"), str)
+                                    else part.get("reasoning"))
                 self._chat_calls(part.get("tool_calls"), cidx, streamed=part_name == "delta")
                 legacy = part.get("function_call")
                 if isinstance(legacy, dict):
@@ -373,6 +399,9 @@ class ReplyAssembler:
             self._add_text(obj.get("delta"))
         elif typ == "response.output_text.done" and not self._delta_text:
             self._add_text(obj.get("text"))
+        elif typ in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            self._delta_reasoning = True
+            self._add_reasoning(obj.get("delta"))
 
     def _response_object(self, resp: dict[str, Any]) -> None:
         self._set_id(resp.get("id"))
@@ -396,6 +425,12 @@ class ReplyAssembler:
         if typ == "message":
             if not self._delta_text and final:
                 self._add_text(item.get("content"))
+            return
+        if typ == "reasoning":
+            if not self._delta_reasoning and final and ("item", item.get("id")) not in self._by_key:
+                self._by_key[("item", item.get("id"))] = None  # type: ignore[assignment]  # once per item
+                self._add_reasoning(item.get("summary"))
+                self._add_reasoning(item.get("content"))
             return
         if typ not in ("function_call", "custom_tool_call"):
             return
@@ -452,6 +487,8 @@ class ReplyAssembler:
             delta = obj["delta"]
             if delta.get("type") == "text_delta":
                 self._add_text(delta.get("text"))
+            elif delta.get("type") == "thinking_delta":
+                self._add_reasoning(delta.get("thinking"))
             elif delta.get("type") == "input_json_delta" and isinstance(delta.get("partial_json"), str):
                 key = ("block", index)
                 call = self._by_key.get(key) or self._new(key, None)
@@ -465,6 +502,8 @@ class ReplyAssembler:
             return
         if block.get("type") == "text":
             self._add_text(block.get("text"))
+        elif block.get("type") == "thinking":
+            self._add_reasoning(block.get("thinking"))
         elif block.get("type") == "tool_use":
             call_id = block.get("id") if isinstance(block.get("id"), str) and block.get("id") else None
             call = self._by_key.get(key) or self._new(key, call_id)
@@ -485,6 +524,7 @@ class ReplyAssembler:
         message = obj.get("message")
         if isinstance(message, dict):
             self._add_text(message.get("content"))
+            self._add_reasoning(message.get("thinking"))
             calls = message.get("tool_calls")
             for tc in calls if isinstance(calls, list) else []:
                 if not isinstance(tc, dict):

@@ -141,9 +141,10 @@ def slim_record(record: dict) -> dict:
         value = out.get(PREFIX + key)
         if isinstance(value, list) and len(value) > SLIM_LIST:
             out[PREFIX + key] = value[:SLIM_LIST]
-    text = out.get(PREFIX + "text")
-    if isinstance(text, str) and len(text) > SLIM_TEXT:
-        out[PREFIX + "text"] = text[:SLIM_TEXT] + "…"
+    for key in ("text", "reasoning"):
+        text = out.get(PREFIX + key)
+        if isinstance(text, str) and len(text) > SLIM_TEXT:
+            out[PREFIX + key] = text[:SLIM_TEXT] + "…"
     out[PREFIX + "slimmed"] = True
     return out
 

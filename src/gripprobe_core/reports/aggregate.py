@@ -113,6 +113,8 @@ class CaseFacts:
     backend: str = ""
     trial: int = 1
     case_id: str = ""
+    manual: bool = False
+    """Answered by an operator (interaction policy manual): left out of the aggregate."""
 
 
 def read_facts(path: Stored | Path, hardware_default: str | None = None) -> CaseFacts | None:
@@ -129,7 +131,8 @@ def read_facts(path: Stored | Path, hardware_default: str | None = None) -> Case
                      overall_of(verdict.status, verdict.overall_score),
                      res.usage.model_dump() if res.usage is not None else None, _agent_seconds(res),
                      res.duration_s, key.backend, key.trial,
-                     res.case_id or Path(path.path if isinstance(path, Stored) else path).parent.name)
+                     res.case_id or Path(path.path if isinstance(path, Stored) else path).parent.name,
+                     res.interaction is not None and res.interaction.excluded_from_scores)
 
 
 def _agent_seconds(res: CaseResult) -> float | None:
@@ -206,7 +209,7 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
     name = san.name
     board = Scoreboard(ROW_FIELDS)
     runs: list[dict[str, Any]] = []
-    unreadable = left_out = 0
+    unreadable = left_out = manual = 0
     anchors = set(keys) if keys is not None else None
     for run_dir in run_dirs:
         if not filters.run_ok(run_dir.name):
@@ -226,6 +229,9 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
                 unreadable += 1
                 continue
             if not filters.case_ok(facts):
+                continue
+            if facts.manual:
+                manual += 1
                 continue
             used += 1
             ident = (name(facts.agent), _opt(name, facts.agent_version), name(facts.model),
@@ -247,6 +253,7 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
         "statuses": list(STATUSES),
         "rows": rows,
         "unreadable": unreadable,
+        "manual_left_out": manual,
         "signatures": _signatures(runs, key_label, left_out),
         "filters": san.value(filters.as_dict()),
         "sort": sort,
@@ -281,7 +288,9 @@ def render_aggregate_md(data: dict[str, Any]) -> str:
         f"# {_md(data['title'])}", "",
         f"- generated {data['generated_at']} by gripprobe {data['gripprobe_version']} from {len(data['runs'])} "
         f"run(s), {sum(r['cases'] for r in data['runs'])} case(s); unreadable case files skipped: "
-        f"{data.get('unreadable', 0)}",
+        f"{data.get('unreadable', 0)}"
+        + (f"; left out, answered by an operator (interaction policy manual): {data['manual_left_out']}"
+           if data.get("manual_left_out") else ""),
         "- " + signatures_text(data.get("signatures")),
         "- " + SCORES_NOTE,
         "- " + ", ".join(f"{SHORT[s]} = {s}" for s in STATUSES if SHORT[s] != s), "",

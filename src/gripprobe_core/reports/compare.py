@@ -113,6 +113,9 @@ def _load(side: Side, fields: Sequence[str], keys: set[str] | None, key_label: s
                 continue
             if not side.selects(f):
                 continue
+            if f.manual:  # answered by an operator: not reproducible, never paired (docs/interaction.md)
+                out.left_out.append(f"{safe_name(run_dir.name)}/{safe_name(path.parent.name)}")
+                continue
             out.cases += 1
             row = tuple(getattr(f, k) for k in fields)
             out.cells.setdefault((*row, f.test), []).append(

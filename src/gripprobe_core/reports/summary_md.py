@@ -56,8 +56,14 @@ def summary_row(r: CaseResult) -> tuple[str, ...]:
 
 
 def attempted(r: CaseResult) -> bool:
-    """Does the case count in n (not TOOL_UNSUPPORTED, not SKIPPED)?"""
-    return r.verdict.status not in OUT_OF_N
+    """Does the case count in n (not TOOL_UNSUPPORTED, not SKIPPED, not answered by an operator)?"""
+    return r.verdict.status not in OUT_OF_N and not excluded(r)
+
+
+def excluded(r: CaseResult) -> bool:
+    """A ``manual`` interaction case: the operator's answers are not reproducible, so it is left out of every
+    score and aggregate (listed among the cases, marked)."""
+    return r.interaction is not None and r.interaction.excluded_from_scores
 
 
 def run_totals(results: Sequence[CaseResult]) -> dict:
@@ -82,13 +88,18 @@ def run_totals(results: Sequence[CaseResult]) -> dict:
 def run_scores(results: Iterable[CaseResult]) -> dict:
     """The run's score rows (agent × model × backend × format, tests as cells; docs/scores.md) and tests."""
     board = Scoreboard(ROW_FIELDS)
+    manual = 0
     for r in results:
+        if excluded(r):
+            manual += 1
+            continue
         k = r.key
         board.add((k.agent, k.model, k.backend, k.format), k.test, r.verdict.status, r.verdict.overall_score,
                   usage=r.usage.model_dump() if r.usage is not None else None, agent_s=_agent_seconds(r),
                   case_s=r.duration_s)
     rows = sorted(board.rows(), key=lambda row: tuple(row[f] for f in ROW_FIELDS))
-    return {"rows": rows, "tests": board.tests(), "trials": max((row["trials"] for row in rows), default=0)}
+    return {"rows": rows, "tests": board.tests(), "trials": max((row["trials"] for row in rows), default=0),
+            "excluded": {"manual": manual}}
 
 
 def score_row_cells(row: dict) -> tuple[str, ...]:
@@ -115,8 +126,10 @@ def render_summary_md(run_id: str, manifest: dict, results: list[CaseResult], un
         f"- strict_pass_score: {score_text(totals['strict'])}; overall_score: {score_text(totals['overall'])} "
         f"(over n = {totals['n']} attempted cases)",
         "- " + ", ".join(f"{k}: {v}" for k, v in sorted(totals["counts"].items())),
-        f"- usage: {usage_text(totals['usage'])}", "",
-        "## Scores", "",
+        f"- usage: {usage_text(totals['usage'])}",
+        *([f"- left out of scores: {scores['excluded']['manual']} case(s) answered by an operator (interaction "
+            f"policy manual; docs/interaction.md)"] if scores["excluded"]["manual"] else []),
+        "", "## Scores", "",
         SCORES_NOTE + ".", "",
         "| " + " | ".join(SCORE_COLUMNS) + " |",
         "|" + "---|" * len(SCORE_COLUMNS),

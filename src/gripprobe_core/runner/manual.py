@@ -43,15 +43,45 @@ class TerminalResponder:
             return await asyncio.to_thread(_ask, request)
 
 
+class _Terminal:
+    """The controlling terminal, read and written (a tty is not seekable: no ``r+`` text file over it)."""
+
+    def __init__(self) -> None:
+        self.out = open(TTY, "w", encoding="utf-8", errors="replace")
+        try:
+            self.inp = open(TTY, "r", encoding="utf-8", errors="replace")
+        except OSError:
+            self.out.close()
+            raise
+
+    def write(self, text: str) -> None:
+        self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def readline(self) -> str:
+        return self.inp.readline()
+
+    def close(self) -> None:
+        self.inp.close()
+        self.out.close()
+
+
 def _ask(request: PermissionRequest) -> PermissionDecision:
     try:
-        with open(TTY, "r+", encoding="utf-8", errors="replace") as tty:
-            return _ask_on(tty, request)
+        tty = _Terminal()
     except OSError:
         return PermissionDecision("deny", "manual (no terminal)", _reject(request))
+    try:
+        return _ask_on(tty, request)
+    except OSError:
+        return PermissionDecision("deny", "manual (terminal lost)", _reject(request))
+    finally:
+        tty.close()
 
 
-def _ask_on(tty: IO[str], request: PermissionRequest) -> PermissionDecision:
+def _ask_on(tty: "_Terminal | IO[str]", request: PermissionRequest) -> PermissionDecision:
     if request.is_question:
         tty.write(f"\nThe agent asks: {safe_name(request.prompt or '')}\nYour answer: ")
         tty.flush()
