@@ -100,7 +100,7 @@ def test_model_names_with_tags_keep_their_tag(agent_driver, make_phase_ctx):
 def test_command_runs_the_installed_binary_with_the_prompt_on_stdin(agent_driver, make_phase_ctx):
     ctx = make_phase_ctx(prompt=PROMPT)
     cmd = agent_driver.command(ctx)
-    assert cmd.argv == [str(ctx.agent_executable), "run", "--format", "json", "--auto"]
+    assert cmd.argv == [str(ctx.agent_executable), "run", "--format", "json", "--auto", "--thinking"]
     assert cmd.stdin == (ctx.prompt + "\n").encode()
     assert not any(ctx.prompt.splitlines()[0] in a for a in cmd.argv)
     assert cmd.cwd is None  # the workspace

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gripprobe_core.plugin import Event, PhaseCapture, ProcessResult, WrapperParseError
 from gripprobe_core.testing import summarize_phase
-from gripprobe_opencode.parse import TOOL_NAMES, OpencodeParser, final_text, iso_from_ms, parse_stdout
+from gripprobe_opencode.parse import DENIED_PREFIX, TOOL_NAMES, OpencodeParser, final_text, iso_from_ms, parse_stdout
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -185,10 +185,12 @@ def test_arbitrary_bytes_never_raise(tmp_path, data):
     assert all(isinstance(e, Event) for e in parser.events)
 
 
-JSON_LEAF = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
+JSON_LEAF = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
+             | st.just(DENIED_PREFIX + ". Here are some of the relevant rules []"))
 JSON = st.recursive(JSON_LEAF, lambda kids: st.lists(kids, max_size=4)
                     | st.dictionaries(st.text(max_size=8), kids, max_size=4), max_leaves=20)
 KNOWN = st.sampled_from(["step_start", "step_finish", "tool_use", "text", "reasoning", "error", "other"])
+# (JSON_LEAF includes opencode's denial text, so refused calls and their permission events are fuzzed too)
 KEYS = st.sampled_from(["tool", "callID", "state", "text", "time", "reason", "tokens", "messageID", "status",
                         "input", "output", "metadata", "exit", "start", "end", "error", "data", "statusCode"])
 SHAPED = st.recursive(JSON_LEAF, lambda kids: st.dictionaries(KEYS, kids, max_size=5), max_leaves=25)
@@ -204,3 +206,44 @@ def test_odd_but_well_formed_lines_never_raise(tmp_path, lines):
     for e in parser.events:
         Event.model_validate(e.model_dump())  # every event honours the contract
     assert final_text(parser) is None or isinstance(final_text(parser), str)
+
+
+# ------------------------------------------------------------------------------ denied calls, reasoning
+
+def test_a_call_refused_by_the_permission_config_is_a_native_denial_tied_to_the_call():
+    """Real 1.18.33 output (oracle-perfect, save_file, permission edit = {"*": deny, "/dev/null/*": deny}): the
+    write call is printed in state ``error`` with opencode's PermissionDeniedError."""
+    p = parse("permission_denied")
+    assert [e.event_type for e in p.events] == [
+        "model_response", "tool_call_start", "permission_request", "permission_response", "tool_call_result",
+        "model_response"]
+    _, start, request, response, result, _ = p.events
+    assert start.tool_call_id == request.tool_call_id == response.tool_call_id == result.tool_call_id == "call_oracle_0001"
+    assert request.payload["raw_name"] == "write" and request.payload["kind"] == "write"
+    assert request.payload["input"] == start.payload["arguments"]
+    assert request.payload["request_id"] == response.payload["request_id"]
+    assert response.status == "success"
+    assert {k: response.payload[k] for k in ("outcome", "decided_by", "rule")} == {
+        "outcome": "deny", "decided_by": "native", "rule": "native: opencode permission edit = deny"}
+    assert result.status == "error" and result.error_type == "permission_denied"
+    assert result.payload["output"].startswith(DENIED_PREFIX)
+    assert start.timestamp <= request.timestamp <= result.timestamp
+    assert "prevents you from using this specific tool call" in final_text(p)
+
+
+def test_an_ordinary_failed_call_is_no_permission_event():
+    p = parse("read_error")
+    assert not [e for e in p.events if e.event_type.startswith("permission")]
+
+
+def test_reasoning_parts_become_thought_events_of_their_step():
+    """Real 1.18.33 output with ``--thinking`` (the oracle's replies with a reasoning_content delta added)."""
+    p = parse("reasoning")
+    assert [e.event_type for e in p.events] == [
+        "model_response", "thought", "tool_call_start", "tool_call_result", "model_response", "thought"]
+    first, thought, start, _, last, thought2 = p.events
+    assert thought.payload == {"text": "The user wants greeting.txt with two exact lines; I should use the write tool."}
+    assert thought.parent_id == start.parent_id == first.event_id and thought2.parent_id == last.event_id
+    assert thought.status == "success" and thought.tool_call_id is None
+    assert "text" not in first.payload  # reasoning is never the answer
+    assert final_text(p).startswith("Done.")

@@ -67,11 +67,17 @@ def model_ref(model_name: str) -> str:
     return f"{PROVIDER_ID}/{model_name}"
 
 
-def build_config(base_url: str, model_name: str) -> dict[str, Any]:
+#: The ``permission`` config without an interaction policy: every tool call approved.
+DEFAULT_PERMISSION: dict[str, Any] = {"edit": "allow", "bash": "allow", "webfetch": "allow", "external_directory": "allow"}
+
+
+def build_config(base_url: str, model_name: str, permission: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``opencode.json`` contents for one phase.
 
     ``base_url`` is the OpenAI-compatible base (with ``/v1``): the provider appends
     ``/chat/completions``. The same model serves the title request (``small_model``) and the turn.
+    ``permission`` (a case's interaction policy, :mod:`gripprobe_opencode.policy`) is laid over
+    :data:`DEFAULT_PERMISSION`.
     """
     return {
         "$schema": "https://opencode.ai/config.json",
@@ -91,7 +97,7 @@ def build_config(base_url: str, model_name: str) -> dict[str, Any]:
         },
         "model": model_ref(model_name),
         "small_model": model_ref(model_name),
-        "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow", "external_directory": "allow"},
+        "permission": {**DEFAULT_PERMISSION, **(permission or {})},
         "autoupdate": False,
         "share": "disabled",
         "snapshot": False,
@@ -103,7 +109,7 @@ def config_dir(xdg_config_home: Path) -> Path:
     return xdg_config_home / "opencode"
 
 
-def write_config(xdg_config_home: Path, base_url: str, model_name: str) -> Path:
+def write_config(xdg_config_home: Path, base_url: str, model_name: str, permission: dict[str, Any] | None = None) -> Path:
     """Write ``opencode.json`` and the pre-seeded plugin folder; returns the ``opencode.json`` path.
 
     Without ``package.json`` + ``package-lock.json`` listing :data:`PLUGIN_PACKAGE` and an existing
@@ -120,7 +126,7 @@ def write_config(xdg_config_home: Path, base_url: str, model_name: str) -> Path:
         "packages": {"": {"dependencies": {PLUGIN_PACKAGE: PLUGIN_PACKAGE_VERSION}}},
     })
     path = folder / "opencode.json"
-    _write_json(path, build_config(base_url, model_name))
+    _write_json(path, build_config(base_url, model_name, permission))
     return path
 
 

@@ -8,11 +8,16 @@ Each line is ``{type, timestamp, sessionID, part | error}`` (opencode-ai 1.18.33
   id), ``part.state{status: completed|error, input, output, error, metadata{exit,…}, time{start,end}}``.
   A call opencode could not decode (bad JSON, unknown tool) is reported as tool ``invalid`` with
   ``input{tool, error}``;
-- ``text``: assistant text (``part.text``); ``reasoning`` parts only help date their step;
+- ``text``: assistant text (``part.text``); ``reasoning``: the model's reasoning (``part.text``, when the
+  backend streams any: ``reasoning_content`` / ``reasoning`` deltas);
 - ``error``: the turn failed (``error{name: APIError, data{statusCode, message, …}}``).
 
-Each step becomes one ``model_response`` event, followed by a ``tool_call_start`` and a
-``tool_call_result`` per tool it ran (parented to that response). Timestamps are opencode's own
+Each step becomes one ``model_response`` event, followed by a ``thought`` per reasoning part (payload
+``{text}``) and a ``tool_call_start`` and a ``tool_call_result`` per tool it ran (all parented to that
+response). A call refused by opencode's own ``permission`` config (a tool_use in state ``error`` whose
+error is its ``PermissionDeniedError``: :data:`DENIED_PREFIX`) gets a ``permission_request`` and a
+``permission_response`` (outcome ``deny``, ``decided_by: native``, the rule naming the permission key)
+between its start and its result, which is an ``error`` with ``error_type: permission_denied``. Timestamps are opencode's own
 (epoch milliseconds): the tool's ``time.start``/``time.end``, the step's earliest moment.
 Names go through :data:`TOOL_NAMES` (the common vocabulary plus opencode's own). Nothing here raises
 on bad input: lines that are not JSON objects, or parts of an unknown shape, are skipped.
@@ -26,7 +31,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from gripprobe_core.plugin import Event, EventBuilder, ToolNames, json_lines, mapping, number, text
+from gripprobe_core.plugin import (
+    Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, json_lines, mapping, number,
+    permission_events, text,
+)
 
 #: opencode's own tool names beside the common vocabulary (which already knows its ``bash``, ``edit``,
 #: ``write``, ``read``, ``list``, ``glob``, ``grep``, ``webfetch``, ``websearch``, ``patch``): the
@@ -38,8 +46,17 @@ TOOL_NAMES = ToolNames({"apply_patch": ("edit", "write"), "multiedit": ("edit", 
 INVALID_TOOL = "invalid"
 #: Output kept in an event payload, characters.
 OUTPUT_LIMIT = 2000
+#: How opencode's ``PermissionDeniedError`` begins (a call its ``permission`` config denies; 1.18.33).
+DENIED_PREFIX = "The user has specified a rule which prevents you from using this specific tool call"
+#: Tools whose permission is another tool's key (``edit`` governs the file-changing tools).
+PERMISSION_OF: dict[str, str] = {"write": "edit", "apply_patch": "edit", "multiedit": "edit"}
 #: Error text (an Ollama-style backend) that means the model cannot take tools at all.
 TOOLS_UNSUPPORTED_MARKERS = ("does not support tools",)
+
+
+def permission_key(raw_name: str) -> str:
+    """The ``permission`` key that governs one of opencode's tools."""
+    return PERMISSION_OF.get(raw_name, raw_name)
 
 
 def iso_from_ms(value: Any) -> str | None:
@@ -65,11 +82,19 @@ class _Tool:
 
 
 @dataclass
+class _Thought:
+    lineno: int
+    text: str
+    start: float | None
+
+
+@dataclass
 class _Step:
     lineno: int
     timestamp: float | None
     message_id: str | None = None
     texts: list[str] = field(default_factory=list)
+    thoughts: list[_Thought] = field(default_factory=list)
     tools: list[_Tool] = field(default_factory=list)
     moments: list[float] = field(default_factory=list)
 
@@ -119,9 +144,11 @@ class OpencodeParser:
             said = part.get("text")
             if isinstance(said, str) and said.strip():
                 step = self._current(lineno, ts)
+                start = number(mapping(part.get("time")).get("start"))
                 if kind == "text":
                     step.texts.append(said)
-                start = number(mapping(part.get("time")).get("start"))
+                else:
+                    step.thoughts.append(_Thought(lineno, said, start if start is not None else ts))
                 step.moments.extend(t for t in (start, ts) if t is not None)
             return
         if kind == "error":
@@ -162,6 +189,9 @@ class OpencodeParser:
             timestamp=iso_from_ms(min(moments)) if moments else None,
             status="success" if finish_line is not None else "unknown", payload=payload)
         parent = response.event_id if response is not None else None
+        for thought in step.thoughts:
+            self.out.add(thought.lineno, event_type="thought", timestamp=iso_from_ms(thought.start),
+                         status="success", parent_id=parent, payload={"text": _clip(thought.text)})
         for tool in step.tools:
             self._tool_events(tool, parent)
 
@@ -193,6 +223,16 @@ class OpencodeParser:
         exit_code = exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None
         if agent_status not in ("completed", "error"):
             return  # pending/running: opencode prints tool_use only when done, so this is a torn line
+        denied = agent_status == "error" and (text(state.get("error")) or "").startswith(DENIED_PREFIX)
+        if denied:
+            key = permission_key(raw_name or "")
+            request = PermissionRequest(request_id=text(part.get("id")) or call_id or f"line-{tool.lineno}",
+                                        tool_call_id=call_id, raw_name=raw_name, name=name, kind=kind,
+                                        input=arguments)
+            permission_events(self.out, tool.lineno, request,
+                              PermissionDecision("deny", f"native: opencode permission {key} = deny"),
+                              decided_by="native", timestamp=iso_from_ms(start_ms))
+            error_type = "permission_denied"
         if error_type is not None or agent_status == "error" or (exit_code not in (None, 0)):
             status = "error"
         else:

@@ -13,18 +13,21 @@ from pathlib import Path
 from typing import Callable
 
 from gripprobe_core.plugin import (
-    AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, PhaseCapture, PhaseContext, Transcript,
-    WrapperParseError, find_agent_files, hookimpl,
+    AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, InteractionSupport, PhaseCapture, PhaseContext,
+    Transcript, WrapperParseError, find_agent_files, hookimpl,
 )
 
 from . import NAME, PINNED_VERSION
 from .config import agent_env, write_config
 from .parse import TOOL_NAMES, final_text, parse_stdout
+from .policy import policy_permissions, support_for
 
 NPM_PACKAGE = "opencode-ai"
 EXECUTABLE = "opencode"
-#: ``opencode run`` arguments: JSON-lines events on stdout, no permission prompts.
-RUN_ARGS: tuple[str, ...] = ("run", "--format", "json", "--auto")
+#: ``opencode run`` arguments: JSON-lines events on stdout, no permission prompts (``--auto`` approves what
+#: would be asked; a ``deny`` in the config still holds), the model's reasoning printed as ``reasoning``
+#: parts (``--thinking`` changes only what is printed: the requests are byte for byte the same).
+RUN_ARGS: tuple[str, ...] = ("run", "--format", "json", "--auto", "--thinking")
 #: Name of the opencode log file kept as a phase artifact (see :meth:`OpencodeDriver.artifacts`).
 LOG_ARTIFACT = "opencode.log"
 
@@ -37,8 +40,13 @@ class OpencodeDriver(BaseAgentDriver):
     tool_names = TOOL_NAMES
 
     def environment(self, ctx: PhaseContext) -> dict[str, str]:
-        write_config(Path(ctx.xdg["XDG_CONFIG_HOME"]), ctx.openai_base_url, ctx.model_name)
+        write_config(Path(ctx.xdg["XDG_CONFIG_HOME"]), ctx.openai_base_url, ctx.model_name,
+                     policy_permissions(ctx.interaction))
         return agent_env(ctx.api_key, ctx.home)
+
+    def interaction_support(self, ctx: PhaseContext) -> InteractionSupport:
+        """The case's policy as opencode's ``permission`` config (:mod:`gripprobe_opencode.policy`)."""
+        return support_for(ctx.interaction)
 
     def command(self, ctx: PhaseContext) -> AgentCommand:
         prompt = ctx.prompt if ctx.prompt.endswith("\n") else ctx.prompt + "\n"
