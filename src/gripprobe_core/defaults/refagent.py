@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from .. import hookimpl
 from ..drivers import AgentDriver, BaseAgentDriver
@@ -228,7 +228,8 @@ class _StdoutParser:
         request = PermissionRequest(
             request_id=rid, tool_call_id=text(req.get("tool_call_id")), raw_name=text(req.get("raw_name")),
             name=text(req.get("name")), kind=text(req.get("kind")), input=req.get("input"), prompt=text(req.get("prompt")))
-        outcome = dec.get("outcome") if dec.get("outcome") in ("allow", "deny", "answer") else "deny"
+        outcome: Literal["allow", "deny", "answer"] = "allow" if dec.get("outcome") == "allow" else \
+            "answer" if dec.get("outcome") == "answer" else "deny"
         decision = PermissionDecision(outcome, text(dec.get("rule")) or "unknown", text(dec.get("option_id")),
                                       text(dec.get("answer")))
         permission_events(self.out, lineno, request, decision, decided_by=text(dec.get("decided_by")) or "policy",
