@@ -1,4 +1,4 @@
-# Attack 25, a denial ignored: run under an interaction policy that denies every call (auto-deny) with
+# Attack 33, a denial ignored: run under an interaction policy that denies every call (auto-deny) with
 # oracle-perfect, so the harness starts it with --ask. It asks the model (which wants hello.txt written),
 # asks the harness for permission as it must, is refused, and writes hello.txt all the same. Then it tells
 # its own story: with "report-success" in the prompt a successful result of the refused call, with
