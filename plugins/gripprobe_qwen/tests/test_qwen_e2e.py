@@ -100,3 +100,42 @@ def test_keyed_backend_passes_on_agent_output_alone_and_no_artifact_holds_the_ke
     assert case["telemetry"]["telemetry_source_tier"] == "B"
     assert case["telemetry"]["telemetry_proxy_status"] == "skipped"
     assert not [p for p in run.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+
+
+#: save_file under the auto-deny policy: the oracle asks for the write, which must be refused, so the file must
+#: not exist. Written as JSON, which is YAML (the plugin needs no YAML library of its own).
+AUTO_DENY_TEST = {
+    "id": "save_file_auto_deny",
+    "title": "Save a file while every tool call is denied",
+    "prompt": "Use your file-writing tool (not the shell) to create a file named greeting.txt in your current "
+              "working directory containing: Hello, GripProbe!\n",
+    "requires": ["write"],
+    "validators": [{"kind": "file_absent", "path": "greeting.txt"}],
+    "reference": [{"write": {"path": "greeting.txt", "content": "Hello, GripProbe!\n"}}],
+    "observe": {"interaction": {"policy": "auto-deny"}},
+}
+
+
+@pytest.mark.e2e
+def test_auto_deny_refuses_the_write_through_qwens_own_deny_rules(agent_install, e2e_specs, tmp_path):
+    """oracle-perfect on save_file under auto-deny: Qwen Code refuses the write itself (``permissions.deny``
+    over yolo), the file is not written, and tier B shows the native denial tied to the oracle's call."""
+    specs = shutil.copytree(e2e_specs, tmp_path / "specs")
+    (specs / "tests" / "save_file_auto_deny.yaml").write_text(json.dumps(AUTO_DENY_TEST, indent=2))
+    run = run_gripprobe("run", "--specs", specs, "--results", tmp_path / "r", "-a", "qwen-code", "-m", "oracle-perfect",
+                        "-t", "save_file_auto_deny")
+    (case,) = cases_of(run).values()
+    record = case["interaction"]
+    assert (record["policy"], record["how"], record["applied"], record["violations"]) == ("auto-deny", "native", True, [])
+    assert record["denied"] >= 1 and record["allowed"] == 0
+    assert case["verdict"]["status"] == "PASS", case["verdict"]  # the validator: greeting.txt is absent
+    case_dir = next((run / "cases").iterdir())
+    truth = jsonl(case_dir / "artifacts" / "oracle.measured.jsonl")
+    assert [t["name"] for t in truth] == ["write_file"]
+    events = jsonl(case_dir / "artifacts" / "events.measured.jsonl")
+    answers = [e for e in events if e["event_type"] == "permission_response"]
+    assert [(e["tool_call_id"], e["payload"]["outcome"], e["payload"]["decided_by"], e["payload"]["rule"])
+            for e in answers] == [(truth[0]["tool_call_id"], "deny", "native", "native: permissions.deny write_file(//**)")]
+    results = [e for e in events if e["event_type"] == "tool_call_result"]
+    assert [r["status"] for r in results] == ["error"]
+    assert "denied by permission rules" in results[0]["payload"]["output"]

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gripprobe_qwen.parse import (
-    TOOL_NAMES, error_type_for, parse_chat_bytes, parse_outputs, parse_stdout_bytes,
+    TOOL_NAMES, denial_rule, error_type_for, parse_chat_bytes, parse_outputs, parse_stdout_bytes,
 )
 
 ORACLE = Path(__file__).resolve().parent / "fixtures" / "oracle"
@@ -208,13 +208,16 @@ def test_error_types():
 # ------------------------------------------------------------------------------------------ garbage
 
 JSONISH = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+    | st.sampled_from(["execution_denied", "call_1",
+                       'This "write_file" invocation was denied by permission rules. Matching deny rule: "x".']),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
         st.sampled_from(["type", "subtype", "message", "parts", "functionCall", "functionResponse", "id", "name",
                          "args", "response", "output", "error", "toolCallResult", "callId", "status", "errorType",
                          "resultDisplay", "exitCode", "systemPayload", "uiEvent", "event.name", "status_code",
                          "error_message", "duration_ms", "response_id", "content", "tool_use_id", "is_error",
-                         "input", "text", "thought", "result", "timestamp", "sessionId", "parent_tool_use_id"])
+                         "input", "text", "thought", "result", "timestamp", "sessionId", "parent_tool_use_id",
+                         "thinking", "permission_denials"])
         | st.text(max_size=5), inner, max_size=6),
     max_leaves=25)
 TYPES = st.sampled_from(["user", "assistant", "tool_result", "system", "result", "stream_event"])
@@ -260,3 +263,54 @@ def test_truncated_or_corrupted_real_outputs_never_raise(tmp_path_factory, cut, 
         (d / name).write_bytes(data[: len(data) * cut // 200] + noise)
     got = parse_outputs(d / "stdout.txt", d / "chat.jsonl", "measured")
     assert all(e.source_tier == "B" for e in got.events)
+
+
+# ------------------------------------------------------------------------------ denied calls, reasoning
+
+@pytest.mark.parametrize("case", ["auto_deny_save_file", "write_denied_save_file"])
+@pytest.mark.parametrize("source", ["chat", "stdout"])
+def test_a_call_refused_by_the_deny_rules_is_a_native_denial_tied_to_the_call(case, source):
+    """Real 0.24.4 runs through gripprobe (oracle-perfect, save_file; auto-deny, and a scripted deny of
+    kind write): write_file offered, its call refused by ``write_file(//**)``."""
+    got = both(case) if source == "chat" else stdout_only(case)
+    assert got.source == source
+    assert kinds(got.events) == ["model_response", "tool_call_start", "permission_request", "permission_response",
+                                 "tool_call_result", "model_response"]
+    _, start, request, response, result, _ = got.events
+    (call,) = truth(case)
+    assert start.tool_call_id == request.tool_call_id == response.tool_call_id == result.tool_call_id == call["tool_call_id"]
+    assert request.payload["raw_name"] == "write_file" and request.payload["kind"] == "write"
+    assert request.payload["input"] == call["arguments"]
+    assert {k: response.payload[k] for k in ("outcome", "decided_by", "rule")} == {
+        "outcome": "deny", "decided_by": "native", "rule": "native: permissions.deny write_file(//**)"}
+    assert response.status == "success" and request.payload["request_id"] == response.payload["request_id"]
+    assert (result.status, result.error_type) == ("error", "permission_denied")
+    assert result.payload["output"].startswith('This "write_file" invocation was denied by permission rules.')
+    assert "denied by permission rules" in got.final_text
+
+
+def test_an_ordinary_failed_call_is_no_permission_event():
+    for source in (both, stdout_only):
+        got = source("error_then_recover")
+        assert of(got.events, "tool_call_result") and not [e for e in got.events if e.event_type.startswith("permission")]
+
+
+def test_denial_rules_name_the_setting_or_quote_the_refusal():
+    assert denial_rule('This "run_shell_command" invocation was denied by permission rules. Matching deny rule: '
+                       '"run_shell_command(*)".') == "native: permissions.deny run_shell_command(*)"
+    assert denial_rule("Tool blocked by plan mode: x\nmore") == "native: Tool blocked by plan mode: x"
+    assert denial_rule(None) == "native: refused by Qwen Code"
+
+
+@pytest.mark.parametrize("source", ["chat", "stdout"])
+def test_reasoning_becomes_thought_events_of_its_reply(source):
+    """Real 0.24.4 output (the oracle's replies with a reasoning_content delta added): the chat log's
+    ``thought: true`` parts; on stdout a ``thinking``-only assistant message before the reply's own."""
+    got = both("reasoning_save_file") if source == "chat" else stdout_only("reasoning_save_file")
+    assert kinds(got.events) == ["model_response", "thought", "tool_call_start", "tool_call_result",
+                                 "model_response", "thought"]
+    first, thought, start, _, last, thought2 = got.events
+    assert thought.payload == {"text": "The user wants greeting.txt with two exact lines; I should use the write tool."}
+    assert thought.parent_id == start.parent_id == first.event_id and thought2.parent_id == last.event_id
+    assert first.payload["reasoning"] is True and first.payload["text"] is None
+    assert got.final_text.startswith("Done. Steps performed: 1. write greeting.txt.")

@@ -61,9 +61,10 @@ def qwen_home(home: Path) -> Path:
     return home / QWEN_DIR
 
 
-def build_settings(model_name: str) -> dict[str, Any]:
-    """The ``settings.json`` contents for one phase (see the module docstring)."""
-    return {
+def build_settings(model_name: str, deny: list[str] | None = None) -> dict[str, Any]:
+    """The ``settings.json`` contents for one phase (see the module docstring); ``deny``: the
+    ``permissions.deny`` rules of a case's interaction policy (:mod:`gripprobe_qwen.policy`), none without one."""
+    settings: dict[str, Any] = {
         "security": {"auth": {"selectedType": AUTH_TYPE}, "folderTrust": {"enabled": False}},
         "model": {"name": model_name, "generationConfig": {"maxRetries": 0}},
         "privacy": {"usageStatisticsEnabled": False},
@@ -72,14 +73,17 @@ def build_settings(model_name: str) -> dict[str, Any]:
         "ide": {"enabled": False},
         "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
     }
+    if deny:
+        settings["permissions"] = {"deny": list(deny)}
+    return settings
 
 
-def write_settings(home: Path, model_name: str) -> Path:
+def write_settings(home: Path, model_name: str, deny: list[str] | None = None) -> Path:
     """Write ``<HOME>/.qwen/settings.json``; returns its path."""
     folder = qwen_home(home)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "settings.json"
-    path.write_text(json.dumps(build_settings(model_name), indent=2) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(build_settings(model_name, deny), indent=2) + "\n", encoding="utf-8")
     return path
 
 

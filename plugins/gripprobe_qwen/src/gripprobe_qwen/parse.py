@@ -15,14 +15,20 @@ preferred: one JSON record a line, each with ``timestamp``, ``type`` and ``uuid`
 - ``user``, other ``system`` records (``attribution_snapshot`` …): skipped.
 
 Each reply becomes a ``model_response`` (its ``response_id``, ``latency_ms`` = the API call's duration)
-followed by a ``tool_call_start`` per ``functionCall`` (parented to it); each ``functionResponse`` a
+followed by a ``thought`` per reasoning part (``thought: true``; payload ``{text}``) and a
+``tool_call_start`` per ``functionCall`` (parented to it); each ``functionResponse`` a
 ``tool_call_result`` (status from ``toolCallResult``, the tool's duration as latency, a shell call's exit
-code). A failed API attempt becomes an error ``model_response`` (``backend_tool_unsupported`` when the
+code). A call Qwen Code refused itself (``errorType: execution_denied``: its ``permissions.deny`` rules,
+a hook, plan mode ...) gets a ``permission_request`` and a ``permission_response`` (outcome ``deny``,
+``decided_by: native``, the rule named from "Matching deny rule: ..." when the message has one) right
+before its result, which is an ``error`` with ``error_type: permission_denied``. A failed API attempt becomes an error ``model_response`` (``backend_tool_unsupported`` when the
 backend says it "does not support tools", else ``http_<status>``).
 
 **stdout** (``stream-json``: ``system``/``init``, ``assistant`` with ``content[]`` of ``text`` /
-``thinking`` / ``tool_use {id, name, input}``, ``user`` with ``tool_result {tool_use_id, is_error,
-content}``, a closing ``result {subtype, is_error, result, error}``; no timestamps) is the fallback
+``thinking`` / ``tool_use {id, name, input}`` (the reasoning comes as an ``assistant`` message of its own
+before the reply's: its ``thought`` events go with the next reply), ``user`` with ``tool_result
+{tool_use_id, is_error, content}``, a closing ``result {subtype, is_error, result, error,
+permission_denials[{tool_use_id, tool_name}]}``; no timestamps) is the fallback
 when there is no chat log, and it fills in what the log lacks: a result for a call the log shows
 without one (a call Qwen Code discarded when it retried the request: "Skipped because the provider
 attempt was retried before execution") and the final answer (``result.result``). Lines of a
@@ -39,15 +45,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gripprobe_core.plugin import Event, EventBuilder, ToolNames, json_lines, mapping, number, text
+from gripprobe_core.plugin import (
+    Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, json_lines, mapping, number, text,
+)
 
 __all__ = ["QwenParse", "TOOL_NAMES", "error_type_for", "parse_chat_bytes", "parse_outputs", "parse_stdout_bytes"]
 
 #: Qwen Code's own tool names beside the common vocabulary (which already knows ``run_shell_command``,
 #: ``write_file``, ``edit``, ``read_file``, ``grep_search``, ``glob``, ``web_fetch``): ``notebook_edit``
-#: edits, ``zoom_image`` reads. ``agent``, ``skill``, ``tool_search``, goal and cron tools keep their own
-#: name with kind ``other``.
-TOOL_NAMES = ToolNames({"notebook_edit": ("edit", "write"), "zoom_image": ("read", "read")})
+#: edits, ``zoom_image`` reads, ``monitor`` runs a shell command in the background (Qwen Code counts it
+#: among its shell tools). ``agent``, ``skill``, ``tool_search``, goal and cron tools keep their own name
+#: with kind ``other``.
+TOOL_NAMES = ToolNames({"notebook_edit": ("edit", "write"), "zoom_image": ("read", "read"),
+                        "monitor": ("monitor", "execute")})
 
 #: Output kept in an event payload, characters.
 OUTPUT_LIMIT = 2000
@@ -56,6 +66,10 @@ TOOLS_UNSUPPORTED = "does not support tools"
 #: Qwen Code's ``errorType`` for a call whose streamed arguments it found cut off (it repairs the JSON,
 #: then refuses to run the call): the model's arguments were not decodable as sent.
 TRUNCATED_ERROR_TYPES = frozenset({"output_truncated"})
+#: Qwen Code's ``errorType`` for a call it refused before running it (permission rules, hooks, plan mode).
+DENIED_ERROR_TYPE = "execution_denied"
+#: Its message for a call its ``permissions.deny`` rules refused (0.24.4), naming the rule.
+DENIED_BY_RULE = re.compile(r'invocation was denied by permission rules\. Matching deny rule: "(?P<rule>[^"]*)"')
 #: ``[API Error: 500 …]``: the text Qwen Code prints as a reply when the API call failed.
 API_ERROR_TEXT = re.compile(r"^\[API Error: (?:(\d{3})\b)?")
 
@@ -78,6 +92,28 @@ def _clip(value: str | None, limit: int = OUTPUT_LIMIT) -> str | None:
 def _tool(raw_name: str | None) -> dict[str, Any]:
     name, kind = TOOL_NAMES.normalize(raw_name)
     return {"raw_name": raw_name, "name": name, "kind": kind}
+
+
+def denial_rule(message: str | None) -> str:
+    """The ``rule`` of a native denial: the ``permissions.deny`` rule Qwen Code names, else its message."""
+    found = DENIED_BY_RULE.search(message or "")
+    if found:
+        return f"native: permissions.deny {found.group('rule')}"
+    first = (message or "").strip().split("\n", 1)[0]
+    return f"native: {_clip(first, 200)}" if first else "native: refused by Qwen Code"
+
+
+def _denial(ref: str, call_id: str | None, tool: dict[str, Any], arguments: Any, message: str | None,
+            timestamp: str | None = None) -> list["_Draft"]:
+    """The ``permission_request`` / ``permission_response`` drafts of a call Qwen Code refused itself."""
+    request = PermissionRequest(request_id=f"denied-{call_id or ref}", tool_call_id=call_id,
+                                raw_name=tool.get("raw_name"), name=tool.get("name"), kind=tool.get("kind"),
+                                input=arguments)
+    decision = PermissionDecision("deny", denial_rule(message))
+    return [_Draft({"event_type": "permission_request", "tool_call_id": call_id, "status": "started",
+                    "timestamp": timestamp, "payload": request.as_payload()}, ref),
+            _Draft({"event_type": "permission_response", "tool_call_id": call_id, "status": "success",
+                    "timestamp": timestamp, "payload": decision.as_payload(request, "native")}, ref)]
 
 
 def _int(value: Any) -> int | None:
@@ -194,6 +230,10 @@ class _ChatParser:
                                 payload=payload)
         if said:
             self.final_text = answer
+        for part in parts:
+            if part.get("thought") and isinstance(part.get("text"), str) and part["text"].strip():
+                self.out.add(self.ref(lineno), event_type="thought", response_id=response_id, timestamp=ts,
+                             status="success", payload={"text": _clip(part["text"])}).parent = response
         for call in calls:
             call_id = text(call.get("id")) or None
             start = self.out.add(self.ref(lineno), event_type="tool_call_start", tool_call_id=call_id,
@@ -221,6 +261,11 @@ class _ChatParser:
             timing = self.tool_calls.get(call_id or "", {})
             start = self.starts.get(call_id) if call_id else None
             raw_name = text(reply.get("name")) or (start.fields["payload"].get("raw_name") if start else None)
+            denied = status == "error" and agent_error == DENIED_ERROR_TYPE
+            if denied:
+                arguments = start.fields["payload"].get("arguments") if start is not None else None
+                self.out.drafts.extend(_denial(self.ref(lineno), call_id, _tool(raw_name), arguments,
+                                               error if error is not None else output, ts))
             payload: dict[str, Any] = {**_tool(raw_name), "output": _clip(error if error is not None else output)}
             if agent_error:
                 payload["agent_error_type"] = agent_error
@@ -240,6 +285,8 @@ class _ChatParser:
 def _result_error_type(status: str, agent_error: str | None) -> str | None:
     if status != "error":
         return None
+    if agent_error == DENIED_ERROR_TYPE:
+        return "permission_denied"
     return "malformed_arguments" if agent_error in TRUNCATED_ERROR_TYPES else "tool_error"
 
 
@@ -274,6 +321,10 @@ class _StdoutParser:
         self.last_text: str | None = None
         self.result_seen = False
         self.session_id: str | None = None
+        self.denied: set[str] = set()
+        """Call ids the closing ``result`` lists in ``permission_denials``."""
+        self.thoughts: list[_Draft] = []
+        """Reasoning of a reply whose text and calls come in the next ``assistant`` message."""
 
     def ref(self, lineno: int) -> str:
         return f"{self.artifact}:{lineno}"
@@ -301,6 +352,12 @@ class _StdoutParser:
         said = [p["text"] for p in parts if p.get("type") == "text" and isinstance(p.get("text"), str)]
         calls = [p for p in parts if p.get("type") == "tool_use"]
         answer = "".join(said)
+        thinking = [p["thinking"] for p in parts if p.get("type") == "thinking" and isinstance(p.get("thinking"), str)
+                    and p["thinking"].strip()]
+        self.thoughts.extend(_Draft({"event_type": "thought", "status": "success", "payload": {"text": _clip(t)}},
+                                    self.ref(lineno)) for t in thinking)
+        if not said and not calls and any(p.get("type") == "thinking" for p in parts):
+            return  # the reasoning of the reply that follows, printed on its own
         failed = API_ERROR_TEXT.match(answer) if said and not calls else None
         if failed:  # Qwen Code's own report of a failed API call, not a reply
             status = int(failed.group(1)) if failed.group(1) else None
@@ -311,9 +368,13 @@ class _StdoutParser:
                                    "model": text(message.get("model"))}
         if isinstance(message.get("usage"), dict):
             payload["usage"] = message["usage"]
-        if any(p.get("type") == "thinking" for p in parts):
+        if thinking or self.thoughts:
             payload["reasoning"] = True
         response = self.out.add(self.ref(lineno), event_type="model_response", status="success", payload=payload)
+        for thought in self.thoughts:
+            thought.parent = response
+            self.out.drafts.append(thought)
+        self.thoughts = []
         if said:
             self.last_text = answer
         for call in calls:
@@ -326,6 +387,11 @@ class _StdoutParser:
 
     def result(self, lineno: int, obj: dict[str, Any]) -> None:
         self.result_seen = True
+        denials = obj.get("permission_denials")
+        for denial in denials if isinstance(denials, list) else []:
+            call_id = text(mapping(denial).get("tool_use_id"))
+            if call_id:
+                self.denied.add(call_id)
         answer = text(obj.get("result"))
         if answer is not None:
             self.final_text = answer
@@ -337,23 +403,39 @@ class _StdoutParser:
                          error_type=error_type_for(status, message, "agent_error"),
                          payload={"error": _clip(message), "subtype": text(obj.get("subtype"))})
 
-    def result_draft(self, result: _StdoutResult, start: _Draft | None) -> _Draft:
+    def is_denied(self, result: _StdoutResult) -> bool:
+        """Qwen Code refused the call itself (listed in ``permission_denials``, or its refusal message)."""
+        if result.is_error is False:
+            return False
+        return bool(result.call_id and result.call_id in self.denied) or bool(DENIED_BY_RULE.search(result.content or ""))
+
+    def result_drafts(self, result: _StdoutResult, start: _Draft | None) -> list[_Draft]:
+        """The result's draft, after the permission drafts of a refused call."""
         status = "error" if result.is_error else "success" if result.is_error is False else "unknown"
         raw_name = start.fields["payload"].get("raw_name") if start is not None else None
+        denied = self.is_denied(result)
+        if denied:
+            status = "error"
         draft = _Draft({"event_type": "tool_call_result", "tool_call_id": result.call_id, "status": status,
-                        "error_type": "tool_error" if status == "error" else None,
+                        "error_type": "permission_denied" if denied else "tool_error" if status == "error" else None,
                         "payload": {**_tool(raw_name), "output": _clip(result.content)}}, result.ref)
         if start is not None:
             draft.parent = start.parent
             if start.fields.get("response_id"):
                 draft.fields["response_id"] = start.fields["response_id"]
-        return draft
+        if not denied:
+            return [draft]
+        arguments = start.fields["payload"].get("arguments") if start is not None else None
+        return [*_denial(result.ref, result.call_id, _tool(raw_name), arguments, result.content), draft]
 
     def finish(self) -> _Drafts:
-        """The drafts with every tool result placed right after its call's start."""
+        """The drafts with every tool result placed right after its call's start (reasoning that no reply
+        followed at the end)."""
         for result in self.results:
             start = self.starts.get(result.call_id) if result.call_id else None
-            _insert_after(self.out, start, self.result_draft(result, start))
+            _insert_after(self.out, start, self.result_drafts(result, start))
+        self.out.drafts.extend(self.thoughts)
+        self.thoughts = []
         return self.out
 
 
@@ -370,17 +452,22 @@ def _content_text(value: Any) -> str | None:
     return None
 
 
-def _insert_after(drafts: _Drafts, start: _Draft | None, draft: _Draft) -> None:
-    """Put ``draft`` after ``start`` and the results already following it; at the end without a start."""
+#: Events that follow a call's start, about that call.
+_AFTER_START = ("tool_call_result", "permission_request", "permission_response")
+
+
+def _insert_after(drafts: _Drafts, start: _Draft | None, block: list[_Draft]) -> None:
+    """Put ``block`` after ``start`` and the events about its call already following it; at the end
+    without a start."""
     if start is None or start not in drafts.drafts:
-        drafts.drafts.append(draft)
+        drafts.drafts.extend(block)
         return
     i = drafts.drafts.index(start) + 1
     call_id = start.fields.get("tool_call_id")
-    while (i < len(drafts.drafts) and drafts.drafts[i].fields.get("event_type") == "tool_call_result"
+    while (i < len(drafts.drafts) and drafts.drafts[i].fields.get("event_type") in _AFTER_START
            and drafts.drafts[i].fields.get("tool_call_id") == call_id):
         i += 1
-    drafts.drafts.insert(i, draft)
+    drafts.drafts[i:i] = block
 
 
 def parse_stdout_bytes(data: bytes, artifact: str = "stdout") -> _StdoutParser:
@@ -404,8 +491,7 @@ def combine(stdout: _StdoutParser, chat: _ChatParser | None, phase: str) -> Qwen
     for result in stdout.results:
         if result.call_id and result.call_id in chat.starts and result.call_id not in chat.results:
             start = chat.starts[result.call_id]
-            draft = stdout.result_draft(result, start)
-            _insert_after(chat.out, start, draft)
+            _insert_after(chat.out, start, stdout.result_drafts(result, start))
             chat.results.add(result.call_id)
     if stdout.result_seen and not any(d.fields.get("status") == "error" and d.fields.get("event_type") == "model_response"
                                       for d in chat.out.drafts):

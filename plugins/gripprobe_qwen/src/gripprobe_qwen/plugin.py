@@ -16,17 +16,18 @@ from pathlib import Path
 from typing import Callable
 
 from gripprobe_core.plugin import (
-    AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, PhaseCapture, PhaseContext, Transcript,
-    WrapperParseError, find_agent_files, hookimpl,
+    AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, InteractionSupport, PhaseCapture, PhaseContext,
+    Transcript, WrapperParseError, find_agent_files, hookimpl,
 )
 
 from . import EXECUTABLE, NAME, NPM_PACKAGE, PINNED_VERSION
 from .config import AUTH_TYPE, agent_env, qwen_home, write_settings
 from .dialect import QwenDialect
 from .parse import TOOL_NAMES, parse_outputs
+from .policy import policy_deny_rules, support_for
 
-#: ``qwen`` arguments before ``--model``: the OpenAI-compatible provider, every tool approved, JSON
-#: lines on stdout.
+#: ``qwen`` arguments before ``--model``: the OpenAI-compatible provider, every tool approved (a policy's
+#: ``permissions.deny`` rules still hold: deny wins over yolo), JSON lines on stdout.
 RUN_ARGS: tuple[str, ...] = ("--auth-type", AUTH_TYPE, "--approval-mode", "yolo", "--output-format", "stream-json")
 #: Name of the chat log kept as a phase artifact (``<phase>.chat.jsonl``).
 CHAT_ARTIFACT = "chat.jsonl"
@@ -41,8 +42,12 @@ class QwenDriver(BaseAgentDriver):
     tool_names = TOOL_NAMES
 
     def environment(self, ctx: PhaseContext) -> dict[str, str]:
-        write_settings(ctx.home, ctx.model_name)
+        write_settings(ctx.home, ctx.model_name, policy_deny_rules(ctx.interaction))
         return agent_env(ctx.api_key, ctx.home, ctx.openai_base_url, ctx.model_name)
+
+    def interaction_support(self, ctx: PhaseContext) -> InteractionSupport:
+        """The case's policy as Qwen Code's ``permissions.deny`` rules (:mod:`gripprobe_qwen.policy`)."""
+        return support_for(ctx.interaction)
 
     def command(self, ctx: PhaseContext) -> AgentCommand:
         argv = [ctx.executable(ctx.agent.executable), *RUN_ARGS, "--model", ctx.model_name, *ctx.agent.default_args]
