@@ -262,10 +262,18 @@ def test_reasoning_reaches_tier_a_on_every_wire() -> None:
 
 # ---------------------------------------------------------------------------------- end to end, reference
 
-def test_the_interaction_suite_with_the_reference_agent(tmp_path: Path) -> None:
-    res = gripprobe("run", "--suite", "interaction", "--results", str(tmp_path))
+@pytest.fixture(scope="module")
+def interaction_run(tmp_path_factory) -> Path:
+    results = tmp_path_factory.mktemp("interaction")
+    res = gripprobe("run", "--suite", "interaction", "--results", str(results))
     assert res.returncode == 0, res.stderr
-    cases = {p.name.rsplit("__", 1)[-1]: p for p in (next((tmp_path / "runs").iterdir()) / "cases").iterdir()}
+    return next((results / "runs").iterdir())
+
+
+def test_the_interaction_suite_with_the_reference_agent(interaction_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / interaction_run.name
+    shutil.copytree(interaction_run, run)
+    cases = {p.name.rsplit("__", 1)[-1]: p for p in (run / "cases").iterdir()}
     for test_id, (allowed, denied) in {"shell_denied": (1, 1), "save_file_denied": (0, 2)}.items():
         case = json.loads((cases[test_id] / "case.json").read_text())
         assert case["verdict"]["status"] == "PASS", (test_id, case["verdict"])
@@ -282,7 +290,7 @@ def test_the_interaction_suite_with_the_reference_agent(tmp_path: Path) -> None:
         # the first call asked for was the shell, and it was refused
         assert requests[0]["payload"]["kind"] == "execute" and answers[0]["payload"]["outcome"] == "deny"
         # and the recomputed case agrees (the policy and how it was met are in the stored evidence)
-    res = gripprobe("rebuild-reports", str(next((tmp_path / "runs").iterdir())), "--recompute")
+    res = gripprobe("rebuild-reports", str(run), "--recompute")
     assert res.returncode == 0, res.stderr
     case = json.loads((cases["shell_denied"] / "case.json").read_text())
     assert case["verdict"]["status"] == "PASS" and case["interaction"]["denied"] == 1
@@ -351,3 +359,42 @@ def test_manual_asks_the_operator_on_the_terminal_and_leaves_the_case_out_of_sco
     summary = (case_dir.parents[1] / "reports" / "summary.md").read_text()
     assert "left out of scores: 1 case(s) answered by an operator" in summary
     assert "over n = 0 attempted cases" in summary
+
+
+def test_the_exports_carry_permissions_and_reasoning(interaction_run: Path, tmp_path: Path) -> None:
+    from atif_schema import AtifTrajectory
+    from test_export import Receiver
+
+    run = tmp_path / interaction_run.name
+    shutil.copytree(interaction_run, run)
+    res = gripprobe("export", str(run), "--format", "atif")
+    assert res.returncode == 0, res.stderr
+    shell = AtifTrajectory.model_validate_json(next((run / "exports" / "atif").glob("*shell_denied.json")).read_text())
+    agent = [s for s in shell.steps if s.source == "agent"]
+    assert [s.reasoning_content for s in agent][:2] == ["A single shell command is the quickest way to do this.",
+                                                        "The shell command was refused, so I will use the file tools instead."]
+    asked = [c["permissions"] for s in agent for c in (s.extra or {}).get("tool_calls", [])]
+    assert [[(p["outcome"], p["rule"]) for p in x] for x in asked] == [[("deny", "rule 1 (tool_kind: execute)")],
+                                                                       [("allow", "default")]]
+    receiver = Receiver()
+    try:
+        res = gripprobe("export", str(run), "--format", "otlp", "--otlp-endpoint", receiver.url, "--include-content")
+        assert res.returncode == 0, res.stderr
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        tools, chats = [], []
+        for _, body in receiver.requests:
+            req = ExportTraceServiceRequest()
+            req.ParseFromString(body)
+            for span in (s for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans):
+                attrs = {a.key: getattr(a.value, a.value.WhichOneof("value")) for a in span.attributes}
+                if span.name.startswith("execute_tool"):
+                    tools.append((attrs, [e.name for e in span.events]))
+                elif span.name.startswith("chat"):
+                    chats.append(attrs)
+    finally:
+        receiver.close()
+    outcomes = sorted(a.get("gripprobe.permission.outcome") for a, _ in tools)
+    assert outcomes == ["allow", "deny", "deny", "deny"], outcomes  # shell_denied: deny, allow; save_file_denied: 2 deny
+    assert all(events == ["gripprobe.permission"] for _, events in tools)
+    assert sum('"type": "reasoning"' in a.get("gen_ai.output.messages", "") for a in chats) == 6

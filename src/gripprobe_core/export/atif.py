@@ -5,7 +5,9 @@ Built from the measured phase's normalized events (see docs/export.md for the fi
 * step 1, ``source: user``: the prompt the agent got (``prompt.txt``);
 * one ``source: agent`` step per ``model_response``: its text as ``message``, the tool calls it asked
   for as ``tool_calls`` (``function_name`` the tool's name verbatim, ``arguments`` an object), their
-  results as ``observation.results`` (``source_call_id`` = the call's id), token usage as ``metrics``;
+  results as ``observation.results`` (``source_call_id`` = the call's id), token usage as ``metrics``, its
+  reasoning (``thought`` events) as ``reasoning_content``; a call the agent asked permission for lists each
+  request and answer in ``extra.tool_calls[].permissions`` (docs/interaction.md);
 * a tool call with no model response of the timeline (an agent whose model traffic was not seen) is an
   agent step of its own with an empty message;
 * with no model response at all, the agent's final answer (``measured.final.txt``) is a last agent step;
@@ -91,7 +93,8 @@ def _tool_part(calls: list[Call]) -> dict[str, Any]:
 
 def _call_extra(calls: list[Call]) -> list[dict[str, Any]]:
     return [{"tool_call_id": _call_id(c), "name": c.name, "kind": c.kind, "source_tier": c.tier, "status": c.status,
-             "exit_code": c.exit_code, "error_type": c.error_type} for c in calls]
+             "exit_code": c.exit_code, "error_type": c.error_type, "permissions": c.permissions or None}
+            for c in calls]
 
 
 def _prune(d: dict[str, Any]) -> dict[str, Any]:
@@ -103,6 +106,8 @@ def _response_step(r: Response, calls: list[Call]) -> dict[str, Any]:
     if r.timestamp is not None:
         step["timestamp"] = iso(r.timestamp)
     step["message"] = r.text or ""
+    if r.reasoning:
+        step["reasoning_content"] = r.reasoning
     step.update(_tool_part(calls))
     metrics = _prune({"prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
                       "cached_tokens": r.cached_tokens})

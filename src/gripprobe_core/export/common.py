@@ -168,6 +168,9 @@ class Call:
     exit_code: int | None = None
     error_type: str | None = None
     latency_ms: float | None = None
+    permissions: list[dict[str, Any]] = field(default_factory=list)
+    """The permission requests for this call and their answers (``request_id``, ``outcome``, ``option_id``,
+    ``rule``, ``decided_by``), in order (docs/interaction.md)."""
 
     @property
     def has_result(self) -> bool:
@@ -193,6 +196,8 @@ class Response:
     error_type: str | None
     protocol: str | None
     calls: list[Call] = field(default_factory=list)
+    reasoning: str | None = None
+    """The model's reasoning in this response (its ``thought`` events, the best tier's)."""
 
     @property
     def end(self) -> float | None:
@@ -207,6 +212,8 @@ class Timeline:
 
     responses: list[Response] = field(default_factory=list)
     orphans: list[Call] = field(default_factory=list)
+    permissions: list[dict[str, Any]] = field(default_factory=list)
+    """Every permission request of the phase with its answer (``tool_call_id`` included), in order."""
     state: str = "missing"
     bad_lines: int = 0
     events: int = 0
@@ -222,7 +229,8 @@ class Timeline:
         return sorted([*self.responses, *self.orphans], key=lambda x: x.sequence)
 
 
-_EVENT_TYPES = ("model_response", "tool_call_start", "tool_call_result")
+_EVENT_TYPES = ("model_response", "tool_call_start", "tool_call_result", "thought", "permission_request",
+                "permission_response")
 _STATUSES = ("started", "success", "error", "timeout", "unknown")
 
 
@@ -269,6 +277,10 @@ def _sequence_of(obj: dict[str, Any], index: int) -> int:
 def build_timeline(raw_events: list[dict[str, Any]]) -> Timeline:
     """Pair raw event dicts (any content) into a :class:`Timeline`."""
     ordered = sorted(enumerate(raw_events), key=lambda p: (_sequence_of(p[1], p[0]), p[0]))
+    thoughts = [(obj, _sequence_of(obj, i)) for i, obj in ordered if obj["event_type"] == "thought"]
+    asks = [obj for _, obj in ordered if obj["event_type"] in ("permission_request", "permission_response")]
+    ordered = [(i, obj) for i, obj in ordered if obj["event_type"] not in ("thought", "permission_request",
+                                                                          "permission_response")]
     responses: dict[str, Response] = {}
     calls: list[Call] = []
     by_id: dict[str, Call] = {}
@@ -349,7 +361,13 @@ def build_timeline(raw_events: list[dict[str, Any]]) -> Timeline:
             latency = _latency(obj.get("latency_ms"))
             if latency is not None:
                 call.latency_ms = latency
-    timeline = Timeline(responses=sorted(responses.values(), key=lambda r: r.sequence), events=len(raw_events))
+    timeline = Timeline(responses=sorted(responses.values(), key=lambda r: r.sequence), events=len(raw_events),
+                        permissions=_permissions(asks))
+    _attach_thoughts(thoughts, responses)
+    for ask in timeline.permissions:
+        target = by_id.get(ask["tool_call_id"]) if ask.get("tool_call_id") is not None else None
+        if target is not None:
+            target.permissions.append({k: v for k, v in ask.items() if k != "tool_call_id"})
     for call in calls:
         parent = responses.get(call.parent) if call.parent is not None else None
         if parent is not None:
@@ -357,6 +375,49 @@ def build_timeline(raw_events: list[dict[str, Any]]) -> Timeline:
         else:
             timeline.orphans.append(call)
     return timeline
+
+
+def _attach_thoughts(thoughts: list[tuple[dict[str, Any], int]], responses: dict[str, Response]) -> None:
+    """Each thought's text on the response it belongs to (``parent_id``, else the latest before it), once:
+    the best tier's (A before B ...), several thoughts of one tier joined."""
+    best: dict[str, tuple[str, list[str]]] = {}
+    ordered = sorted(responses.values(), key=lambda r: r.sequence)
+    for obj, seq in thoughts:
+        payload = obj.get("payload") if isinstance(obj.get("payload"), dict) else {}
+        text = payload.get("text")
+        if not isinstance(text, str) or not text:
+            continue
+        parent = _opt_str(obj.get("parent_id"))
+        owner = responses.get(parent) if parent is not None else None
+        if owner is None:
+            owner = next((r for r in reversed(ordered) if r.sequence <= seq), None)
+        if owner is None:
+            continue
+        tier = _tier(obj.get("source_tier"))
+        have = best.get(owner.event_id)
+        if have is None or TIER_ORDER[tier] < TIER_ORDER[have[0]]:
+            best[owner.event_id] = (tier, [clean(text)])
+        elif have[0] == tier:
+            have[1].append(clean(text))
+    for event_id, (_, texts) in best.items():
+        responses[event_id].reasoning = "\n".join(texts)
+
+
+def _permissions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Requests paired with their answers by ``request_id`` (a request never answered has outcome None)."""
+    out: dict[str, dict[str, Any]] = {}
+    for obj in events:
+        payload = obj.get("payload") if isinstance(obj.get("payload"), dict) else {}
+        rid = _opt_str(payload.get("request_id"))
+        if rid is None:
+            continue
+        entry = out.setdefault(rid, {"request_id": clean(rid, 256), "tool_call_id": _opt_str(obj.get("tool_call_id")),
+                                     "outcome": None, "option_id": None, "rule": None, "decided_by": None})
+        if obj["event_type"] == "permission_response":
+            for key in ("outcome", "option_id", "rule", "decided_by"):
+                value = _opt_str(payload.get(key))
+                entry[key] = clean(value, 512) if value is not None else None
+    return list(out.values())
 
 
 # ------------------------------------------------------------------------------------------------ writing

@@ -9,7 +9,10 @@ One trace per case, from the **measured** phase only (the one that is judged):
   event's timestamp and ``latency_ms``;
 * an ``execute_tool <tool>`` span (kind INTERNAL) per tool call, under the ``chat`` span of the model
   response that asked for it (``parent_id``), else under the agent span; ``gen_ai.tool.name``,
-  ``gen_ai.tool.call.id``; from the end of that response (or the start event) to the result event.
+  ``gen_ai.tool.call.id``; from the end of that response (or the start event) to the result event. A call
+  the agent asked permission for carries the last answer (``gripprobe.permission.outcome``, ``.rule``,
+  ``.decided_by``) and one ``gripprobe.permission`` span event per request (docs/interaction.md); a
+  response's reasoning is a ``reasoning`` part of ``gen_ai.output.messages`` (with ``include_content``).
 
 Every span carries its evidence tier as ``gripprobe.source_tier``. Attribute names follow the GenAI
 semantic conventions (development status); tool arguments, results and message texts are recorded
@@ -235,6 +238,8 @@ def _case_spans(sdk: Any, tracer: Any, case: ExportCase, timeline: Timeline, run
                 attrs["error.type"] = clean(item.error_type or item.status, 256)
             if include_content:
                 parts: list[dict[str, Any]] = []
+                if item.reasoning:
+                    parts.append({"type": "reasoning", "content": item.reasoning})
                 if item.text:
                     parts.append({"type": "text", "content": item.text})
                 parts += [{"type": "tool_call", "id": c.tool_call_id, "name": c.raw_name, "arguments": c.arguments}
@@ -281,8 +286,20 @@ def _tool_span(sdk: Any, tracer: Any, call: Call, t: _Times, ctx: Any, include_c
             attrs["gen_ai.tool.call.arguments"] = _content(call.arguments)
         if call.output is not None:
             attrs["gen_ai.tool.call.result"] = _content(call.output)
+    if call.permissions:  # the last answer decides whether it ran; every request is a span event below
+        last = call.permissions[-1]
+        attrs.update(_attrs([("gripprobe.permission.outcome", last.get("outcome")),
+                             ("gripprobe.permission.rule", last.get("rule")),
+                             ("gripprobe.permission.decided_by", last.get("decided_by")),
+                             ("gripprobe.permission.requests", len(call.permissions))]))
     span = tracer.start_span(clean(f"execute_tool {call.raw_name}", 256), context=ctx, kind=sdk.SpanKind.INTERNAL,
                              attributes=attrs, start_time=_ns(t.start))
+    for ask in call.permissions:
+        span.add_event("gripprobe.permission", attributes=_attrs([
+            ("gripprobe.permission.request_id", ask.get("request_id")),
+            ("gripprobe.permission.outcome", ask.get("outcome")), ("gripprobe.permission.option_id", ask.get("option_id")),
+            ("gripprobe.permission.rule", ask.get("rule")), ("gripprobe.permission.decided_by", ask.get("decided_by"))]),
+            timestamp=_ns(t.start))
     if failed:
         span.set_status(sdk.Status(sdk.StatusCode.ERROR, attrs["error.type"]))
     span.end(end_time=_ns(t.end))

@@ -294,10 +294,16 @@ def _compact(e: dict, depth: int, kids: int) -> dict:
         out["kind"] = p.get("kind")
     if e.get("tool_call_id"):
         out["call"] = e.get("tool_call_id")
-    for key, field in (("args", "arguments"), ("out", "output"), ("text", "text")):
+    for key, field in (("args", "arguments"), ("args", "input"), ("out", "output"), ("text", "text")):
         if p.get(field) not in (None, ""):
             out[key] = _clip(p.get(field))
     info = []
+    if out["type"] == "permission_response":  # the answer, who gave it and by which rule
+        info += [f"{label} {p.get(field)}" for label, field in (
+            ("answer", "outcome"), ("option", "option_id"), ("rule", "rule"), ("by", "decided_by"))
+                 if p.get(field) not in (None, "")]
+    elif out["type"] == "permission_request" and isinstance(p.get("options"), list) and p.get("options"):
+        info.append("options " + ", ".join(str(o.get("option_id")) for o in p["options"] if isinstance(o, dict)))
     for label, field in (("protocol", "protocol"), ("http", "http_status"), ("tool calls", "tool_call_count")):
         if p.get(field) is not None:
             info.append(f"{label} {p.get(field)}")
