@@ -221,7 +221,8 @@ JSONISH = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
         st.sampled_from(["type", "payload", "item", "timestamp", "call_id", "name", "arguments", "input", "output",
                          "role", "content", "id", "status", "exit_code", "error", "usage", "response_id",
-                         "duration", "last_agent_message", "codex_error_info", "text", "message"]) | st.text(max_size=5),
+                         "duration", "last_agent_message", "codex_error_info", "text", "message", "summary"])
+        | st.text(max_size=5),
         inner, max_size=6),
     max_leaves=25)
 TYPES = st.sampled_from(["response_item", "event_msg", "token_usage_record", "session_meta", "item.started",
@@ -259,3 +260,25 @@ def test_truncated_or_corrupted_real_rollout_never_raises(cut, noise):
     data = (SAMPLES / "success" / "rollout.jsonl").read_bytes()
     got = parse_rollout_bytes(data[: len(data) * cut // 200] + noise, "measured", "rollout.jsonl")
     assert all(e.source_tier == "B" for e in got.events)
+
+
+# ------------------------------------------------------------------------------------------- reasoning
+
+def test_reasoning_items_become_thought_events():
+    """Real codex 0.169.0 output (the oracle's Responses replies with a reasoning item added by a lab proxy:
+    the oracle streams none). The rollout's ``reasoning`` response items carry a summary; stdout prints
+    ``reasoning`` items with the same text."""
+    got = rollout("reasoning")
+    assert kinds(got.events) == ["model_response", "thought", "tool_call_start", "tool_call_result",
+                                 "model_response", "thought"]
+    first, thought, start, _, last, thought2 = got.events
+    said = "The user wants greeting.txt with two exact lines; I should use the write tool."
+    assert thought.payload == thought2.payload == {"text": said}
+    assert thought.parent_id == start.parent_id == first.event_id and thought2.parent_id == last.event_id
+    assert thought.response_id == first.response_id == "resp_oracle_1" and thought.timestamp
+    assert first.payload["text"] is None and last.payload["text"].startswith("Done.")
+    out = stdout("reasoning")
+    assert kinds(out.events) == ["thought", "tool_call_start", "tool_call_result", "thought", "model_response"]
+    assert out.events[0].payload == {"text": said}
+    both = parse_outputs(SAMPLES / "reasoning" / "stdout.txt", SAMPLES / "reasoning" / "rollout.jsonl", "measured")
+    assert both.source == "rollout" and kinds(both.events) == kinds(got.events)

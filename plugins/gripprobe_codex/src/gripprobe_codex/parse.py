@@ -14,15 +14,19 @@ Two sources, one answer (never both: their events would count twice):
      matching ``event_msg`` ``item_completed`` (``CommandExecution`` exit_code/status, ``FileChange``
      status; its ``id`` is the call id), else read from the output text ("Process exited with code N",
      "Exit code: N", "failed to parse function arguments" …);
+   - ``response_item`` ``reasoning`` (its ``summary`` / ``content`` parts' text) → ``thought`` (payload
+     ``{text}``);
    - ``token_usage_record`` (one per model response: ``response_id``, ``usage``) closes a response →
      ``model_response`` with the assistant text and the number of calls it asked for; it is placed
-     before those calls and timed by the first item of the response; the calls get it as ``parent_id``;
+     before those calls and thoughts and timed by the first item of the response; they get it as
+     ``parent_id``;
    - ``event_msg`` ``task_complete`` with an ``error`` (HTTP failures after codex's retries) → an
      error ``model_response`` (``error_type`` from ``codex_error_info``, see :data:`ERROR_TYPES`).
 
 2. **The ``codex exec --json`` stdout** (JSON lines ``thread.started``, ``item.started`` /
    ``item.completed`` with ``command_execution`` / ``file_change`` / ``agent_message`` / ``error`` items,
-   ``turn.completed``, ``turn.failed``, ``error``), used only when there is no readable rollout. It has
+   ``turn.completed``, ``turn.failed``, ``error``; ``reasoning`` items → ``thought``), used only when there is
+   no readable rollout. It has
    no timestamps and no call ids (items are ``item_0``, ``item_1`` … kept as ``payload.item_id``), and no
    tool names: ``command_execution`` is reported as raw name ``exec_command`` (shell/execute),
    ``file_change`` as ``apply_patch`` (edit/write), the tools that produce them.
@@ -167,6 +171,15 @@ def _parse_arguments(raw: Any) -> tuple[Any, bool]:
         return raw, bool(raw.strip())
 
 
+def reasoning_text(item: dict[str, Any]) -> str:
+    """A ``reasoning`` item's text: its ``summary`` parts, else its raw ``content`` parts (``text`` of each)."""
+    for key in ("summary", "content"):
+        said = _text_of(item.get(key)).strip()
+        if said:
+            return said
+    return ""
+
+
 def output_text(output: Any) -> str | None:
     """A ``*_call_output`` item's output as text (a string, content parts, or ``{content: …}``)."""
     if isinstance(output, str):
@@ -236,6 +249,7 @@ class _Response:
     position: int = 0
     texts: list[str] = field(default_factory=list)
     calls: list[_Draft] = field(default_factory=list)
+    thoughts: list[_Draft] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -284,6 +298,10 @@ class _RolloutParser:
             self.response.texts.append(_text_of(item.get("content")))
         elif kind == "reasoning":
             self._touch(lineno, ts)
+            said = reasoning_text(item)
+            if said:
+                self.response.thoughts.append(self.out.add(lineno, event_type="thought", timestamp=ts,
+                                                           status="success", payload={"text": _clip(said)}))
         elif kind.endswith("_call_output"):
             self.result(lineno, ts, item)
         elif kind.endswith("_call") and ("call_id" in item or "name" in item):
@@ -335,7 +353,7 @@ class _RolloutParser:
         })
         position = response.position if not response.empty else len(self.out.drafts)
         self.out.drafts.insert(position, draft)
-        for call in response.calls:
+        for call in (*response.calls, *response.thoughts):
             call.parent = draft
             call.fields["response_id"] = draft.fields["response_id"]
 
@@ -416,6 +434,11 @@ class _StdoutParser:
     def item(self, lineno: int, kind: str, item: dict[str, Any]) -> None:
         item_type = _str(item.get("type")) or ""
         item_id = _str(item.get("id"))
+        if item_type == "reasoning" and kind == "item.completed":
+            said = _str(item.get("text"))
+            if said and said.strip():
+                self.out.add(lineno, event_type="thought", status="success", payload={"text": _clip(said)})
+            return
         if item_type == "agent_message" and kind == "item.completed":
             text = _str(item.get("text"))
             self.final_text = text

@@ -13,14 +13,15 @@ from pathlib import Path
 from typing import Callable
 
 from gripprobe_core.plugin import (
-    AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, PhaseCapture, PhaseContext, Transcript,
-    WrapperParseError, find_agent_files, hookimpl,
+    AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, InteractionSupport, PhaseCapture, PhaseContext,
+    Transcript, WrapperParseError, find_agent_files, hookimpl,
 )
 
 from . import EXECUTABLE, NAME, NPM_PACKAGE, PINNED_VERSION
 from .config import agent_env, catalog_template, codex_home, write_config
 from .dialect import CodexDialect
 from .parse import TOOL_NAMES, parse_outputs
+from .policy import support_for
 
 #: ``codex exec`` arguments before ``-C <workspace>`` and the prompt: JSON-lines events on stdout,
 #: unknown config keys are an error, no git repository needed.
@@ -41,6 +42,10 @@ class CodexDriver(BaseAgentDriver):
         template = catalog_template(ctx.executable(ctx.agent.executable))
         write_config(ctx.home, ctx.openai_base_url, ctx.model_name, template)
         return agent_env(ctx.api_key, ctx.home, ctx.openai_base_url)
+
+    def interaction_support(self, ctx: PhaseContext) -> InteractionSupport:
+        """Only a policy that denies none of codex's tools is in force (:mod:`gripprobe_codex.policy`)."""
+        return support_for(ctx.interaction)
 
     def command(self, ctx: PhaseContext) -> AgentCommand:
         return AgentCommand([ctx.executable(ctx.agent.executable), *EXEC_ARGS, *ctx.agent.default_args,
