@@ -1,7 +1,11 @@
-"""The conformance matrix: every agent × every oracle profile, rendered into docs/conformance.md.
+"""The conformance matrix: every agent × every oracle profile, and its interaction column, rendered into
+docs/conformance.md.
 
-    .venv/bin/python scripts/conformance.py            # run the `conformance` suite, write docs/conformance.md
-    .venv/bin/python scripts/conformance.py RUN_DIR    # only render from an existing run
+    .venv/bin/python scripts/conformance.py                       # run both suites, write docs/conformance.md
+    .venv/bin/python scripts/conformance.py RUN_DIR INTERACTION_RUN_DIR   # only render from existing runs
+
+The interaction column comes from a run of the `interaction` suite (every agent × the `interaction` tests on
+oracle-deny-then-recover): how the agent's driver met the policy, and each test's status.
 
 The page is generated from a real run, never typed by hand; tests/test_conformance.py runs the suite in CI,
 asserts every cell against tests/conformance_expected.yaml, and checks the page equals what that run renders.
@@ -20,12 +24,45 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = ROOT / "tests" / "conformance_expected.yaml"
 PAGE = ROOT / "docs" / "conformance.md"
 SUITE = "conformance"
+INTERACTION_SUITE = "interaction"
+#: The interaction tests, in the column's order (their policies).
+INTERACTION_TESTS = {"shell_denied": "scripted", "save_file_denied": "auto-deny"}
 
 
 def expectations() -> dict:
     from gripprobe_core.oracle.profiles import EXPECTED_REFERENCE_STATUS
     data = YAML(typ="safe").load(EXPECTED.read_text()) or {}
-    return {"default": dict(EXPECTED_REFERENCE_STATUS), "overrides": data.get("overrides") or {}}
+    return {"default": dict(EXPECTED_REFERENCE_STATUS), "overrides": data.get("overrides") or {},
+            "interaction": data.get("interaction") or {}}
+
+
+def expected_interaction(exp: dict, agent: str, test: str) -> tuple[str, str | None]:
+    """The expected status of an interaction cell: PASS unless the agent's entry says otherwise (with why)."""
+    over = (exp["interaction"].get(agent) or {}).get(test)
+    if over:
+        return over["status"], over.get("why")
+    return "PASS", None
+
+
+def interaction_cells(run_dir: Path | None) -> dict[str, dict]:
+    """agent → {how, applied, reason, cells: {test: {status, requests, denied}}} from an interaction run."""
+    out: dict[str, dict] = {}
+    if run_dir is None:
+        return out
+    for path in sorted((run_dir / "cases").glob("*/case.json")):
+        case = json.loads(path.read_text())
+        if case["key"].get("trial", 1) != 1 or case["key"]["test"] not in INTERACTION_TESTS:
+            continue
+        ia = case.get("interaction") or {}
+        a = out.setdefault(case["key"]["agent"], {"how": None, "applied": {}, "reason": None, "cells": {}})
+        a["applied"][case["key"]["test"]] = bool(ia.get("applied"))
+        if ia.get("applied"):
+            a["how"] = ia.get("how")
+        elif ia.get("reason"):
+            a["reason"] = ia.get("reason")
+        a["cells"][case["key"]["test"]] = {"status": case["verdict"]["status"], "requests": ia.get("requests", 0),
+                                           "denied": ia.get("denied", 0)}
+    return out
 
 
 def expected_status(exp: dict, agent: str, profile: str) -> tuple[str, str | None]:
@@ -98,7 +135,16 @@ markdown format against the oracle.
 """
 
 
-def render(run_cells: list[dict], exp: dict) -> str:
+def _interaction_text(a: dict | None) -> str:
+    if a is None:
+        return "—"
+    how = a["how"] or "not applied"
+    parts = [f"{INTERACTION_TESTS[t]} {a['cells'][t]['status']}" for t in INTERACTION_TESTS if t in a["cells"]]
+    return f"{how}: " + ", ".join(parts)
+
+
+def render(run_cells: list[dict], exp: dict, interaction: dict[str, dict] | None = None) -> str:
+    interaction = interaction or {}
     profiles = list(exp["default"])
     agents: dict[str, dict] = {}
     for c in run_cells:
@@ -114,9 +160,12 @@ def render(run_cells: list[dict], exp: dict) -> str:
         "",
         "A cell shows the observed status; `≠` marks one that differs from its expectation. In every cell the",
         "tool calls seen at tier A (structured + written as text) equal the oracle's ground truth.",
+        "The last column comes from a run of the `interaction` suite (oracle-deny-then-recover): how the",
+        "agent's driver met the interaction policy (session, native, or not applied) and the status of",
+        "`shell_denied` (scripted: the shell denied) and `save_file_denied` (auto-deny); docs/interaction.md.",
         "",
-        "| agent | version | format | " + " | ".join(profiles) + " |",
-        "|---|---|---|" + "---|" * len(profiles),
+        "| agent | version | format | " + " | ".join(profiles) + " | interaction |",
+        "|---|---|---|" + "---|" * len(profiles) + "---|",
     ]
     notes = []
     for agent in sorted(agents):
@@ -131,7 +180,27 @@ def render(run_cells: list[dict], exp: dict) -> str:
             row.append(c["status"] if c["status"] == want else f"{c['status']} ≠ {want}")
             if why:
                 notes.append(f"- **{agent} × {p}**: expected {want} — {why}")
-        lines.append(f"| {agent} | {a['version']} | {a['format']} | " + " | ".join(row) + " |")
+        ia = interaction.get(agent)
+        shown = _interaction_text(ia)
+        for test in INTERACTION_TESTS:
+            want, why = expected_interaction(exp, agent, test)
+            got = (ia or {}).get("cells", {}).get(test)
+            if got is not None and got["status"] != want:
+                shown += f" ({test} ≠ {want})"
+            if why:
+                notes.append(f"- **{agent} × {test}** ({INTERACTION_TESTS[test]}): expected {want} — {why}")
+        lines.append(f"| {agent} | {a['version']} | {a['format']} | " + " | ".join(row) + f" | {shown} |")
+    extra = sorted(set(interaction) - set(agents))  # agents only the interaction suite runs (ACP drivers)
+    for agent in extra:
+        shown = _interaction_text(interaction[agent])
+        for test in INTERACTION_TESTS:
+            want, why = expected_interaction(exp, agent, test)
+            got = interaction[agent]["cells"].get(test)
+            if got is not None and got["status"] != want:
+                shown += f" ({test} ≠ {want})"
+            if why:
+                notes.append(f"- **{agent} × {test}** ({INTERACTION_TESTS[test]}): expected {want} — {why}")
+        lines.append(f"| {agent} | | | " + " | ".join("" for _ in profiles) + f" | {shown} |")
     lines += ["", "## Where an agent differs from the reference expectation, and why", ""]
     lines += notes or ["- none"]
     lines += ["", "Expectations by profile (the reference agent's): see docs/oracle.md.", ""]
@@ -140,17 +209,19 @@ def render(run_cells: list[dict], exp: dict) -> str:
     return "\n".join(lines)
 
 
+def _run_suite(suite: str) -> Path | None:
+    res = subprocess.run([str(Path(sys.executable).parent / "gripprobe"), "run", "--suite", suite],
+                         cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    return Path(res.stdout.strip().splitlines()[-1]) if res.returncode == 0 else None
+
+
 def main(argv: list[str]) -> int:
-    if argv:
-        run_dir = Path(argv[0])
-    else:
-        res = subprocess.run([str(Path(sys.executable).parent / "gripprobe"), "run", "--suite", SUITE],
-                             cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        if res.returncode != 0:
-            return res.returncode
-        run_dir = Path(res.stdout.strip().splitlines()[-1])
-    PAGE.write_text(render(cells(run_dir), expectations()), encoding="utf-8")
-    print(f"wrote {PAGE} from {run_dir}")
+    run_dir = Path(argv[0]) if argv else _run_suite(SUITE)
+    interaction_dir = Path(argv[1]) if len(argv) > 1 else (_run_suite(INTERACTION_SUITE) if not argv else None)
+    if run_dir is None or (not argv and interaction_dir is None):
+        return 1
+    PAGE.write_text(render(cells(run_dir), expectations(), interaction_cells(interaction_dir)), encoding="utf-8")
+    print(f"wrote {PAGE} from {run_dir}" + (f" and {interaction_dir}" if interaction_dir else ""))
     return 0
 
 

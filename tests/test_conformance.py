@@ -45,6 +45,40 @@ def run_cells(conformance_run):
     return conformance.cells(conformance_run)
 
 
+@pytest.fixture(scope="module")
+def interaction_run(tmp_path_factory) -> Path:
+    assert not MISSING, f"CI must have every agent plugin installed; missing: {MISSING}"
+    out = tmp_path_factory.mktemp("interaction")
+    sandbox = ["--sandbox", "bwrap"] if os.environ.get("CI") else []
+    res = gripprobe("run", "--suite", "interaction", "--results", str(out), *sandbox, timeout=3000)
+    assert res.returncode == 0, res.stderr[-4000:]
+    return Path(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def interaction_cells(interaction_run):
+    return conformance.interaction_cells(interaction_run)
+
+
+def test_every_interaction_cell_has_its_expected_status(interaction_cells):
+    """Each agent × interaction test: its expected status; where the harness answered (a session driver) the
+    refusal is on record as a request and answer; where the policy was not applied, the reason is given and
+    the case is TOOL_UNSUPPORTED."""
+    exp = conformance.expectations()
+    assert AGENTS <= set(interaction_cells), sorted(AGENTS - set(interaction_cells))
+    wrong = [(agent, test, got["status"], conformance.expected_interaction(exp, agent, test)[0])
+             for agent, a in interaction_cells.items() for test, got in a["cells"].items()
+             if got["status"] != conformance.expected_interaction(exp, agent, test)[0]]
+    assert not wrong, wrong
+    for agent, a in interaction_cells.items():
+        assert set(a["cells"]) == set(conformance.INTERACTION_TESTS), (agent, a["cells"])
+        for test, got in a["cells"].items():
+            if a["applied"][test] and a["how"] == "session" and got["status"] == "PASS":
+                assert got["denied"] >= 1, (agent, test, got)  # the harness answered: the refusal is on record
+            if not a["applied"][test]:
+                assert a["reason"] and got["status"] == "TOOL_UNSUPPORTED", (agent, test, a)
+
+
 def test_every_cell_has_its_expected_status(run_cells):
     exp = conformance.expectations()
     agents = {c["agent"] for c in run_cells}
@@ -69,8 +103,8 @@ def test_tier_a_equals_oracle_ground_truth_in_every_cell(run_cells):
     assert not off, off
 
 
-def test_docs_page_is_what_a_real_run_renders(run_cells):
-    want = conformance.render(run_cells, conformance.expectations())
+def test_docs_page_is_what_a_real_run_renders(run_cells, interaction_cells):
+    want = conformance.render(run_cells, conformance.expectations(), interaction_cells)
     have = (ROOT / "docs" / "conformance.md").read_text()
     assert have == want, "docs/conformance.md is stale: run `.venv/bin/python scripts/conformance.py`"
 

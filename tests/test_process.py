@@ -132,3 +132,77 @@ def test_orphaned_daemon_is_killed_after_a_clean_exit(tmp_path):
     while _alive(gpid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(gpid)
+
+
+# ------------------------------------------------------------------------------------ sessions (stdin/stdout)
+
+ECHO_AGENT = ("import sys\n"
+              "for line in sys.stdin:\n"
+              "    sys.stdout.write('echo ' + line); sys.stdout.flush()\n"
+              "    if line.strip() == 'bye': break\n"
+              "import time; time.sleep(60)\n")  # an ACP agent does not exit when the talk is over
+
+
+def talk(tmp_path, code, session, timeout_s=20, cap=None):
+    kw = {"cap_bytes": cap} if cap else {}
+    return asyncio.run(run_process([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ), stdin=None,
+                                   timeout_s=timeout_s, stdout_path=tmp_path / "out", stderr_path=tmp_path / "err",
+                                   session=session, session_grace_s=0.5, **kw))
+
+
+def test_a_session_talks_and_the_harness_ends_the_agent_when_it_is_done(tmp_path):
+    heard = []
+
+    async def session(reader, writer):
+        for word in ("hello", "bye"):
+            writer.write(word.encode() + b"\n")
+            await writer.drain()
+            heard.append((await reader.readline()).decode())
+
+    t0 = time.monotonic()
+    res = talk(tmp_path, ECHO_AGENT, session)
+    assert heard == ["echo hello\n", "echo bye\n"]
+    assert res.status == "ok" and res.signal is None and res.error is None, res
+    assert time.monotonic() - t0 < 15  # not the agent's 60 s sleep, nor the timeout
+    assert (tmp_path / "out").read_text() == "echo hello\necho bye\n"  # the capture has what the session read
+
+
+def test_a_session_that_fails_is_shell_error_with_its_reason(tmp_path):
+    from gripprobe_core.phase import SessionError
+
+    async def session(reader, writer):
+        raise SessionError("the agent spoke no protocol")
+
+    res = talk(tmp_path, ECHO_AGENT, session)
+    assert res.status == "shell_error" and res.error == "session failed: the agent spoke no protocol"
+
+
+def test_an_agent_that_leaves_first_ends_the_session_with_eof(tmp_path):
+    seen = []
+
+    async def session(reader, writer):
+        while line := await reader.readline():
+            seen.append(line)
+
+    res = talk(tmp_path, "print('one'); import sys; sys.exit(3)", session)
+    assert seen == [b"one\n"] and res.status == "nonzero_exit" and res.exit_code == 3
+
+
+def test_a_flood_past_the_capture_cap_reaches_the_session_as_eof(tmp_path):
+    got = []
+
+    async def session(reader, writer):
+        while chunk := await reader.read(65536):
+            got.append(len(chunk))
+
+    res = talk(tmp_path, "import sys\nwhile True: sys.stdout.write('x' * 65536)", session, timeout_s=10, cap=1 << 20)
+    assert sum(got) == 1 << 20 and res.stdout_truncated  # the session read exactly what was kept, then EOF
+    assert res.status == "timeout"  # the flooder never stops on its own
+
+
+def test_a_session_that_hangs_is_ended_by_the_timeout(tmp_path):
+    async def session(reader, writer):
+        await asyncio.sleep(3600)
+
+    res = talk(tmp_path, ECHO_AGENT, session, timeout_s=2)
+    assert res.status == "timeout"

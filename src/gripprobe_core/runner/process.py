@@ -78,6 +78,8 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
+#: After a session ends, how long the agent gets to show it was exiting anyway (its stdout closed as it left).
+SESSION_SETTLE_S = 0.2
 #: A session's reader holds at most this much of one line (an ACP message with a big tool result).
 SESSION_LINE_LIMIT = 64 * 1024 * 1024
 
@@ -264,19 +266,29 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
     until = should_stop if task is None else (lambda: task.done() or bool(should_stop and should_stop()))
     session_failed: str | None = None
     ended_by_session = False
+    deadline = time.monotonic() + timeout_s
     try:
-        if not await _wait_exit(proc, timeout_s, until):
-            if task is not None and talk is not None and task.done() and not (should_stop and should_stop()):
-                ended_by_session = True  # the conversation is over: the agent may go
+        exited = await _wait_exit(proc, timeout_s, until)
+        if not exited and task is not None and talk is not None and task.done() \
+                and not (should_stop and should_stop()):
+            # The conversation is over. An agent that was leaving anyway (its stdout closed as it exited) is
+            # judged by its own exit; one whose output was cut at the cap keeps running as any agent would,
+            # until it exits or times out; otherwise the harness ends it (an ACP agent never exits by itself).
+            exited = await _wait_exit(proc, SESSION_SETTLE_S)
+            if not exited and captures[0].truncated:
+                exited = await _wait_exit(proc, max(0.0, deadline - time.monotonic()), should_stop)
+            elif not exited:
+                ended_by_session = True
                 session_failed = _session_error(task)
                 await _close_writer(talk[1])
                 if not await _wait_exit(proc, session_grace_s):
                     await _terminate_tree(proc, pgid, token)
-            else:
-                timed_out = True
-                if stop is not None and stop[0]():
-                    stopped_why = stop[1]
-                await _terminate_tree(proc, pgid, token)
+                exited = True
+        if not exited:
+            timed_out = True
+            if stop is not None and stop[0]():
+                stopped_why = stop[1]
+            await _terminate_tree(proc, pgid, token)
         if task is not None and not task.done():  # the agent left first (or timed out): the session hears EOF
             try:
                 await asyncio.wait_for(asyncio.shield(task), DRAIN_AFTER_EXIT_S)
