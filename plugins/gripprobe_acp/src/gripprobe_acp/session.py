@@ -1,6 +1,8 @@
 """The ACP session: GripProbe as the client of an ACP agent over its stdin/stdout (the core's ``AgentSession``).
 
-:meth:`AcpSession.run` builds the SDK's ``acp.ClientSideConnection`` over the channel's streams and then:
+:meth:`AcpSession.run` builds the SDK's ``acp.ClientSideConnection`` over the channel's streams
+(``acp.connect_to_agent``; its reader reads a line of any length in pieces, so the runner's 64 MiB line limit is
+the only one) and then:
 
 1. ``initialize`` with no client capabilities: no ``fs`` (the agent reads and writes files with its own tools,
    inside the sandbox; advertised, Qwen Code and opencode hand their writes to the *client*, which would write
@@ -32,7 +34,8 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import IO, Any, Mapping
 
-from acp import PROTOCOL_VERSION, ClientSideConnection, RequestError, text_block
+from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
+from acp.client.connection import ClientSideConnection
 from acp.connection import StreamEvent
 from acp.schema import (
     AllowedOutcome, ClientCapabilities, DeniedOutcome, Implementation, RequestPermissionResponse,
@@ -204,8 +207,8 @@ class AcpSession:
         with open(channel.transcript, "ab") as stream:
             recorder = Recorder(stream, ctx.api_key)
             client = _Client(self, channel, recorder)
-            conn = ClientSideConnection(client, channel.writer, channel.reader,
-                                        observers=[client.observe, recorder.observe])
+            conn = connect_to_agent(client, channel.writer, channel.reader,
+                                    observers=[client.observe, recorder.observe])
             try:
                 await self._converse(conn, channel, recorder)
             finally:

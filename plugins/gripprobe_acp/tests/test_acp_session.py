@@ -1,0 +1,168 @@
+"""The session on its own: :class:`AcpSession` over a real agent's pipes (Claude Code through its adapter, the
+fastest to start) against the real oracle, with no ``gripprobe run`` around it — and against processes that
+break the protocol. Plus the pure parts: the answer sent for a decision, the transcript's redaction."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp.schema import AllowedOutcome, DeniedOutcome
+
+from gripprobe_acp.session import AcpSession, Recorder, _outcome
+from gripprobe_core.plugin import (
+    InteractionSpec, PermissionDecision, PermissionOption, PermissionRequest, SessionChannel, SessionError, TestSpec,
+    decide,
+)
+from gripprobe_core.testing import load_yaml_file, oracle_server
+
+from conftest import SPECS, for_driver
+
+OPTIONS = (PermissionOption("allow-once", "Yes", "allow_once"), PermissionOption("always", "Always", "allow_always"),
+           PermissionOption("reject", "No", "reject_once"))
+
+
+# ------------------------------------------------------------------------------------------ pure parts
+
+def test_the_option_the_policy_picked_goes_back():
+    assert _outcome(PermissionDecision("allow", "auto-approve", "always"), OPTIONS) == AllowedOutcome(
+        outcome="selected", option_id="always")
+
+
+def test_a_decision_without_an_offered_option_picks_one_of_its_kind_else_cancels():
+    assert _outcome(PermissionDecision("deny", "auto-deny", "gone"), OPTIONS).option_id == "reject"
+    assert _outcome(PermissionDecision("allow", "default", None), OPTIONS).option_id == "allow-once"
+    only_allow = OPTIONS[:2]
+    assert _outcome(PermissionDecision("deny", "auto-deny", None), only_allow) == DeniedOutcome(outcome="cancelled")
+    assert _outcome(PermissionDecision("answer", "rule 1", answer="yes"), OPTIONS) == DeniedOutcome(outcome="cancelled")
+
+
+def test_the_transcript_never_holds_the_key():
+    stream = io.BytesIO()
+    recorder = Recorder(stream, 'sk-"quoted"-key')
+    recorder.write({"dir": "outgoing", "message": {"params": {"text": 'the key is sk-"quoted"-key'}}})
+    recorder.note("error", error='sk-"quoted"-key')
+    text = stream.getvalue().decode()
+    assert "quoted" not in text and text.count("[REDACTED]") == 2
+    assert [json.loads(line)["seq"] for line in text.splitlines()] == [1, 2]
+
+
+# --------------------------------------------------------------------------------- a real agent's pipes
+
+class Responder:
+    """The case's policy, as the runner's responder answers it, remembering every request."""
+
+    def __init__(self, spec: InteractionSpec | None) -> None:
+        self.spec, self.requests = spec, []
+
+    async def decide(self, request: PermissionRequest) -> PermissionDecision:
+        self.requests.append(request)
+        return decide(self.spec, request)
+
+
+async def converse(argv: list[str], env: dict[str, str], ctx: Any, session: AcpSession,
+                   responder: Responder, transcript: Path, timeout: float = 90) -> tuple[BaseException | None, int | None]:
+    """Start ``argv`` with pipes, run ``session`` over them as the runner does; then close stdin and stop it."""
+    proc = await asyncio.create_subprocess_exec(*argv, cwd=ctx.workspace, env=env, stdin=asyncio.subprocess.PIPE,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+                                                limit=64 << 20, start_new_session=True)
+    error: BaseException | None = None
+    try:
+        await asyncio.wait_for(session.run(SessionChannel(proc.stdout, proc.stdin, responder, transcript, ctx)), timeout)
+    except SessionError as exc:
+        error = exc
+    finally:
+        if proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), 3)
+        except asyncio.TimeoutError:
+            os.killpg(proc.pid, 9)
+            await proc.wait()
+    return error, proc.returncode
+
+
+def base_env(ctx: Any) -> dict[str, str]:
+    return {"HOME": str(ctx.home), "TMPDIR": str(ctx.tmpdir), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": "C.UTF-8", **ctx.xdg}
+
+
+def save_file() -> TestSpec:
+    return TestSpec.model_validate(load_yaml_file(SPECS / "tests" / "save_file.yaml")[0])
+
+
+@pytest.mark.e2e
+class TestAgainstClaude:
+    pytestmark = for_driver("acp-claude")
+
+    def test_a_scripted_denial_of_writes_reaches_claude_and_the_file_is_not_written(
+            self, agent_install, agent_driver, make_phase_ctx, gripprobe_plugins, tmp_path):
+        test = save_file()
+        spec = InteractionSpec.model_validate({"policy": "scripted", "rules": [{"tool_kind": "write", "decision": "deny"}]})
+        responder = Responder(spec)
+        transcript = tmp_path / "conversation.jsonl"
+
+        async def go():
+            async with oracle_server(test.reference, plugins=gripprobe_plugins, profile="perfect") as oracle:
+                ctx = make_phase_ctx(test=test, base_url=oracle.base_url, executable=agent_install.executable,
+                                     api_key="sk-acp-session-canary")
+                env = {**base_env(ctx), **agent_driver.environment(ctx)}
+                got = await converse(agent_driver.command(ctx).argv, env, ctx, agent_driver.command(ctx).session,
+                                     responder, transcript)
+                return got, ctx, list(oracle.ground_truth)
+
+        (error, _rc), ctx, truth = asyncio.run(go())
+        assert error is None
+        (request,) = responder.requests
+        assert (request.tool_call_id, request.raw_name, request.name, request.kind) == (
+            truth[0]["tool_call_id"], "Write", "write", "write")
+        # the adapter asks with the path it resolved in the workspace (its updates said "greeting.txt")
+        assert request.input == {"file_path": str(ctx.workspace / "greeting.txt"),
+                                 "content": "Hello, GripProbe!\nThis file was saved with the write tool.\n"}
+        assert {o.kind for o in request.options} == {"allow_once", "allow_always", "reject_once"}
+        assert not (ctx.workspace / "greeting.txt").exists()
+        records = [json.loads(line) for line in transcript.read_text().splitlines()]
+        init = records[0]["message"]
+        assert (records[0]["dir"], init["method"]) == ("outgoing", "initialize")
+        assert "clientCapabilities" not in init["params"]  # no fs, no terminal
+        assert [r["message"]["method"] for r in records if r["dir"] == "outgoing" and "method" in r["message"]] == [
+            "initialize", "session/new", "session/set_mode", "session/prompt"]
+        (note,) = [r for r in records if r.get("event") == "permission"]
+        assert note["decision"]["outcome"] == "deny" and note["decision"]["rule"] == "rule 1 (tool_kind: write)"
+        assert note["sent"] == {"outcome": "selected", "optionId": "reject"}
+        assert records[-1]["message"]["result"]["stopReason"] == "end_turn"
+        assert "sk-acp-session-canary" not in transcript.read_text()
+
+    def test_a_mode_the_agent_does_not_offer_is_a_session_error(self, agent_install, agent_driver, make_phase_ctx,
+                                                                 tmp_path):
+        ctx = make_phase_ctx(executable=agent_install.executable)
+        env = {**base_env(ctx), **agent_driver.environment(ctx)}
+        error, _ = asyncio.run(converse(agent_driver.command(ctx).argv, env, ctx, AcpSession(mode="no-such-mode"),
+                                        Responder(None), tmp_path / "t.jsonl"))
+        assert isinstance(error, SessionError)
+        assert "no session mode 'no-such-mode'" in str(error) and "default" in str(error)
+
+
+# ----------------------------------------------------------------------- processes that break the protocol
+
+@for_driver("acp")  # make_phase_ctx is about the generic driver
+@pytest.mark.parametrize("script, said", [
+    ("exit 3", "closed the connection before answering initialize"),
+    ('read line; echo \'{"jsonrpc":"2.0","id":0,"error":{"code":-32000,"message":"not today"}}\'; sleep 5',
+     "initialize failed: not today (JSON-RPC error -32000)"),
+    ("echo 'this is not JSON'; echo '[1,2]'; exit 0", "closed the connection before answering initialize"),
+])
+def test_an_agent_that_breaks_the_protocol_is_a_session_error(script, said, make_phase_ctx, tmp_path):
+    ctx = make_phase_ctx(installed=False)
+    transcript = tmp_path / "t.jsonl"
+    error, _ = asyncio.run(converse(["/bin/sh", "-c", script], base_env(ctx), ctx, AcpSession(), Responder(None),
+                                    transcript, timeout=20))
+    assert isinstance(error, SessionError) and said in str(error)
+    errors = [json.loads(line) for line in transcript.read_text().splitlines() if '"event": "error"' in line]
+    assert [e["stage"] for e in errors] == ["initialize"]
+
