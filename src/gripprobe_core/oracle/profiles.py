@@ -320,9 +320,15 @@ class DenyThenRecoverProfile:
             return side
         request, dialect = ctx.request, ctx.dialect
         shell_call = self._shell_call(ctx)
-        if shell_call is None:  # no shell tool, or nothing a shell can do first: the perfect plan
+        if shell_call is None:  # no shell offered (an agent may withhold a denied tool): the plan without it
             reply = PerfectProfile().respond(ctx)
-            return replace(reply, turn=replace(reply.turn, reasoning="No shell here; I will use the file tools."))
+            turn = reply.turn
+            if turn.tool_call is None:  # nothing left to call, or nothing that could: say what was missing
+                note = ("The shell is not available to me (not allowed here), so I used the file tools. "
+                        if dialect.steps_taken(request) else
+                        "I am not allowed to use a tool that could do this, so I did nothing. ")
+                turn = replace(turn, text=note + turn.text)
+            return replace(reply, turn=replace(turn, reasoning="There is no shell tool here; I will do without it."))
         step = dialect.steps_taken(request)
         if step == 0:
             return Reply(Turn(text="I will do the first step with one shell command.", tool_call=shell_call,
