@@ -265,12 +265,13 @@ def test_reasoning_reaches_tier_a_on_every_wire() -> None:
 @pytest.fixture(scope="module")
 def interaction_run(tmp_path_factory) -> Path:
     results = tmp_path_factory.mktemp("interaction")
-    res = gripprobe("run", "--suite", "interaction", "--results", str(results))
+    res = gripprobe("run", "-a", "reference", "-m", "oracle-deny-then-recover", "-t", "tag:interaction",
+                     "--results", str(results))
     assert res.returncode == 0, res.stderr
     return next((results / "runs").iterdir())
 
 
-def test_the_interaction_suite_with_the_reference_agent(interaction_run: Path, tmp_path: Path) -> None:
+def test_the_interaction_tests_with_the_reference_agent(interaction_run: Path, tmp_path: Path) -> None:
     run = tmp_path / interaction_run.name
     shutil.copytree(interaction_run, run)
     cases = {p.name.rsplit("__", 1)[-1]: p for p in (run / "cases").iterdir()}
