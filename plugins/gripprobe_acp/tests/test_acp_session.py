@@ -8,6 +8,8 @@ import asyncio
 import io
 import json
 import os
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -66,14 +68,17 @@ class Responder:
 
 
 async def converse(argv: list[str], env: dict[str, str], ctx: Any, session: AcpSession,
-                   responder: Responder, transcript: Path, timeout: float = 90) -> tuple[BaseException | None, int | None]:
-    """Start ``argv`` with pipes, run ``session`` over them as the runner does; then close stdin and stop it."""
+                   responder: Responder, transcript: Path, timeout: float = 90,
+                   linger: float = 0) -> tuple[BaseException | None, int | None]:
+    """Start ``argv`` with pipes, run ``session`` over them as the runner does; then (after ``linger`` seconds)
+    close stdin and stop it."""
     proc = await asyncio.create_subprocess_exec(*argv, cwd=ctx.workspace, env=env, stdin=asyncio.subprocess.PIPE,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
                                                 limit=64 << 20, start_new_session=True)
     error: BaseException | None = None
     try:
         await asyncio.wait_for(session.run(SessionChannel(proc.stdout, proc.stdin, responder, transcript, ctx)), timeout)
+        await asyncio.sleep(linger)
     except SessionError as exc:
         error = exc
     finally:
@@ -166,3 +171,39 @@ def test_an_agent_that_breaks_the_protocol_is_a_session_error(script, said, make
     errors = [json.loads(line) for line in transcript.read_text().splitlines() if '"event": "error"' in line]
     assert [e["stage"] for e in errors] == ["initialize"]
 
+
+
+# -------------------------------------------------------------------- nothing phones home (real agents)
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("agent_name", ["acp-qwen", "acp-opencode", "acp-claude", "acp-codex"], scope="session")
+def test_a_real_session_connects_to_nothing_but_the_phase_backend(agent_name, agent_install, agent_driver,
+                                                                   make_phase_ctx, gripprobe_plugins, tmp_path):
+    """Each real agent through its driver's environment and command and the session (unsandboxed, under strace, a
+    whole save_file turn and 3 s after it): every TCP connection goes to 127.0.0.1 (the oracle's port, and opencode's
+    own internal server), none is a DNS lookup, and the file is written."""
+    strace = shutil.which("strace")
+    if strace is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("strace is needed to watch the agents' connections", pytrace=False)
+        pytest.skip("strace is not installed")
+    test = save_file()
+    trace = tmp_path / "strace.txt"
+
+    async def go():
+        async with oracle_server(test.reference, plugins=gripprobe_plugins, profile="perfect") as oracle:
+            ctx = make_phase_ctx(test=test, base_url=oracle.base_url, executable=agent_install.executable)
+            env = {**base_env(ctx), **agent_driver.environment(ctx)}
+            command = agent_driver.command(ctx)
+            argv = [strace, "-f", "-qq", "-e", "trace=connect,sendto,sendmmsg", "-o", str(trace), *command.argv]
+            error, _ = await converse(argv, env, ctx, command.session, Responder(None), tmp_path / "t.jsonl",
+                                      linger=3)
+            return error, ctx, oracle.base_url.rsplit(":", 1)[1].strip("/")
+
+    error, ctx, port = asyncio.run(go())
+    assert error is None and (ctx.workspace / "greeting.txt").exists()
+    lines = trace.read_text().splitlines()
+    inet = [line for line in lines if re.search(r"sa_family=AF_INET6?\b", line)]
+    assert any(f"sin_port=htons({port})" in line for line in inet), inet
+    assert all('inet_addr("127.0.0.1")' in line for line in inet), inet
+    assert not [line for line in lines if "htons(53)" in line]
