@@ -12,6 +12,7 @@ from gripprobe_core.plugin import BackendSpec, PhaseCapture, ProcessResult
 from gripprobe_core.testing import DriverContract, repo_specs
 from gripprobe_gptme import NAME, PINNED_VERSION
 from gripprobe_gptme.config import DUMMY_API_KEY, QUIET_ENV
+from gripprobe_core.plugin import SESSION_TRANSCRIPT
 from gripprobe_gptme.parse import CONVERSATION_ARTIFACT
 from gripprobe_gptme.plugin import EVENTS_ARTIFACT, find_conversation
 
@@ -84,7 +85,9 @@ def test_artifacts_are_this_phases_conversation(agent_driver, make_phase_ctx):
         (logs / name).mkdir()
         (logs / name / "conversation.jsonl").write_bytes(SAMPLE_LOG.read_bytes())
     (logs / "gripprobe-warmup-bbb" / "events.jsonl").write_text("{}\n")
-    assert agent_driver.artifacts(ctx) == {"conversation.jsonl": logs / "gripprobe-warmup-bbb" / "conversation.jsonl",
+    # kept as gptme.conversation.jsonl: the bare name is the harness's own session record (SESSION_TRANSCRIPT)
+    assert SESSION_TRANSCRIPT not in agent_driver.artifacts(ctx)
+    assert agent_driver.artifacts(ctx) == {"gptme.conversation.jsonl": logs / "gripprobe-warmup-bbb" / "conversation.jsonl",
                                            "events.jsonl": logs / "gripprobe-warmup-bbb" / "events.jsonl"}
     assert find_conversation(replace(ctx, phase="measured")) == logs / "gripprobe-measured-aaa" / "conversation.jsonl"
 
@@ -92,11 +95,15 @@ def test_artifacts_are_this_phases_conversation(agent_driver, make_phase_ctx):
 def test_parse_reads_the_kept_conversation_and_the_final_text(agent_driver, make_phase_ctx, tmp_path):
     ctx = make_phase_ctx(fmt="markdown")
     capture = PhaseCapture(stdout_path=tmp_path / "none", stderr_path=tmp_path / "none2",
-                           process=ProcessResult(status="ok", exit_code=0), files={"conversation.jsonl": SAMPLE_LOG})
+                           process=ProcessResult(status="ok", exit_code=0), files={"gptme.conversation.jsonl": SAMPLE_LOG})
     transcript = agent_driver.parse(ctx, capture)
     assert {e.source_tier for e in transcript.events} == {"B"}
     assert [e.event_type for e in transcript.events].count("tool_call_start") == 2
     assert transcript.final_text == "The file is created."
+    # a run stored before the rename kept it under the bare name: still read
+    legacy = PhaseCapture(stdout_path=tmp_path / "none", stderr_path=tmp_path / "none2",
+                          process=ProcessResult(status="ok", exit_code=0), files={"conversation.jsonl": SAMPLE_LOG})
+    assert agent_driver.parse(ctx, legacy).events == transcript.events
 
 
 def test_install_recipe_route_and_registration(agent_driver, agent_spec):

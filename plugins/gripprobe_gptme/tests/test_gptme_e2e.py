@@ -63,7 +63,7 @@ def test_gptmes_log_shows_the_reference_action_and_complete(run_dir, fmt, test):
     proxy's text scanner counts none, so the ground truth is empty, exactly like tier A."""
     d = case_dir(run_dir, "oracle-perfect", fmt, test)
     truth = jsonl(d / "artifacts" / "oracle.measured.jsonl")
-    ours = parse_conversation((d / "artifacts" / "measured.conversation.jsonl").read_bytes(), "measured", fmt).events
+    ours = parse_conversation((d / "artifacts" / "measured.gptme.conversation.jsonl").read_bytes(), "measured", fmt).events
     starts = [e for e in ours if e.event_type == "tool_call_start"]
     results = [e for e in ours if e.event_type == "tool_call_result"]
     assert [s.payload["raw_name"] for s in starts] == [TOOL_OF_TEST[test], "complete"]
@@ -99,13 +99,13 @@ def test_lazy_is_nudged_twice_then_gptme_exits(run_dir, fmt):
     responses = [e for e in events if e["event_type"] == "model_response"]
     assert [e["source_tier"] for e in responses] == ["A"] * 4
     assert sorted(str(e["seen_by"]) for e in responses) == ["None"] + ["['A', 'B']"] * 3
-    log = (d / "artifacts" / "measured.conversation.jsonl").read_text()
+    log = (d / "artifacts" / "measured.gptme.conversation.jsonl").read_text()
     assert log.count("No tool call detected") == 2
 
 
 def test_no_parallel_agent_warning_with_concurrent_cases(run_dir):
     """gptme warns when another agent process runs in its workspace; cases never share one."""
-    for log in (run_dir / "cases").glob("*/artifacts/*.conversation.jsonl"):
+    for log in (run_dir / "cases").glob("*/artifacts/*.gptme.conversation.jsonl"):
         assert "workspace-agents-warning" not in log.read_text(), log
 
 
@@ -194,4 +194,47 @@ def test_malformed_args_in_markdown_is_a_cut_short_block_gptme_never_runs(agent_
     assert flagged["source_tier"] == "A" and flagged["seen_by"] == ["A", "B"]
     assert flagged["payload"]["unreadable_tool_uses"][0]["raw_name"] == "save"
     assert not (d / "workspace" / "greeting.txt").exists()
-    assert (d / "artifacts" / "measured.conversation.jsonl").read_text().count("No tool call detected") == 2
+    assert (d / "artifacts" / "measured.gptme.conversation.jsonl").read_text().count("No tool call detected") == 2
+
+
+WRITE_AND_SHELL_DENIED_TEST = """\
+id: save_file_write_denied
+title: save_file with writes and the shell denied (scripted)
+prompt: |
+  Use your file-writing tool (not the shell) to create a file named greeting.txt in your
+  current working directory with exactly these two lines:
+  Hello, GripProbe!
+  This file was saved with the write tool.
+requires: [write]
+observe:
+  interaction:
+    policy: scripted
+    rules:
+      - {tool_kind: write, decision: deny}
+      - {tool_kind: execute, decision: deny}
+validators:
+  - {kind: file_absent, path: greeting.txt}
+reference:
+  - write: {path: greeting.txt, content: "Hello, GripProbe!\\nThis file was saved with the write tool.\\n"}
+"""
+
+
+def test_a_policy_denying_writes_and_the_shell_is_gptmes_allowlist_and_holds(agent_install, e2e_specs,
+                                                                            tmp_path_factory):
+    """oracle-perfect on save_file, markdown, with writes and the shell denied: gptme runs with ``--tools
+    none`` (only ``complete``), ignores the reply's ```save block (a native denial in tier B), nothing is
+    written, and the case records the policy as applied natively without a violation."""
+    (e2e_specs / "tests" / "save_file_write_denied.yaml").write_text(WRITE_AND_SHELL_DENIED_TEST)
+    run = gripprobe_run(e2e_specs, tmp_path_factory.mktemp("denied"), "-m", "oracle-perfect", "-f", "markdown",
+                        "-t", "save_file_write_denied")
+    ((cid, case),) = cases_of(run).items()
+    record = case["interaction"]
+    assert (record["policy"], record["how"], record["applied"], record["violations"]) == ("scripted", "native", True, [])
+    assert "--tools none" in record["reason"]
+    assert record["requests"] >= 1 and record["denied"] == record["requests"]
+    assert [(v["kind"], v["passed"]) for v in case["validators"]] == [("file_absent", True)]
+    events = jsonl(run / "cases" / cid / "artifacts" / "events.measured.jsonl")
+    denials = [e for e in events if e["event_type"] == "permission_response"]
+    assert denials and all(e["payload"]["rule"] == "native: --tools none" and e["payload"]["decided_by"] == "native"
+                           for e in denials)
+    assert not [e for e in events if e["event_type"] == "tool_call_start" and e["payload"].get("raw_name") == "save"]

@@ -50,8 +50,8 @@ def test_tool_format_success_pairs_calls_and_results_by_gptmes_call_ids():
     assert start.timestamp == "2026-11-22T10:12:17.139Z"  # naive gptme time read as UTC here
     assert p.events[2].latency_ms == 2.1 and p.events[2].payload["output"] == "Saved to hello.txt"
     assert p.events[0].latency_ms == pytest.approx(1976.1) and p.events[0].payload["usage"]["input_tokens"] == 9130
-    assert [e.raw_artifact_ref for e in p.events] == ["conversation.jsonl:7"] * 2 + ["conversation.jsonl:8"] + \
-        ["conversation.jsonl:9"] * 2 + ["conversation.jsonl:10"]
+    assert [e.raw_artifact_ref for e in p.events] == ["gptme.conversation.jsonl:7"] * 2 + ["gptme.conversation.jsonl:8"] + \
+        ["gptme.conversation.jsonl:9"] * 2 + ["gptme.conversation.jsonl:10"]
     assert p.final_text == "The file is created."
 
 
@@ -282,3 +282,50 @@ def test_tool_use_reader_never_raises(text):
     for fmt in ("tool", "markdown", "xml"):
         tool_uses(text, fmt)
         strip_tool_uses(text, fmt)
+
+
+# ------------------------------------------------------------------------- native denials (interaction)
+
+WRITE_DENIED = {"save": "native: --tools shell", "append": "native: --tools shell", "patch": "native: --tools shell"}
+
+
+def test_a_markdown_block_of_a_tool_left_out_of_the_allowlist_is_a_native_denial_not_a_start():
+    """Real gptme run with a policy denying writes (``--tools shell``), markdown format, against the oracle,
+    which still writes a ```save block: gptme ignores it (not loaded) and nudges; then ```complete."""
+    data = (FIXTURES / "captured" / "markdown_write_denied" / "conversation.jsonl").read_bytes()
+    p = parse_conversation(data, "measured", "markdown", tz=UTC, denied=WRITE_DENIED)
+    kinds = [(e.event_type, e.payload.get("raw_name")) for e in p.events]
+    assert kinds == [("model_response", None), ("permission_request", "save"), ("permission_response", None),
+                     ("model_response", None), ("tool_call_start", "complete"), ("tool_call_result", "complete")]
+    response, request, answer = p.events[:3]
+    assert response.payload["tool_call_count"] == 0  # gptme ran nothing of that reply
+    assert request.tool_call_id is None and answer.tool_call_id is None  # text blocks have no call id
+    assert request.payload["kind"] == "write" and request.payload["name"] == "write"
+    assert request.payload["input"] == {"path": "greeting.txt",  # the body as written (save adds the newline)
+                                        "content": "Hello, GripProbe!\nThis file was saved with the write tool."}
+    assert (answer.payload["outcome"], answer.payload["decided_by"], answer.payload["rule"]) == (
+        "deny", "native", "native: --tools shell")
+    assert answer.payload["request_id"] == request.payload["request_id"]
+    assert request.raw_artifact_ref == response.raw_artifact_ref and request.timestamp == response.timestamp
+    # without the driver's allowlist the same block reads as a (never answered) start, as before
+    plain = parse_conversation(data, "measured", "markdown", tz=UTC)
+    assert [e.event_type for e in plain.events][:2] == ["model_response", "tool_call_start"]
+
+
+def test_a_structured_call_of_a_tool_left_out_is_a_native_denial_with_its_call_id():
+    """Real gptme run with ``--tools shell`` (writes denied), tool format, against a scripted model that calls
+    ``save`` though it was not offered: gptme answers "Tool 'save' is not available for execution"."""
+    data = (FIXTURES / "captured" / "tool_write_denied" / "conversation.jsonl").read_bytes()
+    p = parse_conversation(data, "measured", "tool", tz=UTC, denied=WRITE_DENIED)
+    kinds = [(e.event_type, e.tool_call_id, e.status) for e in p.events]
+    assert kinds == [("model_response", None, "success"), ("tool_call_start", "call_scripted_3", "started"),
+                     ("permission_request", "call_scripted_3", "started"),
+                     ("permission_response", "call_scripted_3", "success"),
+                     ("tool_call_result", "call_scripted_3", "error")]
+    request, answer, result = p.events[2:]
+    assert request.payload["raw_name"] == "save" and request.payload["input"]["path"] == "greeting.txt"
+    assert answer.payload["outcome"] == "deny" and answer.payload["rule"] == "native: --tools shell"
+    assert result.payload["output"] == "Tool 'save' is not available for execution."
+    # a tool the policy did not deny answered the same way is an error, not a policy's denial
+    other = parse_conversation(data, "measured", "tool", tz=UTC, denied={"shell": "native: --tools save"})
+    assert not [e for e in other.events if e.event_type.startswith("permission_")]

@@ -1,7 +1,8 @@
 """gptme's conversation log → normalized tier B events.
 
 Source: ``$GPTME_LOGS_HOME/<name>/conversation.jsonl`` (kept by the runner as the phase artifact
-``conversation.jsonl``), one JSON message per line: ``{role, content, timestamp, call_id?,
+``gptme.conversation.jsonl``: the bare ``conversation.jsonl`` is the harness's own session record), one JSON
+message per line: ``{role, content, timestamp, call_id?,
 metadata?}``. ``--output-format json`` prints the same messages on stdout (``{"type": "message",
 …}``); that is the fallback when the log is missing (a crash before gptme created it).
 
@@ -55,10 +56,11 @@ from xml.etree import ElementTree
 from dataclasses import dataclass
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from gripprobe_core.plugin import (
-    EventBuilder, PhaseCapture, ToolNames, Transcript, WrapperParseError, iso, mapping, number,
+    EventBuilder, PermissionDecision, PermissionRequest, PhaseCapture, ToolNames, Transcript, WrapperParseError, iso,
+    mapping, number, permission_events,
 )
 
 __all__ = [
@@ -66,7 +68,12 @@ __all__ = [
     "read_messages", "tool_uses",
 ]
 
-CONVERSATION_ARTIFACT = "conversation.jsonl"
+#: The name gptme's ``conversation.jsonl`` is kept under (``<phase>.gptme.conversation.jsonl``). Not the bare
+#: ``conversation.jsonl``: since gripprobe-core's interaction sessions that name is the harness's own record
+#: of a session (``SESSION_TRANSCRIPT``), and the runner drops a kept file of that name.
+CONVERSATION_ARTIFACT = "gptme.conversation.jsonl"
+#: What runs stored before the rename kept it as (read when the new name is absent).
+LEGACY_CONVERSATION_ARTIFACT = "conversation.jsonl"
 #: gptme's own tool names beside the common vocabulary (``shell``, ``patch``, ``read`` ... are generic).
 TOOL_NAMES = ToolNames({
     "save": ("write", "write"), "append": ("write", "write"), "patch_many": ("edit", "write"),
@@ -98,6 +105,8 @@ _RETURN_CODE = re.compile(r"^Return code: (-?\d+)\s*$", re.M)
 _ERROR_RESULT = re.compile(
     r"^(?:Error\b|Cannot \w+|\w+ aborted\b|Tool '[^']*' is not available|Patch failed|Invalid patch)", re.I)
 _HTTP_CODE = re.compile(r"Error code: (\d{3})")
+#: gptme's answer to a structured call of a tool it did not load (the allowlist left it out).
+_NOT_AVAILABLE = re.compile(r"^Tool '([^']*)' is not available for execution")
 _UNSUPPORTED = re.compile(r"does not support tools", re.I)
 _DECODER = json.JSONDecoder()
 
@@ -331,17 +340,26 @@ def read_messages(data: bytes, *, stdout: bool = False) -> Iterator[tuple[int, d
 
 
 def parse_conversation(data: bytes, phase: str, tool_format: str, *, file_name: str = CONVERSATION_ARTIFACT,
-                       stdout: bool = False, tz: tzinfo | None = None) -> Transcript:
+                       stdout: bool = False, tz: tzinfo | None = None,
+                       denied: Mapping[str, str] | None = None) -> Transcript:
     """Events and final answer from the bytes of a ``conversation.jsonl`` (or of ``--output-format json``
     stdout)."""
-    return parse_messages(read_messages(data, stdout=stdout), phase, tool_format, file_name=file_name, tz=tz)
+    return parse_messages(read_messages(data, stdout=stdout), phase, tool_format, file_name=file_name, tz=tz,
+                          denied=denied)
 
 
 def parse_messages(messages: Iterable[tuple[int, dict[str, Any]]], phase: str, tool_format: str, *,
-                   file_name: str = CONVERSATION_ARTIFACT, tz: tzinfo | None = None) -> Transcript:
+                   file_name: str = CONVERSATION_ARTIFACT, tz: tzinfo | None = None,
+                   denied: Mapping[str, str] | None = None) -> Transcript:
     """The events of gptme's messages, and its final answer: the text of its last assistant message that
-    has any once its tool-use syntax is taken out (None when none has)."""
-    reader = _Reader(phase, tool_format, file_name, tz)
+    has any once its tool-use syntax is taken out (None when none has).
+
+    ``denied``: tools the driver's allowlist left out because of the case's interaction policy (name → the
+    rule naming that setting). gptme never runs them: a text block of one (markdown, xml) is ignored, a
+    structured call of one is answered "Tool 'x' is not available for execution". Either is a native
+    denial: a ``permission_request`` + ``permission_response`` (deny, ``decided_by: native``); a text block
+    then gets no ``tool_call_start`` (gptme did not run it), a structured call keeps its start and error."""
+    reader = _Reader(phase, tool_format, file_name, tz, denied)
     for lineno, message in messages:
         try:
             reader.feed(lineno, message)
@@ -350,7 +368,8 @@ def parse_messages(messages: Iterable[tuple[int, dict[str, Any]]], phase: str, t
     return Transcript(reader.out.events, reader.final)
 
 
-def parse_phase(capture: PhaseCapture, phase: str, tool_format: str, *, tz: tzinfo | None = None) -> Transcript:
+def parse_phase(capture: PhaseCapture, phase: str, tool_format: str, *, tz: tzinfo | None = None,
+                denied: Mapping[str, str] | None = None) -> Transcript:
     """The phase's events and final answer: from the ``conversation.jsonl`` kept file, else from gptme's
     JSON stdout.
 
@@ -358,18 +377,19 @@ def parse_phase(capture: PhaseCapture, phase: str, tool_format: str, *, tz: tzin
     neither (it always writes the log on a normal run: the harness lost it). A crash or timeout
     without any log gives no events.
     """
-    conversation = capture.files.get(CONVERSATION_ARTIFACT)
+    conversation = capture.files.get(CONVERSATION_ARTIFACT) or capture.files.get(LEGACY_CONVERSATION_ARTIFACT)
     if conversation is not None:
         try:
             data = Path(conversation).read_bytes()
         except OSError as exc:
             raise WrapperParseError(f"cannot read gptme conversation log {conversation}: {exc}") from exc
-        return parse_conversation(data, phase, tool_format, file_name=Path(conversation).name, tz=tz)
+        return parse_conversation(data, phase, tool_format, file_name=Path(conversation).name, tz=tz, denied=denied)
     try:
         data = capture.stdout_path.read_bytes()
     except OSError:
         data = b""
-    parsed = parse_conversation(data, phase, tool_format, file_name=capture.stdout_path.name, stdout=True, tz=tz)
+    parsed = parse_conversation(data, phase, tool_format, file_name=capture.stdout_path.name, stdout=True, tz=tz,
+                                denied=denied)
     if not parsed.events and capture.process.status == "ok" and capture.process.exit_code == 0:
         raise WrapperParseError("gptme exited 0 but left no conversation.jsonl under $GPTME_LOGS_HOME "
                                 "and no JSON messages on stdout")
@@ -379,8 +399,10 @@ def parse_phase(capture: PhaseCapture, phase: str, tool_format: str, *, tz: tzin
 class _Reader:
     """Reads one phase's messages in order into :attr:`out` (the shared tier-B event builder)."""
 
-    def __init__(self, phase: str, tool_format: str, file_name: str, tz: tzinfo | None) -> None:
+    def __init__(self, phase: str, tool_format: str, file_name: str, tz: tzinfo | None,
+                 denied: Mapping[str, str] | None = None) -> None:
         self.format, self.tz = tool_format, tz
+        self.denied: dict[str, str] = dict(denied or {})
         self.out = EventBuilder(phase, file_name)
         self.final: str | None = None
         self.seen_assistant = False
@@ -407,7 +429,9 @@ class _Reader:
         # a text tool use gptme cannot read never ran: no start (a tier-B start says "it ran"); the
         # response itself carries the evidence
         unreadable = [u for u in found if u.malformed and u.call_id is None]
-        uses = [u for u in found if not (u.malformed and u.call_id is None)]
+        # a text block of a tool the allowlist left out: gptme ignores it (a native denial, not a start)
+        refused = [u for u in found if u.call_id is None and not u.malformed and u.name in self.denied]
+        uses = [u for u in found if not (u.malformed and u.call_id is None) and u not in refused]
         timings = mapping(meta.get("timings"))
         payload: dict[str, Any] = {"text": content[:TEXT_LIMIT], "tool_call_count": len(uses)}
         if unreadable:
@@ -424,6 +448,8 @@ class _Reader:
                              error_type="protocol_malformed" if unreadable else None,
                              latency_ms=round(latency, 3) or None, payload=payload)
         parent = event.event_id if event is not None else None
+        for use in refused:
+            self._denial(lineno, use, None, ts)
         self.seen_assistant = True
         by_name = mapping(timings.get("tool_ms_by_name"))
         names = [u.name for u in uses]
@@ -456,11 +482,20 @@ class _Reader:
             return
         name, kind = TOOL_NAMES.normalize(use.name)
         status, exit_code = result_status(use.name, content)
+        if use.name in self.denied and (m := _NOT_AVAILABLE.match(content.lstrip())) and m.group(1) == use.name:
+            self._denial(lineno, use, use.call_id, ts)
         self.out.add(lineno, event_type="tool_call_result", tool_call_id=use.call_id, timestamp=ts, status=status,
                      parent_id=parent, exit_code=exit_code, latency_ms=self.latency.get(use.name),
                      error_type="tool_error" if status == "error" else None,
                      payload={"raw_name": use.name, "name": name or None, "kind": kind, "arguments": use.arguments,
                               "output": content[:OUTPUT_LIMIT]})
+
+    def _denial(self, lineno: int, use: ToolUse, call_id: str | None, ts: str | None) -> None:
+        name, kind = TOOL_NAMES.normalize(use.name)
+        request = PermissionRequest(request_id=f"native-{call_id or len(self.out.events) + 1}", tool_call_id=call_id,
+                                    raw_name=use.name, name=name or None, kind=kind, input=use.arguments)
+        permission_events(self.out, lineno, request, PermissionDecision("deny", self.denied[use.name]),
+                          decided_by="native", timestamp=ts)
 
     def _request_error(self, lineno: int, content: str, meta: dict[str, Any], ts: str | None) -> None:
         code = _HTTP_CODE.search(content)

@@ -6,9 +6,11 @@ The agent runs, in the workspace, as::
           --tool-format <format> --output-format json --workspace <ws> <default_args> -- "<prompt>"
 
 against the phase's base URL (see :mod:`gripprobe_gptme.config`), stdin /dev/null. Tier B comes
-from its ``conversation.jsonl`` (kept as the ``conversation.jsonl`` phase file, with gptme's
+from its ``conversation.jsonl`` (kept as the ``gptme.conversation.jsonl`` phase file, with gptme's
 ``events.jsonl``; its JSON stdout is the fallback), read by :mod:`gripprobe_gptme.parse`. The oracle
-speaks gptme's three tool formats through the driver's dialects (:mod:`gripprobe_gptme.dialects`).
+speaks gptme's three tool formats through the driver's dialects (:mod:`gripprobe_gptme.dialects`). A
+case's interaction policy that denies tools takes them out of the ``--tools`` allowlist
+(:mod:`gripprobe_gptme.interaction`).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from pathlib import Path
 from typing import Callable
 
 from gripprobe_core.plugin import (
-    EVERY_FORMAT, AgentCommand, AgentDriver, BaseAgentDriver, Dialect, InstallRecipe, PhaseCapture, PhaseContext,
-    Transcript, find_agent_files, hookimpl,
+    EVERY_FORMAT, AgentCommand, AgentDriver, BaseAgentDriver, Dialect, InstallRecipe, InteractionSupport,
+    PhaseCapture, PhaseContext, Transcript, find_agent_files, hookimpl,
 )
 
 from . import NAME, PINNED_VERSION
 from .config import agent_env, logs_home
 from .dialects import gptme_dialects
+from .interaction import tool_plan
 from .parse import CONVERSATION_ARTIFACT, TOOL_NAMES, parse_phase
 
 PYPI_PACKAGE = "gptme"
@@ -55,12 +58,17 @@ class GptmeDriver(BaseAgentDriver):
     def environment(self, ctx: PhaseContext) -> dict[str, str]:
         return agent_env(ctx.openai_base_url, ctx.api_key, ctx.home)
 
+    def interaction_support(self, ctx: PhaseContext) -> InteractionSupport:
+        """The case's policy as gptme's ``--tools`` allowlist (:func:`.interaction.tool_plan`)."""
+        return tool_plan(ctx.interaction, ctx.agent.default_args).support
+
     def command(self, ctx: PhaseContext) -> AgentCommand:
         tool_format = ctx.format if ctx.format in FORMATS else "tool"
         return AgentCommand([
             ctx.executable(ctx.agent.executable), "--non-interactive", "--name", conversation_name(ctx.phase),
             "--model", f"{PROVIDER}/{ctx.model_name}", "--tool-format", tool_format, "--output-format", "json",
-            "--workspace", str(ctx.workspace), *ctx.agent.default_args, "--", ctx.prompt])
+            "--workspace", str(ctx.workspace), *tool_plan(ctx.interaction, ctx.agent.default_args).default_args,
+            "--", ctx.prompt])
 
     def artifacts(self, ctx: PhaseContext) -> dict[str, Path]:
         conversation = find_conversation(ctx)
@@ -72,7 +80,8 @@ class GptmeDriver(BaseAgentDriver):
         return out
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
-        return parse_phase(capture, ctx.phase, ctx.format)
+        return parse_phase(capture, ctx.phase, ctx.format,
+                           denied=tool_plan(ctx.interaction, ctx.agent.default_args).denied)
 
     def oracle_dialects(self) -> dict[str, Dialect]:
         return gptme_dialects()
