@@ -177,3 +177,36 @@ def test_keyed_backend_proxy_off_and_a_prompt_that_reads_like_an_option(agent_in
     (user,) = [e["message"] for e in session if e.get("type") == "message" and e["message"]["role"] == "user"]
     assert user["content"] == [{"type": "text", "text": prompt.strip()}]  # pi trims what it reads from stdin
     assert not [p for p in run.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+
+
+AUTO_DENY_TEST = """\
+id: save_file_autodeny
+title: save_file with every tool call denied (auto-deny)
+prompt: |
+  Use your file-writing tool (not the shell) to create a file named greeting.txt in your
+  current working directory with exactly these two lines:
+  Hello, GripProbe!
+  This file was saved with the write tool.
+requires: [write]
+observe:
+  interaction: {policy: auto-deny}
+validators:
+  - {kind: file_absent, path: greeting.txt}
+reference:
+  - write: {path: greeting.txt, content: "Hello, GripProbe!\\nThis file was saved with the write tool.\\n"}
+"""
+
+
+def test_auto_deny_is_pis_no_tools_and_the_file_is_not_written(e2e_specs, e2e_run):
+    """oracle-perfect on save_file under auto-deny: pi runs with ``--no-tools`` (it has no approval setting),
+    the oracle is offered no tool, nothing is written, the case records the policy as applied natively."""
+    (e2e_specs / "tests" / "save_file_autodeny.yaml").write_text(AUTO_DENY_TEST)
+    run = e2e_run("save_file_autodeny", models=("oracle-perfect",))
+    ((cid, case),) = cases_of(run).items()
+    record = case["interaction"]
+    assert (record["policy"], record["how"], record["applied"], record["violations"]) == ("auto-deny", "native", True, [])
+    assert "--no-tools" in record["reason"]
+    assert [(v["kind"], v["passed"]) for v in case["validators"]] == [("file_absent", True)]
+    assert jsonl(run / "cases" / cid / "artifacts" / "oracle.measured.jsonl") == []  # offered no tool, asked none
+    requests = [r["x_gripprobe_request"] for r in jsonl(run / "cases" / cid / "artifacts" / "proxy.measured.http.jsonl")]
+    assert requests and not any(r.get("tools") for r in requests)  # the wire shows no tool offered

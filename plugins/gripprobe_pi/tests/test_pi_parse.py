@@ -225,3 +225,29 @@ def test_parsers_never_raise_on_arbitrary_bytes(lines, stdout):
                 parse_outputs(stdout, data, "measured"), parse_outputs(data, None, "measured")):
         assert got.final_text is None or isinstance(got.final_text, str)
         assert all(e.source_tier == "B" for e in got.events)
+
+
+# ------------------------------------------------------------------------- native denials (interaction)
+
+def test_a_call_to_a_tool_left_out_of_the_allowlist_is_a_native_denial():
+    """Real pi 0.73.1 run with a policy denying writes (``--tools read,bash``) against a scripted model that
+    calls ``write`` though it was not offered: pi answers ``Tool write not found`` and the model goes on."""
+    d = FIXTURES / "interaction" / "write_denied"
+    denied = {"edit": "native: --tools read,bash", "write": "native: --tools read,bash"}
+    got = parse_outputs((d / "stdout.txt").read_bytes(), (d / "session.jsonl").read_bytes(), "measured", denied=denied)
+    kinds = [(e.event_type, e.tool_call_id) for e in got.events]
+    assert kinds == [("model_response", None), ("tool_call_start", "call_scripted_3"),
+                     ("permission_request", "call_scripted_3"), ("permission_response", "call_scripted_3"),
+                     ("tool_call_result", "call_scripted_3"), ("model_response", None)]
+    request, answer, result = got.events[2:5]
+    assert (request.payload["raw_name"], request.payload["name"], request.payload["kind"]) == ("write", "write", "write")
+    assert request.payload["input"] == {"path": "greeting.txt",
+                                        "content": "Hello, GripProbe!\nThis file was saved with the write tool.\n"}
+    assert (answer.payload["outcome"], answer.payload["decided_by"], answer.payload["rule"]) == (
+        "deny", "native", "native: --tools read,bash")
+    assert result.status == "error" and result.payload["output"] == "Tool write not found"
+    assert request.timestamp == answer.timestamp == result.timestamp
+    assert got.final_text == "I could not do it: the tool was refused."
+    # the same answer for a tool the policy did not deny (a made-up name) is only an error
+    plain = parse_outputs(b"", (d / "session.jsonl").read_bytes(), "measured", denied={"bash": "native: --tools x"})
+    assert not [e for e in plain.events if e.event_type.startswith("permission_")]

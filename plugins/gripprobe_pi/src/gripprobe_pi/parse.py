@@ -42,9 +42,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Mapping
 
-from gripprobe_core.plugin import Event, EventBuilder, ToolNames, json_lines, mapping, number, text
+from gripprobe_core.plugin import (
+    Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, json_lines, mapping, number,
+    permission_events, text,
+)
 
 #: pi's built-in tools (read, bash, edit, write are on by default; grep, find, ls are opt-in).
 TOOL_NAMES = ToolNames({
@@ -60,6 +63,8 @@ UNSUPPORTED_MARKER = "does not support tools"
 LATEST_MS = 9_000_000_000_000
 
 _EXIT = re.compile(r"Command exited with code (-?\d{1,9})\s*$")
+#: pi's answer to a call of a tool it did not load (its allowlist left it out).
+_NOT_FOUND = re.compile(r"^Tool (\S+) not found\s*$")
 _HTTP = re.compile(r"^\s*(\d{3})\b")
 _ERROR_KINDS = (("connection error", "connection_error"), ("timed out", "timeout"), ("aborted", "aborted"))
 
@@ -149,8 +154,9 @@ class _Parser:
                        "tool_execution_start", "tool_execution_update", "tool_execution_end", "auto_retry_start",
                        "auto_retry_end", "compaction_start", "compaction_end", "queue_update"})
 
-    def __init__(self, phase: str, artifact: str, message_type: str) -> None:
+    def __init__(self, phase: str, artifact: str, message_type: str, denied: Mapping[str, str] | None = None) -> None:
         self.out = EventBuilder(phase, artifact)
+        self.denied: dict[str, str] = dict(denied or {})
         self.message_type = message_type
         self.starts: dict[str, _Start] = {}
         self.final_text: str | None = None
@@ -210,6 +216,17 @@ class _Parser:
         if start is not None and start.entry_s is not None and done_s is not None and done_s >= start.entry_s:
             latency = (done_s - start.entry_s) * 1000
         raw_name = text(message.get("toolName")) or (start.event.payload.get("raw_name") if start else None)
+        ts = entry_ts or iso_from_ms(message.get("timestamp"))
+        refused = _NOT_FOUND.match(output)
+        if failed and refused and raw_name and refused.group(1) == raw_name and raw_name in self.denied:
+            # a tool the driver's allowlist left out, called anyway: pi's own settings refused it
+            tool = _tool(raw_name)
+            request = PermissionRequest(
+                request_id=f"native-{call_id or len(self.out.events) + 1}", tool_call_id=call_id, raw_name=raw_name,
+                name=tool.get("name"), kind=tool.get("kind"),
+                input=start.event.payload.get("arguments") if start is not None else None)
+            permission_events(self.out, lineno, request, PermissionDecision("deny", self.denied[raw_name]),
+                              decided_by="native", timestamp=ts)
         self.out.add(lineno, event_type="tool_call_result", tool_call_id=call_id,
                      timestamp=entry_ts or iso_from_ms(message.get("timestamp")),
                      status="error" if failed else "success", exit_code=exit_code, latency_ms=latency,
@@ -219,8 +236,9 @@ class _Parser:
                      payload={**_tool(raw_name), "output": _clip(output)})
 
 
-def _parse(data: bytes, phase: str, artifact: str, message_type: str, source: str) -> PiParse:
-    parser = _Parser(phase, artifact, message_type)
+def _parse(data: bytes, phase: str, artifact: str, message_type: str, source: str,
+           denied: Mapping[str, str] | None = None) -> PiParse:
+    parser = _Parser(phase, artifact, message_type, denied)
     for lineno, obj in json_lines(data):
         try:
             parser.feed(lineno, obj)
@@ -229,14 +247,14 @@ def _parse(data: bytes, phase: str, artifact: str, message_type: str, source: st
     return PiParse(parser.out.events, parser.final_text, parser.recognized, source)
 
 
-def parse_session_bytes(data: bytes, phase: str, artifact: str) -> PiParse:
+def parse_session_bytes(data: bytes, phase: str, artifact: str, denied: Mapping[str, str] | None = None) -> PiParse:
     """Events of a session file's bytes (see the module docstring). Never raises."""
-    return _parse(data, phase, artifact, "message", "session")
+    return _parse(data, phase, artifact, "message", "session", denied)
 
 
-def parse_stream_bytes(data: bytes, phase: str, artifact: str) -> PiParse:
+def parse_stream_bytes(data: bytes, phase: str, artifact: str, denied: Mapping[str, str] | None = None) -> PiParse:
     """Events of a ``--mode json`` event stream's bytes (see the module docstring). Never raises."""
-    return _parse(data, phase, artifact, "message_end", "stdout")
+    return _parse(data, phase, artifact, "message_end", "stdout", denied)
 
 
 def stdout_answer(data: bytes) -> str | None:
@@ -247,16 +265,19 @@ def stdout_answer(data: bytes) -> str | None:
 
 
 def parse_outputs(stdout: bytes, session: bytes | None, phase: str, *, stdout_name: str = "stdout",
-                  session_name: str = "session.jsonl") -> PiParse:
+                  session_name: str = "session.jsonl", denied: Mapping[str, str] | None = None) -> PiParse:
     """Events from the session file when it is pi's, else from a ``--mode json`` stdout, else none.
 
     The final answer is the last assistant message's text (None when it has none: a failed request),
-    from the same source; without either, ``-p``'s stdout (the same text)."""
+    from the same source; without either, ``-p``'s stdout (the same text). ``denied``: the tools the
+    driver's allowlist left out for the case's interaction policy (name → the rule naming that setting):
+    a call to one, answered ``Tool <name> not found``, gets a native ``permission_request`` +
+    ``permission_response`` (deny) before its error result."""
     if session is not None:
-        got = parse_session_bytes(session, phase, session_name)
+        got = parse_session_bytes(session, phase, session_name, denied)
         if got.recognized:
             return got
-    stream = parse_stream_bytes(stdout, phase, stdout_name)
+    stream = parse_stream_bytes(stdout, phase, stdout_name, denied)
     if stream.recognized:
         return stream
     return PiParse([], stdout_answer(stdout), False, "none")

@@ -5,7 +5,8 @@ stdin /dev/null, against the phase's base URL through a custom OpenAI Chat Compl
 in its isolated agent folder (see :mod:`gripprobe_pi.config`). ``-p`` (print mode, text) rather than
 ``--mode json``: in JSON mode pi exits 0 whatever happened (an HTTP 500 included), in print mode a
 failed last request exits 1. Tier B events come from its session file (see :mod:`gripprobe_pi.parse`).
-The oracle speaks to it through :class:`gripprobe_pi.dialect.PiDialect` (its ``edit`` tool).
+The oracle speaks to it through :class:`gripprobe_pi.dialect.PiDialect` (its ``edit`` tool). A case's
+interaction policy that denies tools narrows pi's ``--tools`` allowlist (:mod:`gripprobe_pi.interaction`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from pathlib import Path
 from typing import Callable
 
 from gripprobe_core.plugin import (
-    AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, PhaseCapture, PhaseContext, Transcript,
-    WrapperParseError, find_agent_files, hookimpl,
+    AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, InteractionSupport, PhaseCapture, PhaseContext,
+    Transcript, WrapperParseError, find_agent_files, hookimpl,
 )
 
 from . import EXECUTABLE, NAME, NPM_PACKAGE, PINNED_VERSION
 from .config import agent_env, sessions_dir, write_config
 from .dialect import PiDialect
+from .interaction import tool_plan
 from .parse import TOOL_NAMES, parse_outputs
 
 #: ``pi`` arguments before ``--session-dir`` and the prompt: print mode (non-interactive, one prompt).
@@ -44,9 +46,13 @@ class PiDriver(BaseAgentDriver):
         write_config(ctx.home, ctx.openai_base_url, ctx.model_name)
         return agent_env(ctx.api_key, ctx.home)
 
+    def interaction_support(self, ctx: PhaseContext) -> InteractionSupport:
+        """The case's policy as pi's ``--tools`` allowlist (:func:`.interaction.tool_plan`)."""
+        return tool_plan(ctx.interaction, ctx.agent.default_args).support
+
     def command(self, ctx: PhaseContext) -> AgentCommand:
         argv = [ctx.executable(ctx.agent.executable), *PRINT_ARGS, "--session-dir", str(sessions_dir(ctx.home)),
-                *ctx.agent.default_args]
+                *tool_plan(ctx.interaction, ctx.agent.default_args).default_args]
         if ctx.prompt.startswith(NOT_POSITIONAL):
             return AgentCommand(argv, stdin=ctx.prompt.encode("utf-8"))
         return AgentCommand([*argv, ctx.prompt])
@@ -68,7 +74,8 @@ class PiDriver(BaseAgentDriver):
             except OSError:
                 session = None
         parsed = parse_outputs(stdout, session, ctx.phase, stdout_name=capture.stdout_path.name,
-                               session_name=kept.name if kept is not None else SESSION_ARTIFACT)
+                               session_name=kept.name if kept is not None else SESSION_ARTIFACT,
+                               denied=tool_plan(ctx.interaction, ctx.agent.default_args).denied)
         return Transcript(parsed.events, parsed.final_text)
 
     def oracle_dialects(self) -> dict[str, PiDialect]:
