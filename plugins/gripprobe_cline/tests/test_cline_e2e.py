@@ -132,3 +132,40 @@ def test_keyed_backend_passes_on_agent_output_alone_and_no_artifact_holds_the_ke
     assert case["telemetry"]["telemetry_source_tier"] == "B"
     assert case["telemetry"]["telemetry_proxy_status"] == "skipped"
     assert not [p for p in run.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+
+
+AUTO_DENY_TEST = """\
+id: save_file_autodeny
+title: save_file with every tool call denied (auto-deny)
+prompt: |
+  Use your file-writing tool (not the shell) to create a file named greeting.txt in your
+  current working directory with exactly these two lines:
+  Hello, GripProbe!
+  This file was saved with the write tool.
+requires: [write]
+observe:
+  interaction: {policy: auto-deny}
+validators:
+  - {kind: file_absent, path: greeting.txt}
+reference:
+  - write: {path: greeting.txt, content: "Hello, GripProbe!\\nThis file was saved with the write tool.\\n"}
+"""
+
+
+def test_auto_deny_is_clines_auto_approve_false_and_every_call_is_refused(e2e_specs, e2e_run):
+    """oracle-perfect on save_file under auto-deny: Cline runs with ``--auto-approve false``, the oracle's
+    editor call is refused by Cline itself (no TTY to ask), the refusal is a native permission pair in tier
+    B, nothing is written, and the case records the policy as applied without a violation."""
+    (e2e_specs / "tests" / "save_file_autodeny.yaml").write_text(AUTO_DENY_TEST)
+    run = e2e_run("save_file_autodeny", models=("oracle-perfect",))
+    ((cid, case),) = cases_of(run).items()
+    record = case["interaction"]
+    assert (record["policy"], record["how"], record["applied"], record["violations"]) == ("auto-deny", "native", True, [])
+    assert record["requests"] >= 1 and record["denied"] == record["requests"]
+    assert [(v["kind"], v["passed"]) for v in case["validators"]] == [("file_absent", True)]
+    events = jsonl(run / "cases" / cid / "artifacts" / "events.measured.jsonl")
+    oracle = jsonl(run / "cases" / cid / "artifacts" / "oracle.measured.jsonl")
+    denied = {e["tool_call_id"] for e in events if e["event_type"] == "permission_response"
+              and e["payload"]["rule"] == "native: --auto-approve false"}
+    assert oracle and denied == {c["tool_call_id"] for c in oracle}  # every call the oracle asked for was refused
+    assert not [e for e in events if e["event_type"] == "tool_call_result" and e["status"] == "success"]

@@ -184,3 +184,58 @@ def test_parsers_never_raise_on_odd_json_shapes(tmp_path, objects):
     parse_stdout(out, "measured")
     (tmp_path / "messages.json").write_text(json.dumps({"messages": objects}))
     parse_messages(tmp_path / "messages.json", "measured")
+
+
+# ------------------------------------------------------------------------- native denials (interaction)
+
+INTERACTION = Path(__file__).resolve().parent / "fixtures" / "interaction"
+
+
+def test_auto_deny_refusals_are_native_denials_tied_to_the_call():
+    """Real cline run under auto-deny (``--auto-approve false``) against oracle-perfect on save_file: the
+    editor call is refused ('requires approval in a TTY session') and the model answers."""
+    from gripprobe_cline.parse import NativeDenials
+    d = INTERACTION / "autodeny_save_file"
+    native = NativeDenials(refuse_all="native: --auto-approve false")
+    got = parse_outputs(d / "stdout.txt", d / "messages.json", "measured", native)
+    kinds = [(e.event_type, e.tool_call_id) for e in got.events if e.event_type != "model_response"]
+    assert kinds == [("tool_call_start", "call_oracle_0001"), ("permission_request", "call_oracle_0001"),
+                     ("permission_response", "call_oracle_0001"), ("tool_call_result", "call_oracle_0001")]
+    start, request, answer, result = [e for e in got.events if e.event_type != "model_response"]
+    assert request.payload["raw_name"] == "editor" and request.payload["kind"] == "write"
+    assert request.payload["input"] == start.payload["arguments"]
+    assert (answer.payload["outcome"], answer.payload["decided_by"], answer.payload["rule"]) == (
+        "deny", "native", "native: --auto-approve false")
+    assert result.status == "error" and request.timestamp == result.timestamp
+    assert request.raw_artifact_ref == result.raw_artifact_ref
+
+
+def test_the_message_file_alone_shows_the_same_refusal(tmp_path):
+    from gripprobe_cline.parse import NativeDenials
+    d = INTERACTION / "autodeny_save_file"
+    empty = tmp_path / "stdout.txt"
+    empty.write_bytes(b"")
+    got = parse_outputs(empty, d / "messages.json", "measured", NativeDenials(refuse_all="native: --auto-approve false"))
+    assert got.source == "messages"
+    answers = of_type(got.events, "permission_response")
+    assert [(a.tool_call_id, a.payload["rule"]) for a in answers] == [("call_oracle_0001", "native: --auto-approve false")]
+    assert answers[0].raw_artifact_ref.startswith("messages.json:messages[")
+
+
+def test_a_call_to_a_disabled_tool_is_a_native_denial():
+    """Real cline run with writes denied (editor, apply_patch in disabledTools) against a scripted model that
+    calls editor though it was not offered: Cline rejects it ('unavailable tool') and the model answers."""
+    from gripprobe_cline.parse import NativeDenials
+    d = INTERACTION / "disabled_editor"
+    rule = "native: disabledTools editor,apply_patch"
+    got = parse_outputs(d / "stdout.txt", d / "messages.json", "measured",
+                        NativeDenials(disabled={"editor": rule, "apply_patch": rule}))
+    kinds = [(e.event_type, e.tool_call_id) for e in got.events if e.event_type != "model_response"]
+    call = kinds[0][1]
+    assert kinds == [("tool_call_start", call), ("permission_request", call), ("permission_response", call),
+                     ("tool_call_result", call)]
+    answer = of_type(got.events, "permission_response")[0]
+    assert answer.payload["rule"] == rule and answer.payload["outcome"] == "deny"
+    assert got.final_text == "I could not do it: the tool was refused."
+    # without the driver's settings the same rejection is only an error (a made-up tool is no policy's denial)
+    assert not of_type(parse_outputs(d / "stdout.txt", None, "measured").events, "permission_request")

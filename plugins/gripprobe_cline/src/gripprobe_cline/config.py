@@ -109,17 +109,19 @@ def build_providers(base_url: str, model_name: str) -> dict[str, Any]:
     }
 
 
-def build_global_settings() -> dict[str, Any]:
-    """``global-settings.json``: telemetry off, no auto-update, the unattended-run tool set."""
-    return {"telemetryOptOut": True, "autoUpdateEnabled": False, "disabledTools": list(DISABLED_TOOLS)}
+def build_global_settings(disabled: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``global-settings.json``: telemetry off, no auto-update, the unattended-run tool set, and the tools a
+    case's interaction policy denies (``disabled``: not offered)."""
+    return {"telemetryOptOut": True, "autoUpdateEnabled": False,
+            "disabledTools": list(dict.fromkeys([*DISABLED_TOOLS, *disabled]))}
 
 
-def write_config(home: Path, base_url: str, model_name: str) -> Path:
+def write_config(home: Path, base_url: str, model_name: str, disabled: tuple[str, ...] = ()) -> Path:
     """Write providers.json and global-settings.json under ``home``; returns ``$CLINE_DATA_DIR``."""
     settings = data_dir(home) / "settings"
     settings.mkdir(parents=True, exist_ok=True)
     _write_json(settings / "providers.json", build_providers(base_url, model_name))
-    _write_json(settings / "global-settings.json", build_global_settings())
+    _write_json(settings / "global-settings.json", build_global_settings(disabled))
     return data_dir(home)
 
 

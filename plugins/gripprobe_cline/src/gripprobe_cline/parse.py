@@ -39,9 +39,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gripprobe_core.plugin import Event, EventBuilder, ToolNames, json_lines, mapping, number, text
+from gripprobe_core.plugin import (
+    Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, json_lines, mapping, number,
+    permission_events, text,
+)
 
-__all__ = ["TOOL_NAMES", "Parsed", "parse_messages", "parse_outputs", "parse_stdout"]
+__all__ = ["TOOL_NAMES", "NativeDenials", "Parsed", "parse_messages", "parse_outputs", "parse_stdout"]
 
 #: Cline's tool names beside the common vocabulary. ``editor`` creates a missing file or replaces text
 #: in an existing one, ``apply_patch`` (offered instead of ``editor`` to gpt/codex model ids) does both
@@ -65,6 +68,48 @@ _STATUS = re.compile(r"(?:status(?: code)?|HTTP)[ :=]*([1-5]\d\d)\b|\b([45]\d\d)
                      re.IGNORECASE)
 #: How ``run_commands`` states a command's exit status.
 _EXIT = re.compile(r"Command exited with code (-?\d{1,10})\b")
+
+
+#: Cline's answer, without a TTY, to a call that asks for approval (``--auto-approve false``).
+_NEEDS_APPROVAL = re.compile(r'Tool "([^"]+)" requires approval in a TTY session')
+#: Cline's answer to a call of a tool it does not offer (``disabledTools``).
+_UNAVAILABLE = re.compile(r"Model tried to call unavailable tool '([^']+)'")
+
+
+@dataclass(frozen=True)
+class NativeDenials:
+    """The settings the driver gave Cline for the case's interaction policy, to name the rule of a refusal:
+    ``refuse_all`` (``--auto-approve false``: every call that asks is refused), ``disabled`` (tool → rule:
+    the tools ``disabledTools`` keeps out)."""
+
+    refuse_all: str | None = None
+    disabled: dict[str, str] = field(default_factory=dict)
+
+    def rule_for(self, raw_name: str | None, said: str) -> str | None:
+        """The rule of the native denial ``said`` (a call's error text) shows for ``raw_name``, or None."""
+        asked = _NEEDS_APPROVAL.search(said)
+        if asked and asked.group(1) == raw_name:
+            return self.refuse_all or "native: Cline tool approval (no TTY to ask)"
+        missing = _UNAVAILABLE.search(said)
+        if missing and missing.group(1) == raw_name and raw_name in self.disabled:
+            return self.disabled[raw_name]
+        return None
+
+
+def _denial(out: EventBuilder, native: NativeDenials, line: int | None, *, call_id: str | None,
+            raw_name: str | None, arguments: Any, said: str, ts: str | None, ref: str | None = None) -> None:
+    """A native ``permission_request`` + ``permission_response`` (deny) when ``said`` is Cline refusing the call."""
+    rule = native.rule_for(raw_name, said[:4000])
+    if rule is None:
+        return
+    name, kind = TOOL_NAMES.normalize(raw_name or "")
+    request = PermissionRequest(request_id=f"native-{call_id or len(out.events) + 1}", tool_call_id=call_id,
+                                raw_name=raw_name, name=name or None, kind=kind, input=arguments)
+    before = len(out.events)
+    permission_events(out, line, request, PermissionDecision("deny", rule), decided_by="native", timestamp=ts)
+    if ref is not None:  # message-file events point at the message, not a line
+        for i in range(before, len(out.events)):
+            out.events[i] = out.events[i].model_copy(update={"raw_artifact_ref": ref})
 
 
 @dataclass
@@ -109,8 +154,9 @@ class _Iteration:
 class StdoutParser:
     """Feed it the NDJSON objects in order (:meth:`feed`), then :meth:`finish`; read :attr:`events`."""
 
-    def __init__(self, phase: str, file_name: str) -> None:
+    def __init__(self, phase: str, file_name: str, native: NativeDenials | None = None) -> None:
         self.out = EventBuilder(phase, file_name)
+        self.native = native or NativeDenials()
         self.final_text: str | None = None
         self.agent_events = 0
         self._iteration: _Iteration | None = None
@@ -220,15 +266,18 @@ class StdoutParser:
                      status="started", parent_id=parent, payload={**common, "arguments": tool.arguments})
         if tool.end_line is None:
             return  # never finished (the run was killed while it ran)
+        if tool.error is not None:
+            _denial(self.out, self.native, tool.end_line, call_id=tool.call_id, raw_name=tool.raw_name,
+                    arguments=tool.arguments, said=_texts(tool.error) or _texts(tool.output), ts=tool.end_ts)
         status, output, error_type, exit_code = result_status(tool.output, tool.error)
         self.out.add(tool.end_line, event_type="tool_call_result", tool_call_id=tool.call_id,
                      timestamp=tool.end_ts, status=status, parent_id=parent, latency_ms=tool.duration_ms,
                      exit_code=exit_code, error_type=error_type, payload={**common, "output": output})
 
 
-def parse_stdout(path: Path, phase: str) -> StdoutParser:
+def parse_stdout(path: Path, phase: str, native: NativeDenials | None = None) -> StdoutParser:
     """Parse one phase's stdout. Raises OSError when it cannot be read (the caller decides)."""
-    parser = StdoutParser(phase, path.name)
+    parser = StdoutParser(phase, path.name, native)
     for line, obj in json_lines(path.read_bytes()):
         try:
             parser.feed(line, obj)
@@ -240,10 +289,11 @@ def parse_stdout(path: Path, phase: str) -> StdoutParser:
 
 # ---------------------------------------------------------------------------------- message file
 
-def parse_messages(path: Path, phase: str) -> tuple[list[Event], str | None]:
+def parse_messages(path: Path, phase: str, native: NativeDenials | None = None) -> tuple[list[Event], str | None]:
     """Events and final text from a kept ``messages.json``; ([], None) when it is unreadable or not a
     message file. Never raises."""
     out = EventBuilder(phase, path.name)
+    native = native or NativeDenials()
     try:
         data = json.loads(path.read_bytes().decode("utf-8", "replace"))
     except (OSError, ValueError, RecursionError):
@@ -292,6 +342,9 @@ def parse_messages(path: Path, phase: str) -> tuple[list[Event], str | None]:
             if call_id in results:
                 at, block, rts = results[call_id]
                 error = "tool reported an error" if block.get("is_error") is True else None
+                if error:
+                    _denial(out, native, None, call_id=call_id, raw_name=raw_name, arguments=use.get("input"),
+                            said=_texts(block.get("content")), ts=rts, ref=ref(at))
                 status, output, error_type, exit_code = result_status(block.get("content"), error)
                 out.add(None, raw_artifact_ref=ref(at), event_type="tool_call_result", tool_call_id=call_id,
                         timestamp=rts, status=status,
@@ -309,13 +362,16 @@ def _blocks(msg: dict[str, Any]) -> list[dict[str, Any]]:
 
 # ----------------------------------------------------------------------------------------- both
 
-def parse_outputs(stdout_path: Path, messages_path: Path | None, phase: str) -> Parsed:
+def parse_outputs(stdout_path: Path, messages_path: Path | None, phase: str,
+                  native: NativeDenials | None = None) -> Parsed:
     """The phase's events: from stdout, else (no agent event printed) from the kept message file.
-    Raises OSError only when stdout cannot be read."""
-    parser = parse_stdout(stdout_path, phase)
+    Raises OSError only when stdout cannot be read. ``native``: the approval settings the driver gave Cline
+    for the case's interaction policy; a call Cline refused because of them gets a native
+    ``permission_request`` + ``permission_response`` (deny) before its error result."""
+    parser = parse_stdout(stdout_path, phase, native)
     if parser.agent_events or messages_path is None:
         return Parsed(parser.events, parser.final_text, "stdout" if parser.agent_events else "none")
-    events, final = parse_messages(messages_path, phase)
+    events, final = parse_messages(messages_path, phase, native)
     return Parsed(events, final, "messages" if events else "none")
 
 
@@ -379,6 +435,25 @@ def ms_iso(value: Any) -> str | None:
 
 def clip(value: str, limit: int = OUTPUT_LIMIT) -> str:
     return value if len(value) <= limit else value[:limit] + f"… [{len(value) - limit} more characters]"
+
+
+def _texts(value: Any, depth: int = 0) -> str:
+    """Every string inside ``value`` (JSON text inside strings unpacked), joined by newlines: what a call's
+    error says, whatever shape Cline gave it (a string of JSON, a dict, a list of items)."""
+    if depth > 8:
+        return ""
+    if isinstance(value, str):
+        if value[:1] in "{[":
+            try:
+                return _texts(json.loads(value), depth + 1)
+            except (ValueError, RecursionError):
+                return value
+        return value
+    if isinstance(value, dict):
+        return "\n".join(t for v in value.values() if (t := _texts(v, depth + 1)))
+    if isinstance(value, list):
+        return "\n".join(t for v in value if (t := _texts(v, depth + 1)))
+    return ""
 
 
 def _dump(value: Any) -> str:

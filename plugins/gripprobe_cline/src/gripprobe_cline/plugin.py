@@ -4,7 +4,8 @@ The agent runs as ``cline --json -P openai-compatible -m <model> -- "<prompt>"``
 stdin /dev/null, its state under the phase's HOME (see :mod:`gripprobe_cline.config`), against the phase's
 base URL through Cline's OpenAI-compatible provider (Chat Completions SSE). Tier B events come from its
 ``--json`` NDJSON stdout and the session's message file (see :mod:`gripprobe_cline.parse`); the oracle
-speaks to it through :class:`gripprobe_cline.dialect.ClineDialect`.
+speaks to it through :class:`gripprobe_cline.dialect.ClineDialect`. A case's interaction policy becomes
+Cline's own approval settings (:mod:`gripprobe_cline.interaction`).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from pathlib import Path
 from typing import Callable
 
 from gripprobe_core.plugin import (
-    AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, PhaseCapture, PhaseContext, Transcript,
-    WrapperParseError, find_agent_files, hookimpl,
+    AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, InteractionSupport, PhaseCapture, PhaseContext,
+    Transcript, WrapperParseError, find_agent_files, hookimpl,
 )
 
 from . import EXECUTABLE, NAME, NPM_PACKAGE, PINNED_VERSION
 from .config import PROVIDER_ID, agent_env, sessions_dir, write_config
 from .dialect import ClineDialect
+from .interaction import approvals
 from .parse import TOOL_NAMES, parse_outputs
 
 #: ``cline`` arguments before ``-m <model>`` and the prompt: NDJSON events on stdout (non-interactive),
@@ -38,13 +40,17 @@ class ClineDriver(BaseAgentDriver):
     install = InstallRecipe(kind="npm", package=NPM_PACKAGE, version=PINNED_VERSION, executable=EXECUTABLE)
     tool_names = TOOL_NAMES
 
+    def interaction_support(self, ctx: PhaseContext) -> InteractionSupport:
+        """The case's policy as Cline's ``--auto-approve false`` or ``disabledTools`` (:func:`.interaction.approvals`)."""
+        return approvals(ctx.interaction).support
+
     def environment(self, ctx: PhaseContext) -> dict[str, str]:
-        write_config(ctx.home, ctx.openai_base_url, ctx.model_name)
+        write_config(ctx.home, ctx.openai_base_url, ctx.model_name, approvals(ctx.interaction).disabled)
         return agent_env(ctx.api_key, ctx.home)
 
     def command(self, ctx: PhaseContext) -> AgentCommand:
-        return AgentCommand([ctx.executable(ctx.agent.executable), *RUN_ARGS, "-m", ctx.model_name,
-                             *ctx.agent.default_args, "--", ctx.prompt])
+        return AgentCommand([ctx.executable(ctx.agent.executable), *RUN_ARGS, *approvals(ctx.interaction).args,
+                             "-m", ctx.model_name, *ctx.agent.default_args, "--", ctx.prompt])
 
     def artifacts(self, ctx: PhaseContext) -> dict[str, Path]:
         found = find_session_files(ctx)
@@ -52,7 +58,8 @@ class ClineDriver(BaseAgentDriver):
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
         try:
-            parsed = parse_outputs(capture.stdout_path, capture.files.get(MESSAGES_ARTIFACT), ctx.phase)
+            parsed = parse_outputs(capture.stdout_path, capture.files.get(MESSAGES_ARTIFACT), ctx.phase,
+                                   approvals(ctx.interaction).native)
         except OSError as exc:
             raise WrapperParseError(f"cannot read cline stdout {capture.stdout_path}: {exc}") from exc
         return Transcript(parsed.events, parsed.final_text)
