@@ -304,7 +304,8 @@ async def collect(setup: PhaseSetup, run: ActiveRun, process: ProcessResult, pro
     ctx = setup.ctx
     requests = list(setup.challenge.requests) if setup.challenge is not None else []
     kept_names = dict(await asyncio.to_thread(setup.driver.artifacts, ctx) or {})
-    kept_names.pop(SESSION_TRANSCRIPT, None)  # the harness's own record, never a file the agent names
+    if setup.command.session is not None:  # the name is the harness's own record's: never a file the agent names
+        kept_names.pop(SESSION_TRANSCRIPT, None)
     kept = await asyncio.to_thread(_keep, ctx, case_dir, requests if setup.challenge is not None else None,
                                    kept_names, setup.command.session is not None, setup.interaction)
     warnings = [f"kept_file_refused: {ctx.phase} {r['name']}: {r['reason']}" + (f" at {r['at']}" if r.get("at") else "")
