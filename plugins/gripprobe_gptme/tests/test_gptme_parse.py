@@ -329,3 +329,17 @@ def test_a_structured_call_of_a_tool_left_out_is_a_native_denial_with_its_call_i
     # a tool the policy did not deny answered the same way is an error, not a policy's denial
     other = parse_conversation(data, "measured", "tool", tz=UTC, denied={"shell": "native: --tools save"})
     assert not [e for e in other.events if e.event_type.startswith("permission_")]
+
+
+def test_thinking_tags_are_thought_events():
+    """Real gptme run (tool format) against a scripted model whose reply reasons in ``<thinking>`` tags, as
+    gptme's system prompt asks: a ``thought`` event (payload ``{text}``) after the reply's response."""
+    from gripprobe_gptme.parse import thinking
+    p = parse("tool_thinking", "tool", group="captured")
+    assert [e.event_type for e in p.events][:4] == ["model_response", "thought", "tool_call_start", "tool_call_result"]
+    response, thought = p.events[:2]
+    assert thought.payload == {"text": "The task wants pwd saved; one shell command does it."}
+    assert thought.parent_id == response.event_id and thought.status == "success"
+    assert thought.timestamp == response.timestamp and thought.raw_artifact_ref == response.raw_artifact_ref
+    assert thinking("```shell\necho '<thinking>no</thinking>'\n```\n<think> yes </think>") == ["yes"]
+    assert thinking("<thinking></thinking>") == [] and thinking(None) == []  # type: ignore[arg-type]

@@ -105,6 +105,8 @@ _RETURN_CODE = re.compile(r"^Return code: (-?\d+)\s*$", re.M)
 _ERROR_RESULT = re.compile(
     r"^(?:Error\b|Cannot \w+|\w+ aborted\b|Tool '[^']*' is not available|Patch failed|Invalid patch)", re.I)
 _HTTP_CODE = re.compile(r"Error code: (\d{3})")
+#: Reasoning gptme's system prompt asks for ("think step by step … in `<thinking>` tags").
+_THINKING = re.compile(r"<(thinking|think)>(.*?)</\1>", re.S)
 #: gptme's answer to a structured call of a tool it did not load (the allowlist left it out).
 _NOT_AVAILABLE = re.compile(r"^Tool '([^']*)' is not available for execution")
 _UNSUPPORTED = re.compile(r"does not support tools", re.I)
@@ -309,6 +311,19 @@ def _unreadable_xml_uses(content: str) -> list[ToolUse]:
     return out
 
 
+def thinking(content: str) -> list[str]:
+    """The reasoning of an assistant message: the text of each ``<thinking>``/``<think>`` element outside fenced
+    blocks (gptme's system prompt asks the model to think in ``<thinking>`` tags). Never raises."""
+    if not isinstance(content, str) or "<think" not in content:
+        return []
+    try:
+        spans = [(s, e) for _, _, s, e, _ in _scan_blocks(content)]
+    except (RecursionError, MemoryError):
+        spans = []
+    return [said for m in _THINKING.finditer(content)
+            if not any(s <= m.start() < e for s, e in spans) and (said := m.group(2).strip())]
+
+
 def strip_tool_uses(content: str, tool_format: str) -> str:
     """``content`` without its tool uses (fenced tool blocks, ``@tool(id): {…}`` lines, ``<tool-use>``)."""
     if not isinstance(content, str):
@@ -448,6 +463,9 @@ class _Reader:
                              error_type="protocol_malformed" if unreadable else None,
                              latency_ms=round(latency, 3) or None, payload=payload)
         parent = event.event_id if event is not None else None
+        for said in thinking(content):
+            self.out.add(lineno, event_type="thought", timestamp=ts, status="success", parent_id=parent,
+                         payload={"text": said[:TEXT_LIMIT]})
         for use in refused:
             self._denial(lineno, use, None, ts)
         self.seen_assistant = True
