@@ -40,6 +40,7 @@ def test_registered_structured_with_its_own_tool_names(agent_driver):
     assert names.normalize("Read") == ("read", "read")
     assert names.normalize("NotebookEdit") == ("notebook_edit", "write")
     assert names.normalize("Agent") == ("agent", "other")
+    assert names.normalize("AskUserQuestion") == ("ask_user", "other")
     assert dict(agent_driver.oracle_dialects()) == {}  # the generic tools dialect drives its tools
     assert not agent_driver.calls_off_wire  # every call it runs is a structured tool_use on the wire
 

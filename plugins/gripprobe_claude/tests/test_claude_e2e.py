@@ -253,3 +253,96 @@ def test_keyed_backend_passes_on_agent_output_alone_and_no_artifact_holds_the_ke
     assert [e["tool_call_id"] for e in events if e["event_type"] == "tool_call_start"] == \
         [t["tool_call_id"] for t in truth] == ["call_oracle_0001"]
     assert not [p for p in run.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+
+
+# ------------------------------------------------------------------------------- interaction policies
+
+INTERACTION_TESTS = ("shell_denied", "save_file_denied")
+
+
+@pytest.fixture(scope="module")
+def policy_run(e2e_run) -> Path:
+    """The shipped interaction tests on the oracle profile that asks for the shell first and recovers with
+    the file tools (docs/interaction.md): Claude Code runs as a session, the harness answering each question."""
+    return e2e_run(*INTERACTION_TESTS, models=("oracle-deny-then-recover",))
+
+
+def _permission_events(events: list[dict]) -> list[tuple]:
+    return [(e["event_type"], e["tool_call_id"], e["payload"].get("raw_name"), e["payload"].get("outcome"),
+             e["payload"].get("rule"), e["payload"].get("decided_by")) for e in events
+            if e["event_type"].startswith("permission_")]
+
+
+def test_auto_deny_nothing_is_written_and_every_call_was_asked_and_denied(policy_run):
+    case_dir = policy_run / "cases" / "claude-code__oracle-deny-then-recover__oracle__tool__save_file_denied"
+    case = json.loads((case_dir / "case.json").read_text())
+    assert (case["verdict"]["status"], case["verdict"]["failure_reason"]) == ("PASS", None), case["verdict"]
+    assert {k: case["interaction"][k] for k in ("policy", "how", "applied", "violations", "allowed", "denied")} == {
+        "policy": "auto-deny", "how": "session", "applied": True, "violations": [], "allowed": 0, "denied": 2}
+    assert case["phases"][-1]["process"]["status"] == "ok" and case["phases"][-1]["process"]["exit_code"] == 0
+    artifacts = case_dir / "artifacts"
+    truth = jsonl(artifacts / "oracle.measured.jsonl")
+    assert [t["name"] for t in truth] == ["Bash", "Write"]  # the shell first, then the write tool
+    bash, write = (t["tool_call_id"] for t in truth)
+    events = jsonl(artifacts / "events.measured.jsonl")
+    assert _permission_events(events) == [
+        ("permission_request", bash, "Bash", None, None, None),
+        ("permission_response", bash, None, "deny", "auto-deny", "policy"),
+        ("permission_request", write, "Write", None, None, None),
+        ("permission_response", write, None, "deny", "auto-deny", "policy")]
+    assert {e["source_tier"] for e in events if e["event_type"].startswith("permission_")} == {"B"}
+    results = {e["tool_call_id"]: e["status"] for e in events if e["event_type"] == "tool_call_result"}
+    assert results == {bash: "error", write: "error"}
+    listing = json.loads((artifacts / "workspace.listing.json").read_text())
+    assert "greeting.txt" not in json.dumps(listing)
+    # the harness's record: every line both ways and the two decisions
+    record = jsonl(artifacts / "measured.conversation.jsonl")
+    assert [r["decision"]["outcome"] for r in record if r["dir"] == "decision"] == ["deny", "deny"]
+    assert record[0]["dir"] == "send" and record[0]["line"]["message"]["content"].startswith("Create a file")
+    assert any(r.get("text") == "stdin closed after the result" for r in record)
+
+
+def test_scripted_shell_denied_then_written_with_the_allowed_write_tool(policy_run):
+    case_dir = policy_run / "cases" / "claude-code__oracle-deny-then-recover__oracle__tool__shell_denied"
+    case = json.loads((case_dir / "case.json").read_text())
+    assert case["verdict"]["status"] == "PASS", case["verdict"]
+    assert (case["interaction"]["how"], case["interaction"]["denied"], case["interaction"]["allowed"]) == ("session", 1, 1)
+    artifacts = case_dir / "artifacts"
+    bash, write = (t["tool_call_id"] for t in jsonl(artifacts / "oracle.measured.jsonl"))
+    events = jsonl(artifacts / "events.measured.jsonl")
+    assert _permission_events(events) == [
+        ("permission_request", bash, "Bash", None, None, None),
+        ("permission_response", bash, None, "deny", "rule 1 (tool_kind: execute)", "policy"),
+        ("permission_request", write, "Write", None, None, None),
+        ("permission_response", write, None, "allow", "default", "policy")]
+    request = next(e for e in events if e["event_type"] == "permission_request" and e["tool_call_id"] == write)
+    assert request["payload"]["kind"] == "write" and request["payload"]["input"]["file_path"].endswith("/greeting.txt")
+    thoughts = [e for e in events if e["event_type"] == "thought" and e["source_tier"] == "B"]
+    assert thoughts and all(t["payload"]["text"] for t in thoughts)  # the oracle's thinking blocks, as Claude Code printed them
+    assert "denied" in (case_dir / "artifacts" / "measured.final.txt").read_text()
+
+
+def test_without_a_policy_the_command_is_print_mode_and_no_session_is_kept(run_dir):
+    for case_dir in (run_dir / "cases").iterdir():
+        case = json.loads((case_dir / "case.json").read_text())
+        assert case.get("interaction") is None
+        assert not (case_dir / "artifacts" / "measured.conversation.jsonl").exists()
+        assert not [e for e in jsonl(case_dir / "artifacts" / "events.measured.jsonl")
+                    if e["event_type"].startswith("permission_")]
+
+
+def test_a_keyed_session_keeps_the_key_out_of_every_file(agent_install, e2e_specs, tmp_path):
+    """A session's record holds every line both ways: the key goes to the agent's environment only."""
+    specs = tmp_path / "specs"
+    shutil.copytree(e2e_specs, specs)
+    model = (specs / "models" / "oracle-deny-then-recover.yaml").read_text()
+    (specs / "models" / "oracle-keyed-deny.yaml").write_text(
+        model.replace("id: oracle-deny-then-recover", "id: oracle-keyed-deny").replace(
+            "model_id: deny-then-recover", "model_id: deny-then-recover\n    api_key_env: GRIPPROBE_TEST_CLAUDE_KEY"))
+    key = "sk-ant-canary-e2e-claude-session-888"
+    run = gripprobe_run(specs, tmp_path / "r", "-m", "oracle-keyed-deny", "-t", "save_file_denied",
+                        extra_env={"GRIPPROBE_TEST_CLAUDE_KEY": key})
+    ((name, case),) = cases_of(run).items()
+    assert case["verdict"]["status"] == "PASS", case["verdict"]
+    assert (run / "cases" / name / "artifacts" / "measured.conversation.jsonl").stat().st_size > 0
+    assert not [p for p in run.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]

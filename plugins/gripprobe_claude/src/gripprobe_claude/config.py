@@ -135,3 +135,48 @@ def agent_env(api_key: str | None, base_url: str, model_name: str) -> dict[str, 
 def print_argv(executable: str, prompt: str, model_name: str, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
     """``claude -p … --model <m> [extra] -- <prompt>``: ``--`` keeps a prompt that starts with ``-`` a prompt."""
     return [executable, "-p", *PRINT_OPTIONS, "--model", model_name, *extra, "--", prompt]
+
+
+# ------------------------------------------------------------------------ the control protocol (sessions)
+
+#: Every built-in tool name of Claude Code 2.1.332 (the Agent SDK's list of built-in tool names, plus
+#: ``Task``, the name the ``init`` line gives the Agent tool). Each gets an ``ask`` permission rule in a
+#: session, so every call of any of them reaches the harness as a ``can_use_tool`` request: without
+#: one, Claude Code's ``default`` mode runs reads (``Read``, read-only ``Bash`` such as ``cat``, ``pwd``)
+#: and its own housekeeping tools (``ToolSearch`` …) without asking. A name the session does not have
+#: costs nothing (measured: no warning, no error).
+ASK_TOOLS: tuple[str, ...] = (
+    "Agent", "Artifact", "AskUserQuestion", "Bash", "ClaudeDesign", "CronCreate", "CronDelete", "CronList", "Edit",
+    "EndConversation", "EnterPlanMode", "EnterWorktree", "ExitPlanMode", "ExitWorktree", "Glob", "Grep",
+    "ListAgents", "ListMcpResourcesTool", "LSP", "Monitor", "NotebookEdit", "OfferChromeSetup", "PowerShell",
+    "Projects", "propose_skills", "ProposeGoal", "PushNotification", "Read", "ReadMcpResourceDirTool",
+    "ReadMcpResourceTool", "ReadNotifications", "RemoteTrigger", "ReportFindings", "ScheduleWakeup",
+    "SendFeedback", "SendMessage", "SendUserFile", "SendUserMessage", "ShareOnboardingGuide",
+    "ShowOnboardingRolePicker", "Skill", "SubagentHandback", "Task", "TaskCreate", "TaskGet", "TaskList",
+    "TaskStop", "TaskUpdate", "TodoWrite", "ToolSearch", "WaitForMcpServers", "WebFetch", "WebSearch", "Workflow",
+    "Write",
+)
+
+#: ``--settings`` of a session: an ``ask`` rule for every tool (flag settings; a workspace's allow rules
+#: cannot lift an ask rule).
+SESSION_SETTINGS: dict[str, object] = {"permissions": {"ask": list(ASK_TOOLS)}}
+
+#: The options of a session: the prompt arrives as a JSON line on stdin (``--input-format stream-json``),
+#: events leave as JSON lines on stdout, and every permission question is a ``can_use_tool``
+#: ``control_request`` on stdout answered by a ``control_response`` on stdin (``--permission-prompt-tool
+#: stdio``, what the Claude Agent SDK passes); ``--permission-mode default`` asks rather than refuses. The
+#: same ``--allowedTools`` as print mode keeps the same tools offered (``Glob`` and ``Grep`` are offered
+#: only when allowed by name, measured); the ask rules win over it, so every call is still asked.
+SESSION_OPTIONS: tuple[str, ...] = (
+    "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+    "--permission-prompt-tool", "stdio", "--permission-mode", "default",
+    "--allowedTools", ",".join(ALLOWED_TOOLS),
+    "--settings", json.dumps(SESSION_SETTINGS, separators=(",", ":")),
+    "--strict-mcp-config",
+)
+
+
+def session_argv(executable: str, model_name: str, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """``claude -p --input-format stream-json … --model <m> [extra]``: no prompt on the command line (the
+    session writes it to stdin)."""
+    return [executable, "-p", *SESSION_OPTIONS, "--model", model_name, *extra]

@@ -21,7 +21,18 @@ Two sources, one answer (never both: their events would count twice):
    - ``{"type": "user", "message": {"content": [{"type": "tool_result", …}]}}`` → ``tool_call_result``
      (``is_error`` → error; Bash's ``Exit code N`` → ``exit_code``, a Bash result that is no error → 0);
    - ``{"type": "result"}``: the final answer (``result``), the run's usage; several ``result`` lines
-     appear when a background agent finishes after the main turn: the last one with text wins.
+     appear when a background agent finishes after the main turn: the last one with text wins;
+   - ``thinking`` content blocks (``{"type": "thinking", "thinking": …, "signature": …}``, one line each
+     like any block) → ``thought`` events (payload ``text``) whose parent is their message's
+     ``model_response``; ``redacted_thinking`` → a ``thought`` without text (``redacted: true``);
+   - **permissions.** In a session (:mod:`gripprobe_claude.session`) every question Claude Code asks is a
+     ``control_request`` ``can_use_tool`` line on stdout: at that line come the ``permission_request``
+     and ``permission_response`` events, their contents read from the harness's own record of the session
+     (``conversation`` — what was asked, what the policy answered and by which rule, never Claude Code's
+     word); with no record, the request stands alone, and one Claude Code withdrew
+     (``control_cancel_request``) is answered ``cancelled``. A call Claude Code's own settings refused (a
+     ``system`` ``permission_denied`` line, or a ``permission_denials`` entry of the ``result`` line that
+     no answer covers — print mode's ``dontAsk``, a deny rule) is a pair ``decided_by: native``.
 
 2. **The session transcript** ``~/.claude/projects/<cwd slug>/<session id>.jsonl`` (kept as the phase
    artifact ``session.jsonl``), used only when stdout holds no Claude Code event (the agent was killed
@@ -43,7 +54,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gripprobe_core.plugin import Event, EventBuilder, ToolNames, json_lines, mapping, text
+from gripprobe_core.plugin import (
+    Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, json_lines, mapping, permission_events,
+    text,
+)
+
+from .control import Conversation, is_permission_question, permission_requests, read_conversation
 
 #: Claude Code's own tool names beside the common vocabulary (Bash, Write, Edit, Read, Glob, Grep,
 #: WebFetch, WebSearch are already in it).
@@ -53,6 +69,8 @@ TOOL_NAMES = ToolNames({
     "Agent": ("agent", "other"), "Task": ("agent", "other"), "TodoWrite": ("todo", "other"),
     "ToolSearch": ("tool_search", "other"), "Skill": ("skill", "other"), "Workflow": ("workflow", "other"),
     "Monitor": ("monitor", "execute"), "BashOutput": ("shell_output", "execute"), "LS": ("list", "read"),
+    "AskUserQuestion": ("ask_user", "other"), "EnterPlanMode": ("plan_mode", "other"),
+    "ExitPlanMode": ("plan_mode", "other"),
 })
 
 #: Longest text kept in an event payload.
@@ -161,7 +179,7 @@ class ClaudeParse:
 
 
 class _Parser:
-    def __init__(self, phase: str, artifact: str) -> None:
+    def __init__(self, phase: str, artifact: str, conversation: Conversation | None = None) -> None:
         self.out = EventBuilder(phase, artifact)
         self.responses: dict[str, _Response] = {}
         self.starts: dict[str, Event] = {}
@@ -169,6 +187,11 @@ class _Parser:
         self.last_text: str | None = None
         self.recognized = False
         self.session_id: str | None = None
+        self.conversation = conversation or Conversation()
+        self.anchored: set[str] = set()
+        """Claude Code's request ids whose permission events are placed."""
+        self.answered: set[str] = set()
+        """Tool call ids with a permission_response (or a request whose answer was not recorded)."""
 
     # ---------------------------------------------------------------------------------- lines
 
@@ -186,7 +209,9 @@ class _Parser:
         elif kind == "system":
             self.system(lineno, obj)
         elif kind == "result":
-            self.result(obj)
+            self.result(lineno, obj)
+        elif kind == "control_request":
+            self.control_request(lineno, obj)
 
     def assistant(self, lineno: int, obj: dict[str, Any]) -> None:
         message = mapping(obj.get("message"))
@@ -221,6 +246,12 @@ class _Parser:
                 self.last_text = block["text"] or self.last_text
             elif block.get("type") == "tool_use":
                 self.tool_use(lineno, ts, block, response)
+            elif block.get("type") in ("thinking", "redacted_thinking"):
+                redacted = block.get("type") == "redacted_thinking"
+                self.out.add(lineno, event_type="thought", timestamp=ts, status="success",
+                             parent_id=response.event.event_id, response_id=response.event.response_id,
+                             payload={"text": None if redacted else _clip(text(block.get("thinking"))),
+                                      **({"redacted": True} if redacted else {})})
         stop = text(message.get("stop_reason"))
         if stop:
             response.event.payload["stop_reason"] = stop
@@ -270,6 +301,10 @@ class _Parser:
                          error_type=error_type_for(status, text(obj.get("error"))),
                          payload={"error": text(obj.get("error")), "http_status": _int(status), "retried": True,
                                   "attempt": _int(obj.get("attempt"))})
+        elif subtype == "permission_denied":  # Claude Code's own settings refused a call (print mode: dontAsk)
+            call_id = text(obj.get("tool_use_id")) or None
+            self.native_denial(lineno, call_id, text(obj.get("tool_name")), None, text(obj.get("decision_reason_type")),
+                               ts)
         elif subtype == "api_error":  # the transcript
             error = mapping(obj.get("error"))
             status = error.get("status")
@@ -279,28 +314,118 @@ class _Parser:
                          payload={"error": _clip(message), "http_status": _int(status), "retried": True,
                                   "attempt": _int(obj.get("retryAttempt"))})
 
-    def result(self, obj: dict[str, Any]) -> None:
+    def result(self, lineno: int, obj: dict[str, Any]) -> None:
         answer = text(obj.get("result"))
         if answer is not None and (answer or self.final_text is None):
             self.final_text = answer
+        denials = obj.get("permission_denials")
+        for denial in denials if isinstance(denials, list) else []:  # the authoritative list of refused calls
+            d = mapping(denial)
+            call_id = text(d.get("tool_use_id")) or None
+            if call_id and call_id not in self.answered:
+                self.native_denial(lineno, call_id, text(d.get("tool_name")), d.get("tool_input"), None,
+                                   text(obj.get("timestamp")))
+
+    # ------------------------------------------------------------------------------ permissions
+
+    def control_request(self, lineno: int, obj: dict[str, Any]) -> None:
+        """A ``can_use_tool`` question on stdout: its requests, and the harness's answers from the session
+        transcript (a request with no recorded answer stands alone; one Claude Code withdrew is
+        ``cancelled``)."""
+        if not is_permission_question(obj):
+            return
+        rid = text(obj.get("request_id")) or ""
+        recorded = self.conversation.decisions.get(rid)
+        if recorded and rid not in self.anchored:
+            self.anchored.add(rid)
+            for item in recorded:
+                self.permission_pair(lineno, item.request, item.decision, item.decided_by, item.ts)
+            return
+        call_id = text(mapping(obj.get("request")).get("tool_use_id")) or None
+        for request in permission_requests(obj, TOOL_NAMES):
+            if request.tool_call_id is None and call_id:
+                request = _with_call(request, call_id)
+            if rid in self.conversation.cancelled:
+                self.permission_pair(lineno, request, PermissionDecision("deny", "native: withdrawn by Claude Code"),
+                                     "native", None, outcome="cancelled")
+            else:  # asked, but the answer is not on record (no session transcript): not Claude Code's own
+                self.out.add(lineno, event_type="permission_request", tool_call_id=request.tool_call_id,
+                             status="started", payload=request.as_payload())
+                if request.tool_call_id:
+                    self.answered.add(request.tool_call_id)
+
+    def permission_pair(self, lineno: int | None, request: PermissionRequest, decision: PermissionDecision,
+                        decided_by: str, ts: str | None, outcome: str | None = None) -> None:
+        permission_events(self.out, lineno, request, decision, decided_by=decided_by, timestamp=ts)
+        if outcome is not None and self.out.last is not None and self.out.last.event_type == "permission_response":
+            self.out.last.payload["outcome"] = outcome
+        if request.tool_call_id:
+            self.answered.add(request.tool_call_id)
+
+    def native_denial(self, lineno: int, call_id: str | None, raw_name: str | None, tool_input: Any,
+                      reason_type: str | None, ts: str | None) -> None:
+        """A call Claude Code's own settings refused, as a request/response pair ``decided_by: native``."""
+        if call_id and call_id in self.answered:
+            return
+        start = self.starts.get(call_id) if call_id else None
+        if tool_input is None and start is not None:
+            tool_input = start.payload.get("arguments")
+        name, kind = TOOL_NAMES.normalize(raw_name)
+        request = PermissionRequest(request_id=f"native-{call_id or lineno}", tool_call_id=call_id, raw_name=raw_name,
+                                    name=name or None, kind=kind, input=tool_input)
+        self.permission_pair(lineno, request, PermissionDecision("deny", native_rule(reason_type)), "native", ts)
+
+    def unanchored(self) -> None:
+        """Recorded decisions whose question stdout does not show (its capture was cut): at the end."""
+        for rid, item in self.conversation.all():
+            if rid not in self.anchored:
+                self.permission_pair(None, item.request, item.decision, item.decided_by, item.ts)
 
 
-def _parse(data: bytes, phase: str, artifact: str, source: str) -> ClaudeParse:
-    parser = _Parser(phase, artifact)
+def _with_call(request: PermissionRequest, call_id: str) -> PermissionRequest:
+    return PermissionRequest(request.request_id, call_id, request.raw_name, request.name, request.kind,
+                             request.input, request.prompt, request.options)
+
+
+#: How Claude Code names why its own settings refused a call (``decision_reason_type``) → the rule reported.
+NATIVE_REASONS = {
+    "mode": "native: --permission-mode dontAsk (a tool not in --allowedTools)",
+    "rule": "native: a deny rule of Claude Code's settings",
+    "hook": "native: a PreToolUse hook",
+    "classifier": "native: Claude Code's auto-mode classifier",
+}
+
+
+def native_rule(reason_type: str | None) -> str:
+    """The ``rule`` of a refusal by Claude Code's own settings."""
+    if reason_type is None:
+        return "native: refused by Claude Code's permission settings"
+    return NATIVE_REASONS.get(reason_type, f"native: {reason_type}")
+
+
+def _parse(data: bytes, phase: str, artifact: str, source: str, conversation: Conversation | None = None) -> ClaudeParse:
+    parser = _Parser(phase, artifact, conversation)
     for lineno, obj in json_lines(data):
         try:
             parser.feed(lineno, obj)
         except Exception:  # an odd line costs its own events, never the phase's
             continue
+    if parser.recognized:
+        try:
+            parser.unanchored()
+        except Exception:
+            pass
     final = parser.final_text
     if final is None and source == "transcript":
         final = parser.last_text
     return ClaudeParse(parser.out.events, final, source, parser.recognized, parser.session_id)
 
 
-def parse_stream_bytes(data: bytes, phase: str, artifact: str) -> ClaudeParse:
-    """Events of Claude Code's stream-json output (see the module docstring). Never raises."""
-    return _parse(data, phase, artifact, "stream-json")
+def parse_stream_bytes(data: bytes, phase: str, artifact: str, conversation: bytes | None = None) -> ClaudeParse:
+    """Events of Claude Code's stream-json output (see the module docstring), with the decisions of the
+    harness's session transcript ``conversation`` when there was a session. Never raises."""
+    return _parse(data, phase, artifact, "stream-json",
+                  read_conversation(conversation) if conversation is not None else None)
 
 
 def parse_transcript_bytes(data: bytes, phase: str, artifact: str) -> ClaudeParse:
@@ -308,11 +433,18 @@ def parse_transcript_bytes(data: bytes, phase: str, artifact: str) -> ClaudePars
     return _parse(data, phase, artifact, "transcript")
 
 
-def parse_outputs(stdout: Path, transcript: Path | None, phase: str) -> ClaudeParse:
-    """Events from stdout when it holds Claude Code's events, else from the session transcript.
+def parse_outputs(stdout: Path, transcript: Path | None, phase: str, conversation: Path | None = None) -> ClaudeParse:
+    """Events from stdout when it holds Claude Code's events (with the decisions of the harness's session
+    transcript ``conversation``), else from Claude Code's own session transcript.
 
     Raises ``OSError`` only when stdout cannot be read (the runner always captures it)."""
-    out = parse_stream_bytes(stdout.read_bytes(), phase, stdout.name)
+    recorded = None
+    if conversation is not None:
+        try:
+            recorded = conversation.read_bytes()
+        except OSError:
+            recorded = None
+    out = parse_stream_bytes(stdout.read_bytes(), phase, stdout.name, recorded)
     if out.recognized or transcript is None:
         return out
     try:
