@@ -118,25 +118,11 @@ def test_http_500_is_a_shell_error_after_few_retries(agent_install, e2e_specs, t
     assert [(e.event_type, e.status, e.error_type) for e in ours.events] == [("model_response", "error", "http_500")]
 
 
-#: save_file under the auto-deny policy (written as JSON, which is YAML: the plugin needs no YAML library).
-AUTO_DENY_TEST = {
-    "id": "save_file_auto_deny",
-    "title": "Save a file while every tool call is denied",
-    "prompt": "Use your file-writing tool (not the shell) to create a file named greeting.txt in your current "
-              "working directory containing: Hello, GripProbe!\n",
-    "requires": ["write"],
-    "validators": [{"kind": "file_absent", "path": "greeting.txt"}],
-    "reference": [{"write": {"path": "greeting.txt", "content": "Hello, GripProbe!\n"}}],
-    "observe": {"interaction": {"policy": "auto-deny"}},
-}
-
-
 def test_a_policy_codex_cannot_apply_is_recorded_and_never_passes(agent_install, e2e_specs, tmp_path):
-    """codex cannot deny its tools: under auto-deny it runs with approvals off as always, writes the file, and
-    the case says so (interaction not applied, TOOL_UNSUPPORTED) rather than passing or failing the agent."""
-    specs = shutil.copytree(e2e_specs, tmp_path / "specs")
-    (specs / "tests" / "save_file_auto_deny.yaml").write_text(json.dumps(AUTO_DENY_TEST, indent=2))
-    run = gripprobe_run(specs, tmp_path / "r", "-m", "oracle-perfect", "-t", "save_file_auto_deny")
+    """codex cannot deny its tools: under the shipped save_file_denied (auto-deny) it runs with approvals off as
+    always, writes the file, and the case says so (interaction not applied, TOOL_UNSUPPORTED) rather than
+    passing or failing the agent."""
+    run = gripprobe_run(e2e_specs, tmp_path / "r", "-m", "oracle-perfect", "-t", "save_file_denied")
     ((name, case),) = cases_of(run).items()
     record = case["interaction"]
     assert (record["policy"], record["how"], record["applied"], record["denies"]) == ("auto-deny", "none", False, True)

@@ -265,20 +265,22 @@ def test_truncated_or_corrupted_real_rollout_never_raises(cut, noise):
 # ------------------------------------------------------------------------------------------- reasoning
 
 def test_reasoning_items_become_thought_events():
-    """Real codex 0.169.0 output (the oracle's Responses replies with a reasoning item added by a lab proxy:
-    the oracle streams none). The rollout's ``reasoning`` response items carry a summary; stdout prints
-    ``reasoning`` items with the same text."""
-    got = rollout("reasoning")
+    """Real codex 0.169.0 run through gripprobe against oracle-deny-then-recover (which streams reasoning; codex
+    cannot apply shell_denied's policy, so its shell ran). The rollout's ``reasoning`` response items carry a
+    summary; stdout prints ``reasoning`` items with the same text."""
+    got = rollout("deny_then_recover", ORACLE)
     assert kinds(got.events) == ["model_response", "thought", "tool_call_start", "tool_call_result",
                                  "model_response", "thought"]
     first, thought, start, _, last, thought2 = got.events
-    said = "The user wants greeting.txt with two exact lines; I should use the write tool."
-    assert thought.payload == thought2.payload == {"text": said}
+    assert thought.payload == {"text": "A single shell command is the quickest way to do this."}
+    assert thought2.payload == {"text": "All steps are done; time to report."}
     assert thought.parent_id == start.parent_id == first.event_id and thought2.parent_id == last.event_id
-    assert thought.response_id == first.response_id == "resp_oracle_1" and thought.timestamp
-    assert first.payload["text"] is None and last.payload["text"].startswith("Done.")
-    out = stdout("reasoning")
-    assert kinds(out.events) == ["thought", "tool_call_start", "tool_call_result", "thought", "model_response"]
-    assert out.events[0].payload == {"text": said}
-    both = parse_outputs(SAMPLES / "reasoning" / "stdout.txt", SAMPLES / "reasoning" / "rollout.jsonl", "measured")
+    assert thought.response_id == first.response_id and thought.timestamp
+    assert start.tool_call_id == ground_truth("deny_then_recover")[0]["tool_call_id"]
+    out = stdout("deny_then_recover", ORACLE)
+    assert kinds(out.events) == ["thought", "model_response", "tool_call_start", "tool_call_result", "thought",
+                                 "model_response"]
+    assert [e.payload for e in out.events if e.event_type == "thought"] == [thought.payload, thought2.payload]
+    both = parse_outputs(ORACLE / "deny_then_recover" / "stdout.txt", ORACLE / "deny_then_recover" / "rollout.jsonl",
+                         "measured")
     assert both.source == "rollout" and kinds(both.events) == kinds(got.events)

@@ -236,14 +236,26 @@ def test_an_ordinary_failed_call_is_no_permission_event():
     assert not [e for e in p.events if e.event_type.startswith("permission")]
 
 
-def test_reasoning_parts_become_thought_events_of_their_step():
-    """Real 1.18.33 output with ``--thinking`` (the oracle's replies with a reasoning_content delta added)."""
-    p = parse("reasoning")
+def test_reasoning_parts_become_thought_events_of_their_step_and_a_denied_shell_its_native_denial():
+    """Real 1.18.33 output with ``--thinking`` (oracle-deny-then-recover, which streams reasoning, on
+    shell_denied: bash denied by the ``permission`` config, then the write allowed)."""
+    p = parse("deny_then_recover")
     assert [e.event_type for e in p.events] == [
-        "model_response", "thought", "tool_call_start", "tool_call_result", "model_response", "thought"]
-    first, thought, start, _, last, thought2 = p.events
-    assert thought.payload == {"text": "The user wants greeting.txt with two exact lines; I should use the write tool."}
-    assert thought.parent_id == start.parent_id == first.event_id and thought2.parent_id == last.event_id
+        "model_response", "thought", "tool_call_start", "permission_request", "permission_response",
+        "tool_call_result", "model_response", "thought", "tool_call_start", "tool_call_result",
+        "model_response", "thought"]
+    first, thought, start = p.events[:3]
+    assert thought.payload == {"text": "A single shell command is the quickest way to do this."}
+    assert thought.parent_id == start.parent_id == first.event_id
     assert thought.status == "success" and thought.tool_call_id is None
-    assert "text" not in first.payload  # reasoning is never the answer
-    assert final_text(p).startswith("Done.")
+    assert first.payload["text"] == "I will do the first step with one shell command."  # reasoning is not text
+    assert [e.payload["text"] for e in p.events if e.event_type == "thought"] == [
+        "A single shell command is the quickest way to do this.",
+        "The shell command was refused, so I will use the file tools instead.", "All steps are done; time to report."]
+    truth = [json.loads(line) for line in (FIXTURES / "deny_then_recover" / "oracle.jsonl").read_text().splitlines()]
+    (response,) = [e for e in p.events if e.event_type == "permission_response"]
+    assert response.tool_call_id == truth[0]["tool_call_id"] and truth[0]["name"] == "bash"
+    assert response.payload["rule"] == "native: opencode permission bash = deny"
+    assert [(e.tool_call_id, e.status) for e in p.events if e.event_type == "tool_call_result"] == [
+        (truth[0]["tool_call_id"], "error"), (truth[1]["tool_call_id"], "success")]
+    assert final_text(p).startswith("The shell command was denied, so I used the file tools instead.")

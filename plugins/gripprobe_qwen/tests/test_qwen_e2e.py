@@ -102,40 +102,39 @@ def test_keyed_backend_passes_on_agent_output_alone_and_no_artifact_holds_the_ke
     assert not [p for p in run.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
 
 
-#: save_file under the auto-deny policy: the oracle asks for the write, which must be refused, so the file must
-#: not exist. Written as JSON, which is YAML (the plugin needs no YAML library of its own).
-AUTO_DENY_TEST = {
-    "id": "save_file_auto_deny",
-    "title": "Save a file while every tool call is denied",
-    "prompt": "Use your file-writing tool (not the shell) to create a file named greeting.txt in your current "
-              "working directory containing: Hello, GripProbe!\n",
-    "requires": ["write"],
-    "validators": [{"kind": "file_absent", "path": "greeting.txt"}],
-    "reference": [{"write": {"path": "greeting.txt", "content": "Hello, GripProbe!\n"}}],
-    "observe": {"interaction": {"policy": "auto-deny"}},
+#: The rule of each native denial the shipped interaction tests get, in the oracle's call order.
+NATIVE_DENIALS = {
+    "save_file_denied": ["native: permissions.deny write_file(//**)", "native: permissions.deny write_file(//**)"],
+    "shell_denied": ["native: permissions.deny run_shell_command(*)"],
 }
 
 
 @pytest.mark.e2e
-def test_auto_deny_refuses_the_write_through_qwens_own_deny_rules(agent_install, e2e_specs, tmp_path):
-    """oracle-perfect on save_file under auto-deny: Qwen Code refuses the write itself (``permissions.deny``
-    over yolo), the file is not written, and tier B shows the native denial tied to the oracle's call."""
-    specs = shutil.copytree(e2e_specs, tmp_path / "specs")
-    (specs / "tests" / "save_file_auto_deny.yaml").write_text(json.dumps(AUTO_DENY_TEST, indent=2))
-    run = run_gripprobe("run", "--specs", specs, "--results", tmp_path / "r", "-a", "qwen-code", "-m", "oracle-perfect",
-                        "-t", "save_file_auto_deny")
-    (case,) = cases_of(run).values()
-    record = case["interaction"]
-    assert (record["policy"], record["how"], record["applied"], record["violations"]) == ("auto-deny", "native", True, [])
-    assert record["denied"] >= 1 and record["allowed"] == 0
-    assert case["verdict"]["status"] == "PASS", case["verdict"]  # the validator: greeting.txt is absent
-    case_dir = next((run / "cases").iterdir())
-    truth = jsonl(case_dir / "artifacts" / "oracle.measured.jsonl")
-    assert [t["name"] for t in truth] == ["write_file"]
-    events = jsonl(case_dir / "artifacts" / "events.measured.jsonl")
-    answers = [e for e in events if e["event_type"] == "permission_response"]
-    assert [(e["tool_call_id"], e["payload"]["outcome"], e["payload"]["decided_by"], e["payload"]["rule"])
-            for e in answers] == [(truth[0]["tool_call_id"], "deny", "native", "native: permissions.deny write_file(//**)")]
-    results = [e for e in events if e["event_type"] == "tool_call_result"]
-    assert [r["status"] for r in results] == ["error"]
-    assert "denied by permission rules" in results[0]["payload"]["output"]
+def test_interaction_policies_are_applied_by_qwens_deny_rules(agent_install, e2e_specs, tmp_path):
+    """The shipped interaction tests on the oracle profile that asks for the shell first and then for the
+    write tool: save_file_denied (auto-deny) refuses both calls, so the file is absent; shell_denied
+    (scripted: execute denied) refuses the shell only, and the write lands. Every refusal is qwen-code's own
+    (its config), reported as a native permission pair tied to the oracle's call; the policy is applied,
+    nothing violated it."""
+    run = run_gripprobe("run", "--specs", e2e_specs, "--results", tmp_path / "r", "-a", "qwen-code",
+                        "-m", "oracle-deny-then-recover", "-t", "save_file_denied", "-t", "shell_denied")
+    cases = {c["key"]["test"]: c for c in cases_of(run).values()}
+    for test, c in cases.items():
+        record = c["interaction"]
+        assert (record["how"], record["applied"], record["violations"]) == ("native", True, []), (test, record)
+        assert c["verdict"]["status"] == "PASS", (test, c["verdict"])
+    auto_deny = cases["save_file_denied"]["interaction"]
+    assert (auto_deny["denied"], auto_deny["allowed"]) == (2, 0)
+    assert cases["shell_denied"]["interaction"]["denied"] == 1
+    for test, expected in NATIVE_DENIALS.items():
+        case_dir = run / "cases" / f"qwen-code__oracle-deny-then-recover__oracle__tool__{test}"
+        truth = jsonl(case_dir / "artifacts" / "oracle.measured.jsonl")
+        events = jsonl(case_dir / "artifacts" / "events.measured.jsonl")
+        answers = [(e["tool_call_id"], e["payload"]["outcome"], e["payload"]["decided_by"], e["payload"]["rule"])
+                   for e in events if e["event_type"] == "permission_response"]
+        assert answers == [(t["tool_call_id"], "deny", "native", rule) for t, rule in zip(truth, expected)], test
+        results = {e["tool_call_id"]: e["status"] for e in events if e["event_type"] == "tool_call_result"}
+        refused = len(expected)
+        assert [results[t["tool_call_id"]] for t in truth] == ["error"] * refused + ["success"] * (len(truth) - refused)
+    assert not (run / "cases" / "qwen-code__oracle-deny-then-recover__oracle__tool__save_file_denied" / "workspace"
+                / "greeting.txt").exists()

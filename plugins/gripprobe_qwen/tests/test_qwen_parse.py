@@ -302,15 +302,30 @@ def test_denial_rules_name_the_setting_or_quote_the_refusal():
     assert denial_rule(None) == "native: refused by Qwen Code"
 
 
-@pytest.mark.parametrize("source", ["chat", "stdout"])
-def test_reasoning_becomes_thought_events_of_its_reply(source):
-    """Real 0.24.4 output (the oracle's replies with a reasoning_content delta added): the chat log's
-    ``thought: true`` parts; on stdout a ``thinking``-only assistant message before the reply's own."""
-    got = both("reasoning_save_file") if source == "chat" else stdout_only("reasoning_save_file")
-    assert kinds(got.events) == ["model_response", "thought", "tool_call_start", "tool_call_result",
-                                 "model_response", "thought"]
-    first, thought, start, _, last, thought2 = got.events
-    assert thought.payload == {"text": "The user wants greeting.txt with two exact lines; I should use the write tool."}
-    assert thought.parent_id == start.parent_id == first.event_id and thought2.parent_id == last.event_id
-    assert first.payload["reasoning"] is True and first.payload["text"] is None
-    assert got.final_text.startswith("Done. Steps performed: 1. write greeting.txt.")
+def test_reasoning_becomes_thought_events_of_its_reply():
+    """Real 0.24.4 run through gripprobe (oracle-deny-then-recover, which streams reasoning, on shell_denied:
+    the shell refused by ``run_shell_command(*)``, then write_file allowed). The chat log's ``thought: true``
+    parts; on stdout a ``thinking``-only assistant message before the reply's own (its stream-json also
+    prints a reply's text and its calls as two messages: two model_response events there)."""
+    case = "deny_then_recover_shell_denied"
+    said = ["A single shell command is the quickest way to do this.",
+            "The shell command was refused, so I will use the file tools instead.", "All steps are done; time to report."]
+    got = both(case)
+    assert kinds(got.events) == [
+        "model_response", "thought", "tool_call_start", "permission_request", "permission_response", "tool_call_result",
+        "model_response", "thought", "tool_call_start", "tool_call_result", "model_response", "thought"]
+    first, thought, start = got.events[:3]
+    assert thought.parent_id == start.parent_id == first.event_id and thought.response_id == first.response_id
+    assert first.payload["reasoning"] is True and first.payload["text"] == "I will do the first step with one shell command."
+    assert [e.payload for e in of(got.events, "thought")] == [{"text": t} for t in said]
+    (response,) = of(got.events, "permission_response")
+    (shell, write) = truth(case)
+    assert response.tool_call_id == shell["tool_call_id"] and response.payload["rule"] == "native: permissions.deny run_shell_command(*)"
+    assert [(e.tool_call_id, e.status) for e in of(got.events, "tool_call_result")] == [
+        (shell["tool_call_id"], "error"), (write["tool_call_id"], "success")]
+    out = stdout_only(case)
+    assert kinds(out.events)[:3] == ["model_response", "thought", "model_response"]
+    assert [e.payload for e in of(out.events, "thought")] == [{"text": t} for t in said]
+    assert all(e.parent_id for e in of(out.events, "thought"))
+    assert len(of(out.events, "model_response")) == 4  # the thinking-only messages make none
+    assert got.final_text == out.final_text and got.final_text.startswith("The shell command was denied")
