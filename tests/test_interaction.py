@@ -287,7 +287,8 @@ def test_the_interaction_tests_with_the_reference_agent(interaction_run: Path, t
         assert len(requests) == len(answers) == allowed + denied
         assert all(e["raw_artifact_ref"] == "measured.conversation.jsonl" for e in requests + answers)
         assert [a["payload"]["outcome"] for a in answers].count("deny") == denied
-        assert {e["source_tier"] for e in events if e["event_type"] == "thought"} == {"A", "B"}
+        thoughts = [e for e in events if e["event_type"] == "thought"]  # the wire's and the agent's: one each
+        assert thoughts and all(t["source_tier"] == "A" and t["seen_by"] == ["A", "B"] for t in thoughts), thoughts
         # the first call asked for was the shell, and it was refused
         assert requests[0]["payload"]["kind"] == "execute" and answers[0]["payload"]["outcome"] == "deny"
         # and the recomputed case agrees (the policy and how it was met are in the stored evidence)

@@ -28,7 +28,8 @@ __all__ = [
     "Responder", "StaticPolicy", "ToolRef", "decide", "denies_anything", "permission_events", "static_policy",
 ]
 
-Outcome = Literal["allow", "deny", "answer"]
+Outcome = Literal["allow", "deny", "answer", "cancelled"]
+"""``cancelled``: the agent withdrew its request before it was answered (a driver records it; never decided)."""
 ALLOW_KINDS = ("allow_once", "allow_always")
 REJECT_KINDS = ("reject_once", "reject_always")
 MAX_INPUT_CHARS = 100_000
@@ -73,8 +74,9 @@ class PermissionRequest:
 
     @property
     def is_question(self) -> bool:
-        """A free-text question (no tool named): only ``answer:`` rules answer it."""
-        return self.tool_call_id is None and self.raw_name is None and self.name is None and self.kind is None
+        """A free-text question (a prompt and no tool named; it may still carry the id of the call that asked
+        it, e.g. Claude Code's AskUserQuestion): only ``answer:`` rules answer it."""
+        return self.prompt is not None and self.raw_name is None and self.name is None and self.kind is None
 
     def input_text(self) -> str:
         if self.input is None:

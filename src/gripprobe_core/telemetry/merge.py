@@ -144,6 +144,11 @@ def _entries(groups: list[list[Event]]) -> list[_Entry]:
                 signature = (event.event_type, *call_signature(event))
                 content_key = (signature, occurrences[signature])
                 occurrences[signature] += 1
+            elif event.event_type == "thought" and isinstance(event.payload.get("text"), str):
+                # the same reasoning seen on the wire and in the agent's log: the k-th occurrence of a text
+                signature = ("thought", " ".join(event.payload["text"].split()), "")
+                content_key = (signature, occurrences[signature])
+                occurrences[signature] += 1
             group_entries.append(_Entry(g, i, event, _id_key(event), content_key, parse_timestamp(event.timestamp)))
         _inherit_timestamps(group_entries)
         entries.extend(group_entries)

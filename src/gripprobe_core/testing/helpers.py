@@ -149,16 +149,19 @@ def install_agent(agent: Any, plugins: Any = None) -> Any:
 def phase_context(tmp_path: Path, agent: Any, *, prompt: str = "Run `pwd` and save it to pwd.txt.", test: Any = None,
                   model_name: str = "perfect", fmt: str = "tool", phase: str = "measured", api_key: str | None = None,
                   base_url: str = "http://127.0.0.1:43210", backend_env: dict[str, str] | None = None,
-                  executable: Path | None = None, installed: bool = True) -> Any:
+                  executable: Path | None = None, installed: bool = True, interaction: Any = None) -> Any:
     """A :class:`~gripprobe_core.PhaseContext` laid out like the runner's under ``tmp_path`` (workspace,
     fresh HOME with its XDG folders, TMPDIR, artifacts), against the oracle backend's ``model_name``
     profile, for unit-testing a driver. ``test`` defaults to a shell_pwd-like test with ``prompt``; its
     fixtures are written into the workspace. The installed executable is ``executable`` (default
-    ``<tmp_path>/bin/<spec executable>``); ``installed=False``: none (an agent that needs no install)."""
-    from ..models.specs import BackendSpec, ModelSpec, TestSpec
+    ``<tmp_path>/bin/<spec executable>``); ``installed=False``: none (an agent that needs no install).
+    ``interaction``: the case's policy, an ``InteractionSpec`` or its mapping (``{"policy": "auto-deny"}``)."""
+    from ..models.specs import BackendSpec, InteractionSpec, ModelSpec, TestSpec
     from ..phase import PhaseContext
 
     test = test if test is not None else TestSpec.model_validate({**SHELL_PWD, "prompt": prompt})
+    if interaction is not None and not isinstance(interaction, InteractionSpec):
+        interaction = InteractionSpec.model_validate(interaction)
     backend = BackendSpec(id="oracle", kind="oracle", model_id=model_name, env=backend_env or {})
     # a backend's model name may hold ':' or '/' (qwen3:8b); the model's id in the spec is a plain id
     model_id = re.sub(r"[^a-z0-9]+", "-", f"oracle-{model_name}".lower()).strip("-")[:64].rstrip("-")
@@ -166,7 +169,7 @@ def phase_context(tmp_path: Path, agent: Any, *, prompt: str = "Run `pwd` and sa
                        model=ModelSpec(id=model_id, backends=[backend]), backend=backend, test=test,
                        format=fmt, prompt=test.prompt, workspace=tmp_path / "ws", home=tmp_path / "home",
                        tmpdir=tmp_path / "tmp", artifacts_dir=tmp_path / "artifacts", base_url=base_url,
-                       model_name=model_name, api_key=api_key,
+                       model_name=model_name, api_key=api_key, interaction=interaction,
                        agent_executable=None if not installed else
                        executable if executable is not None else tmp_path / "bin" / agent.executable)
     for d in (ctx.workspace, ctx.home, ctx.tmpdir, ctx.artifacts_dir, *map(Path, ctx.xdg.values())):
