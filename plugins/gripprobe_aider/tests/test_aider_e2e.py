@@ -173,3 +173,40 @@ def test_proxy_off_aiders_own_output_confirms_the_edit(runs):
     assert case["telemetry"]["telemetry_proxy_status"] == "skipped"
     assert case["telemetry"]["telemetry_source_tier"] == "C"
     assert not (case_dir / "artifacts" / "proxy.measured.http.jsonl").exists()
+
+
+AUTO_DENY_TEST = """\
+id: save_file_autodeny
+title: save_file with every tool call denied (auto-deny)
+prompt: |
+  Use your file-writing tool (not the shell) to create a file named greeting.txt in your
+  current working directory with exactly these two lines:
+  Hello, GripProbe!
+  This file was saved with the write tool.
+requires: [write]
+observe:
+  interaction: {policy: auto-deny}
+validators:
+  - {kind: file_absent, path: greeting.txt}
+reference:
+  - write: {path: greeting.txt, content: "Hello, GripProbe!\\nThis file was saved with the write tool.\\n"}
+"""
+
+
+def test_auto_deny_is_aiders_dry_run_with_every_confirmation_refused(e2e_specs, e2e_run):
+    """oracle-perfect on save_file (whole) under auto-deny: aider runs with --dry-run, no --yes-always and 'n'
+    on stdin; it answers "Create new file?" no, skips the edit (a native denial in tier C), nothing is
+    written, and the case records the policy as applied without a violation."""
+    (e2e_specs / "tests" / "save_file_autodeny.yaml").write_text(AUTO_DENY_TEST)
+    run = e2e_run("save_file_autodeny", models=("oracle-perfect",), fmt="whole")
+    (case_json,) = (run / "cases").glob("*/case.json")
+    case = json.loads(case_json.read_text())
+    record = case["interaction"]
+    assert (record["policy"], record["how"], record["applied"], record["violations"]) == ("auto-deny", "native", True, [])
+    assert record["requests"] == record["denied"] == 1
+    assert [(v["kind"], v["passed"]) for v in case["validators"]] == [("file_absent", True)]
+    stdout = (case_json.parent / "measured.stdout").read_text()
+    assert "Skipping edits to greeting.txt" in stdout
+    events = jsonl(case_json.parent / "artifacts" / "events.measured.jsonl")
+    answer = next(e for e in events if e["event_type"] == "permission_response")
+    assert answer["payload"]["rule"] == "native: every confirmation answered no (no --yes-always)"

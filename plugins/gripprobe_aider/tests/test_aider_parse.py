@@ -224,3 +224,48 @@ def test_parser_never_raises_on_garbage(tmp_path, stdout, history):
 def test_scan_never_raises(text):
     findings, _ = scan_stdout(text, parse_llm_history(text))
     assert all(f.kind in ("applied", "rejected", "request_error") for f in findings)
+
+
+# ------------------------------------------------------------------------- native denials (interaction)
+
+def interaction(name: str, denials):
+    base = FIXTURES / "interaction" / name
+    return parse_outputs(base / "stdout.txt", base / "aider.llm.history.txt", "measured", denials=denials)
+
+
+def test_a_dry_run_edit_is_a_native_denial_of_the_edit():
+    """Real aider run with writes denied (``--dry-run``) against oracle-perfect on save_file (whole):
+    aider parses the edit and prints ``Did not apply edit to greeting.txt (--dry-run)``."""
+    from gripprobe_aider.parse import AiderDenials
+    out = interaction("dry_run_save_file", AiderDenials(dry_run="native: --dry-run"))
+    kinds = [(e.event_type, e.status, e.error_type) for e in out.events]
+    assert kinds == [("model_response", "success", None), ("tool_call_start", "started", None),
+                     ("permission_request", "started", None), ("permission_response", "success", None),
+                     ("tool_call_result", "error", "edit_not_applied")]
+    _, start, request, answer, result = out.events
+    assert request.payload["raw_name"] == "edit" and request.payload["kind"] == "write"
+    assert request.payload["input"] == {"path": "greeting.txt"} and request.tool_call_id is None
+    assert (answer.payload["outcome"], answer.payload["decided_by"], answer.payload["rule"]) == (
+        "deny", "native", "native: --dry-run")
+    assert result.payload["output"] == "Did not apply edit to greeting.txt (--dry-run)"
+    assert all(e.source_tier == "C" for e in out.events)
+    assert request.timestamp == start.timestamp and start.timestamp is not None  # dated by the LLM history
+    # without the driver's settings the line is still no applied edit, and no policy's denial
+    plain = interaction("dry_run_save_file", None)
+    assert [e.event_type for e in plain.events] == ["model_response", "tool_call_start", "tool_call_result"]
+    assert plain.events[-1].status == "error"
+
+
+def test_a_refused_confirmation_is_a_native_denial():
+    """Real aider run under auto-deny (``--dry-run``, no --yes-always, ``n`` on stdin): "Create new file?" is
+    answered no and aider prints ``Skipping edits to greeting.txt``."""
+    from gripprobe_aider.parse import AiderDenials
+    rule = "native: every confirmation answered no (no --yes-always)"
+    out = interaction("autodeny_save_file", AiderDenials(dry_run="native: --dry-run", confirm=rule))
+    tools = [(e.event_type, e.status, e.error_type) for e in out.events if e.event_type != "model_response"]
+    assert tools == [("tool_call_start", "started", None), ("permission_request", "started", None),
+                     ("permission_response", "success", None), ("tool_call_result", "error", "edit_failed")]
+    answer = next(e for e in out.events if e.event_type == "permission_response")
+    assert answer.payload["rule"] == rule and answer.payload["outcome"] == "deny"
+    stdout = (FIXTURES / "interaction" / "autodeny_save_file" / "stdout.txt").read_text()
+    assert "Create new file? (Y)es/(N)o [Yes]: Skipping edits to greeting.txt" in stdout

@@ -9,7 +9,10 @@ aider 0.86.2 prints plain text. What it prints *itself* (as opposed to echoing t
   / ``<path> does not contain lines…`` (udiff), ``No filename provided before ``` in file listing``
   (whole), ``Expected `>>>>>>> REPLACE` or `=======``` (a broken block) …;
 - ``Exception while updating files:`` — applying the edits crashed (the next line says how);
-- ``Unable to create <path>, skipping edits.`` / ``Skipping edits to <path>`` — aider refused a file;
+- ``Unable to create <path>, skipping edits.`` / ``Skipping edits to <path>`` — aider refused a file (a
+  confirmation answered from stdin leaves its question first on the same line);
+- ``Did not apply edit to <path> (--dry-run)`` — with ``--dry-run`` (a case's policy denying edits), the edit
+  aider parsed and did not apply;
 - ``litellm.<Name>Error: <message>`` — a model request failed (HTTP 4xx/5xx, connection refused…);
   aider retries on its own and still exits 0.
 
@@ -42,7 +45,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gripprobe_core.plugin import Event, EventBuilder, ToolNames
+from gripprobe_core.plugin import Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, permission_events
 
 #: aider's own name for what it does with a reply's edit blocks.
 EDIT_TOOL = "edit"
@@ -56,7 +59,12 @@ READ_LIMIT = 32 * 1024 * 1024
 APPLIED = re.compile(r"^Applied edit to (?P<path>\S.*?)\s*$")
 NOT_CONFORM = "The LLM did not conform to the edit format."
 UPDATE_CRASH = "Exception while updating files:"
-REFUSED = re.compile(r"^(?:Unable to create (?P<a>\S.*?), skipping edits\.|Skipping edits to (?P<b>\S.*?))\s*$")
+#: (A confirmation answered from stdin leaves its question on the same line: ``Create new file? (Y)es/(N)o
+#: [Yes]: Skipping edits to greeting.txt``.)
+REFUSED = re.compile(r"^(?:[^\n]*\? \(Y\)es/\(N\)o[^\n]*?\]: )?"
+                     r"(?:Unable to create (?P<a>\S.*?), skipping edits\.|Skipping edits to (?P<b>\S.*?))\s*$")
+#: ``--dry-run``: the edit aider would have applied (``Applied edit to``) and did not.
+DRY_RUN = re.compile(r"^Did not apply edit to (?P<path>\S.*?) \(--dry-run\)\s*$")
 LITELLM_ERROR = re.compile(r"^litellm\.(?P<name>[A-Za-z]+):\s*(?P<message>.*)$")
 EDIT_FORMAT_LINE = re.compile(r"^Model: \S+ with (?P<fmt>[\w-]+) edit format")
 USAGE_LINE = re.compile(r"^Tokens: ")
@@ -167,12 +175,22 @@ def parse_llm_history(text: str | None) -> list[Exchange]:
 class Finding:
     """Something aider printed about one exchange: an edit applied/rejected, or a request error."""
 
-    kind: str  # applied | rejected | request_error
+    kind: str  # applied | rejected | dry_run | request_error
     line: int
     path: str | None = None
     detail: list[str] = field(default_factory=list)
     error_type: str | None = None
     exchange: int | None = None
+    refused: bool = False  # "Skipping edits to <path>": a confirmation was answered no
+
+
+@dataclass(frozen=True)
+class AiderDenials:
+    """The settings the driver gave aider for the case's interaction policy, naming the rule of a refusal:
+    ``dry_run`` (``--dry-run``: no edit applied), ``confirm`` (every confirmation answered no)."""
+
+    dry_run: str | None = None
+    confirm: str | None = None
 
 
 @dataclass
@@ -236,7 +254,11 @@ def scan_stdout(text: str, exchanges: list[Exchange]) -> tuple[list[Finding], st
             findings.append(open_detail)
         elif m := REFUSED.match(line):
             findings.append(Finding("rejected", i + 1, path=m.group("a") or m.group("b"), exchange=last_reply,
-                                    error_type="edit_failed"))
+                                    error_type="edit_failed", refused=m.group("b") is not None))
+            open_detail = None
+        elif m := DRY_RUN.match(line):
+            findings.append(Finding("dry_run", i + 1, path=m.group("path"), exchange=last_reply,
+                                    error_type="edit_not_applied", detail=[line.strip()]))
             open_detail = None
         elif m := LITELLM_ERROR.match(line):
             exchange = next_attempt if next_attempt < len(exchanges) else None
@@ -273,9 +295,16 @@ def _failed_path(detail: list[str]) -> str | None:
 # ------------------------------------------------------------------------------------------ events
 
 def parse_outputs(stdout_path: Path, llm_history_path: Path | None, phase: str, *,
-                  stdout_name: str | None = None, history_name: str | None = None) -> AiderOutput:
+                  stdout_name: str | None = None, history_name: str | None = None,
+                  denials: AiderDenials | None = None) -> AiderOutput:
     """Tier C events from one phase (see the module docstring). ``*_name`` name the files in
-    ``raw_artifact_ref`` (default: the files' names). Raises OSError only when stdout cannot be read."""
+    ``raw_artifact_ref`` (default: the files' names). Raises OSError only when stdout cannot be read.
+
+    ``denials``: the settings the driver gave aider for the case's interaction policy. An edit ``--dry-run``
+    kept out (``Did not apply edit to <path> (--dry-run)``: a start and an error result, ``edit_not_applied``)
+    and a file a refused confirmation skipped (``Skipping edits to <path>``) then also get a native
+    ``permission_request`` + ``permission_response`` (deny) before their result (aider has no call ids)."""
+    denials = denials or AiderDenials()
     stdout = read_text(stdout_path) or ""
     try:
         history = read_text(llm_history_path)
@@ -301,12 +330,12 @@ def parse_outputs(stdout_path: Path, llm_history_path: Path | None, phase: str, 
                            payload={"text": ex.reply[:TEXT_LIMIT], "edit_format": edit_format})
         for f in here:
             if f.kind != "request_error":
-                _edit(b, f, ex, parent, edit_format)
+                _edit(b, f, ex, parent, edit_format, denials)
     for f in by_exchange.get(None, []):
         if f.kind == "request_error":
             _request_error(b, f, None, edit_format)
         else:
-            _edit(b, f, None, None, edit_format)
+            _edit(b, f, None, None, edit_format, denials)
     final = next((ex.reply for ex in reversed(exchanges) if ex.reply.strip()), None)
     return AiderOutput(events=b.events, final_text=final, edit_format=edit_format, exchanges=exchanges)
 
@@ -317,8 +346,10 @@ def _request_error(b: EventBuilder, f: Finding, ex: Exchange | None, edit_format
           timestamp=ex.sent if ex else None, payload={"error": message[:TEXT_LIMIT], "edit_format": edit_format})
 
 
-def _edit(b: EventBuilder, f: Finding, ex: Exchange | None, parent: Event | None, edit_format: str | None) -> None:
-    """A start + result pair (at the finding's stdout line) for one applied file or one rejected reply."""
+def _edit(b: EventBuilder, f: Finding, ex: Exchange | None, parent: Event | None, edit_format: str | None,
+          denials: AiderDenials | None = None) -> None:
+    """A start + result pair (at the finding's stdout line) for one applied file or one rejected reply (and
+    the native permission pair of an edit the case's policy refused)."""
     ts = ex.received if ex else None
     parent_id = parent.event_id if parent is not None else None
     name, kind = TOOL_NAMES.normalize(EDIT_TOOL)
@@ -330,6 +361,12 @@ def _edit(b: EventBuilder, f: Finding, ex: Exchange | None, parent: Event | None
         b.add(f.line, event_type="tool_call_result", status="success", timestamp=ts, parent_id=parent_id,
               payload=dict(common))
         return
+    denials = denials or AiderDenials()
+    rule = denials.dry_run if f.kind == "dry_run" else denials.confirm if f.refused else None
+    if rule is not None:
+        request = PermissionRequest(request_id=f"native-{len(b.events) + 1}", raw_name=EDIT_TOOL, name=name or None,
+                                    kind=kind, input=common["arguments"])
+        permission_events(b, f.line, request, PermissionDecision("deny", rule), decided_by="native", timestamp=ts)
     detail = "\n".join(x for x in f.detail if x.strip())
     b.add(f.line, event_type="tool_call_result", status="error", error_type=f.error_type, timestamp=ts,
           parent_id=parent_id, payload={**common, "output": detail[:TEXT_LIMIT]})

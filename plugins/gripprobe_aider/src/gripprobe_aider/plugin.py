@@ -8,6 +8,9 @@ its driver brings (:mod:`.dialect`), and tool use is seen in its stdout (tier C,
 Its ``markers`` stay empty on purpose: aider echoes the model's reply on the same stdout as its own
 markers, so a line-by-line pattern cannot tell ``Applied edit to x`` printed by aider from the same
 words in a reply. :meth:`AiderDriver.parse` reads the markers with the replies masked out instead.
+
+A case's interaction policy becomes aider's own settings (``--dry-run``, confirmations answered no:
+:mod:`.interaction`).
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from pathlib import Path
 from typing import Callable
 
 from gripprobe_core.plugin import (
-    EVERY_FORMAT, AgentCommand, AgentDriver, BaseAgentDriver, CliAgentSpec, InstallRecipe, PhaseCapture, PhaseContext,
-    Transcript, WrapperParseError, hookimpl,
+    EVERY_FORMAT, AgentCommand, AgentDriver, BaseAgentDriver, CliAgentSpec, InstallRecipe, InteractionSupport,
+    PhaseCapture, PhaseContext, Transcript, WrapperParseError, hookimpl,
 )
 
 from . import EXECUTABLE, NAME, PINNED_VERSION, PYPI_PACKAGE
 from .config import agent_env, build_argv, chat_files, edit_format_for, files_for, write_files
 from .dialect import DIALECT_NAMES, AiderDialect
+from .interaction import DRY_RUN, YES_ALWAYS, settings
 from .parse import TOOL_NAMES, parse_outputs
 
 #: Names under which the phase's aider files are kept as artifacts (``<phase>.<name>``).
@@ -46,11 +50,20 @@ class AiderDriver(BaseAgentDriver):
         write_files(ctx.home, ctx.model_name, edit_format_for(ctx.format))
         return agent_env(ctx.openai_base_url, ctx.api_key)
 
+    def interaction_support(self, ctx: PhaseContext) -> InteractionSupport:
+        """The case's policy as aider's ``--dry-run`` and refused confirmations (:func:`.interaction.settings`)."""
+        return settings(ctx.interaction).support
+
     def command(self, ctx: PhaseContext) -> AgentCommand:
-        return AgentCommand(build_argv(
+        policy = settings(ctx.interaction)
+        argv = build_argv(
             ctx.executable(ctx.agent.executable), files_for(ctx.home), base_url=ctx.openai_base_url,
             model_name=ctx.model_name, edit_format=edit_format_for(ctx.format), prompt=ctx.prompt,
-            chat_paths=chat_files(ctx.workspace), extra_args=list(ctx.agent.default_args)))
+            chat_paths=[] if policy.refuse_confirmations else chat_files(ctx.workspace),
+            extra_args=[*ctx.agent.default_args, *([DRY_RUN] if policy.dry_run else [])])
+        if policy.refuse_confirmations:
+            argv = [a for a in argv if a != YES_ALWAYS]
+        return AgentCommand(argv, stdin=policy.stdin)
 
     def artifacts(self, ctx: PhaseContext) -> dict[str, Path]:
         files = files_for(ctx.home)
@@ -60,7 +73,8 @@ class AiderDriver(BaseAgentDriver):
         history = capture.files.get(LLM_HISTORY_ARTIFACT)
         try:
             out = parse_outputs(capture.stdout_path, history, ctx.phase, stdout_name=capture.stdout_path.name,
-                                history_name=history.name if history else None)
+                                history_name=history.name if history else None,
+                                denials=settings(ctx.interaction).denials)
         except OSError as exc:
             raise WrapperParseError(f"cannot read aider stdout {capture.stdout_path}: {exc}") from exc
         return Transcript(out.events, out.final_text)
