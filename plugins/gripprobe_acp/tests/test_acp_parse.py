@@ -198,7 +198,8 @@ def test_a_prompt_refused_with_an_error_is_a_fact():
             + line({"dir": "incoming", "message": {"jsonrpc": "2.0", "id": 7, "error": {"code": -32603, "message": "boom"}}}))
     got = parse_transcript(data, "measured", "t.jsonl")
     assert got.facts["error"] == {"stage": "session/prompt", "message": "boom", "code": -32603}
-    assert got.events == [] and got.final_text is None
+    assert [(e.event_type, e.status, e.error_type) for e in got.events] == [("model_response", "error", "agent_error")]
+    assert got.final_text is None
 
 
 JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
@@ -265,3 +266,30 @@ def test_codex_is_named_before_its_prompt_so_it_asks_no_title_model():
     sent = [r["message"]["method"] for r in records("codex", "perfect_save_file")
             if r["dir"] == "outgoing" and "method" in r["message"]]
     assert sent == ["initialize", "session/new", "session/set_title", "session/prompt"]
+
+
+# ------------------------------------------------------------------------------ a prompt answered with an error
+
+@pytest.mark.parametrize("agent, case, error_type", [
+    ("claude", "http-500_save_file", "http_500"),                        # "Internal error: API Error: 500 …"
+    ("qwen", "tools-unsupported_save_file", "backend_tool_unsupported"),  # "Internal error" + data.details
+    ("opencode", "tools-unsupported_save_file", "backend_tool_unsupported"),
+])
+def test_a_prompt_the_agent_answered_with_an_error_is_an_error_response(agent, case, error_type):
+    got = parsed(agent, case)
+    (response,) = of(got.events, "model_response")
+    assert (response.status, response.error_type) == ("error", error_type)
+    assert response.payload["stage"] == "session/prompt" and response.payload["text"] == got.facts["error"]["message"]
+    assert got.facts["error"]["code"] == -32603 and not of(got.events, "tool_call_start")
+    if error_type == "backend_tool_unsupported":
+        assert "does not support tools" in response.payload["text"]
+
+
+def test_opencodes_failed_command_is_an_error_though_it_reports_it_completed():
+    """retry-loop: the oracle runs ``cat`` on a missing file three times; opencode reports each ``bash`` call
+    ``completed`` with ``rawOutput.metadata.exit`` 1."""
+    got = parsed("opencode", "retry-loop_save_file")
+    results = of(got.events, "tool_call_result")
+    assert [r.tool_call_id for r in results] == [c["tool_call_id"] for c in truth("opencode", "retry-loop_save_file")]
+    assert [(r.status, r.exit_code) for r in results] == [("error", 1)] * 3
+    assert all("No such file or directory" in r.payload["output"] for r in results)

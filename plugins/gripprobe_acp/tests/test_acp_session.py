@@ -207,3 +207,25 @@ def test_a_real_session_connects_to_nothing_but_the_phase_backend(agent_name, ag
     assert any(f"sin_port=htons({port})" in line for line in inet), inet
     assert all('inet_addr("127.0.0.1")' in line for line in inet), inet
     assert not [line for line in lines if "htons(53)" in line]
+
+
+ANSWERS = ("read l; echo '{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":1}}'; "
+           "read l; echo '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"sessionId\":\"s1\"}}'; "
+           "read l; echo '{\"jsonrpc\":\"2.0\",\"id\":2,\"error\":{\"code\":-32603,\"message\":\"Internal error\","
+           "\"data\":{\"details\":\"%s\"}}}'; sleep 5")
+
+
+@for_driver("acp")
+@pytest.mark.parametrize("details, said", [
+    ("400 registry.ollama.ai/library/m does not support tools", None),  # the backend's answer: no SessionError
+    ("API Error: 500 internal server error", "session/prompt failed: Internal error: API Error: 500 internal server "
+                                             "error (JSON-RPC error -32603)"),
+])
+def test_a_prompt_refused_is_a_session_error_unless_the_backend_takes_no_tools(details, said, make_phase_ctx, tmp_path):
+    ctx = make_phase_ctx(installed=False)
+    transcript = tmp_path / "t.jsonl"
+    error, _ = asyncio.run(converse(["/bin/sh", "-c", ANSWERS % details], base_env(ctx), ctx, AcpSession(),
+                                    Responder(None), transcript, timeout=20))
+    assert (str(error) if error else None) == said
+    (note,) = [json.loads(line) for line in transcript.read_text().splitlines() if '"event": "error"' in line]
+    assert note["stage"] == "session/prompt" and note["data"] == {"details": details}

@@ -127,6 +127,13 @@ class CallState:
     def done(self) -> bool:
         return self.status in DONE
 
+    @property
+    def result_status(self) -> str:
+        """``success`` / ``error`` of a finished call: ACP's status, except that a command that exited non-zero
+        failed (opencode reports such a ``bash`` call ``completed``, with the exit code beside its output)."""
+        status = DONE.get(self.status or "", "unknown")
+        return "error" if status == "success" and self.exit_code not in (None, 0) else status
+
     def merge(self, update: dict[str, Any], line: int | None = None, time: str | None = None,
               *, announced: bool = False) -> None:
         """Take what ``update`` (a ``tool_call``/``tool_call_update`` object, or a permission request's
@@ -151,9 +158,10 @@ class CallState:
             self.content = update["content"]
         if _nonempty(update.get("locations")):
             self.locations = update["locations"]
-        exit_code = mapping(mapping(update.get("_meta")).get("terminal_exit")).get("exit_code")
-        if isinstance(exit_code, int) and not isinstance(exit_code, bool):
-            self.exit_code = exit_code
+        for exit_code in (mapping(mapping(update.get("_meta")).get("terminal_exit")).get("exit_code"),  # codex
+                          mapping(mapping(update.get("rawOutput")).get("metadata")).get("exit")):     # opencode
+            if isinstance(exit_code, int) and not isinstance(exit_code, bool):
+                self.exit_code = exit_code
         status = text(update.get("status"))
         if status:
             self.status = status

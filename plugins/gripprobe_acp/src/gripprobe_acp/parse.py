@@ -8,19 +8,24 @@ The transcript holds every JSON-RPC message both ways and the harness's permissi
   and ``kind``; ``tool_call_id`` is the agent's ``toolCallId``, which every agent here copies from the model's
   call id (the oracle's ``call_oracle_NNNN``);
 * ``tool_call_result`` at the line its status became ``completed`` (success) or ``failed`` (error), with its
-  output (``rawOutput``, else the text of its content) and, where the agent says it, the exit code;
+  output (``rawOutput``, else the text of its content) and, where the agent says it, the exit code (a command
+  that exited non-zero is an error, though opencode reports it ``completed``);
 * ``permission_request`` / ``permission_response`` for each ``session/request_permission`` and the answer
   (``decided_by`` ``policy`` or ``manual``; outcome ``cancelled`` when ACP's ``cancelled`` went back for a
   decision that was not a denial);
 * ``thought`` for each run of ``agent_thought_chunk`` text;
 * the final text: the agent's ``agent_message_chunk`` text after its last tool call (else the last text it
-  sent), and facts about the turn (``stop_reason``, ``usage``, an error of the prompt request).
+  sent), and facts about the turn (``stop_reason``, ``usage``, an error of the prompt request);
+* ``model_response`` (status error) when the agent answered the prompt with a JSON-RPC error: ``error_type``
+  ``backend_tool_unsupported`` ("does not support tools"), ``http_<status>`` (``API Error: 500``), else
+  ``agent_error``.
 
 Never raises on any bytes: lines that are not JSON objects, or messages of unexpected shape, are skipped.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +33,7 @@ from gripprobe_core.plugin import (
     GENERIC_TOOL_NAMES, Event, EventBuilder, ToolNames, json_lines, mapping, text,
 )
 
-from .calls import DONE, CallState, CallTracker, output_text
+from .calls import CallState, CallTracker, output_text
 
 __all__ = ["Parsed", "parse_transcript"]
 
@@ -117,8 +122,14 @@ def parse_transcript(data: bytes, phase: str, file_name: str, tool_names: ToolNa
                     facts["usage"] = result["usage"]
                 if "error" in message:
                     error = mapping(message.get("error"))
-                    facts["error"] = {"stage": "session/prompt", "message": text(error.get("message")),
+                    words = text(error.get("message"))
+                    detail = text(mapping(error.get("data")).get("details"))
+                    if detail and detail not in (words or ""):  # Qwen Code: "Internal error" + the backend's words
+                        words = f"{words}: {detail}" if words else detail
+                    facts["error"] = {"stage": "session/prompt", "message": words,
                                       "code": error.get("code") if isinstance(error.get("code"), int) else None}
+                    out.add(line, event_type="model_response", status="error", timestamp=time,
+                            error_type=error_type_for(words), payload={"text": words, "stage": "session/prompt"})
             elif isinstance(result.get("agentInfo"), dict):
                 facts["agent"] = result["agentInfo"]
             continue
@@ -149,6 +160,19 @@ def parse_transcript(data: bytes, phase: str, file_name: str, tool_names: ToolNa
     return Parsed(out.events, said.final(), facts)
 
 
+#: ``API Error: 500 …`` (Claude Code), ``[API Error: 500 …]`` (Qwen Code), ``HTTP 500``, ``status 500``.
+HTTP_STATUS = re.compile(r"(?i)\b(?:API Error|HTTP|status(?: code)?)[: ]+(\d{3})\b")
+
+
+def error_type_for(message: str | None) -> str:
+    """``error_type`` of a prompt the agent answered with an error: ``backend_tool_unsupported`` (the backend takes
+    no tools), ``http_<status>`` (the status it names), else ``agent_error``."""
+    if message and "does not support tools" in message.lower():
+        return "backend_tool_unsupported"
+    found = HTTP_STATUS.search(message or "")
+    return f"http_{found.group(1)}" if found else "agent_error"
+
+
 def _hashable(value: Any) -> bool:
     return isinstance(value, (str, int)) and not isinstance(value, bool)
 
@@ -166,7 +190,7 @@ def _call_events(out: EventBuilder, line: int, tracker: CallTracker, update: dic
         payload = _call_payload(state, tool_names)
         payload["output"] = output_text(state.raw_output, state.content)
         out.add(line, event_type="tool_call_result", tool_call_id=state.tool_call_id,
-                status=DONE.get(state.status or "", "unknown"), timestamp=state.done_time, exit_code=state.exit_code,
+                status=state.result_status, timestamp=state.done_time, exit_code=state.exit_code,
                 payload=payload)
 
 

@@ -13,7 +13,9 @@ the only one) and then:
    its driver names them and the agent is not in them already (a mode it does not offer is a SessionError:
    the policy would not be in force), and the session's title (``session/set_title``) when the driver gives one;
 4. ``session/prompt`` with the case's prompt, and returns when its response arrives (the runner then closes
-   stdin and stops the agent).
+   stdin and stops the agent). A JSON-RPC error answering any of these, or the agent closing its stdout first, is a
+   :class:`SessionError` (process status ``shell_error``) — except a prompt refused because the backend takes no
+   tools ("does not support tools"), which is the case's answer (the proxy records it: TOOL_UNSUPPORTED).
 
 Meanwhile every ``session/request_permission`` is answered by the case's policy: a
 :class:`~gripprobe_core.plugin.PermissionRequest` (the call's id, its name as the agent's earlier updates gave
@@ -56,6 +58,8 @@ REDACTED = "[REDACTED]"
 #: Methods the client refuses (its capabilities advertise none of them).
 FS_METHODS = ("fs/read_text_file", "fs/write_text_file")
 SET_TITLE = "session/set_title"
+#: What a backend that takes no tools answers (Ollama's HTTP 400, which the oracle imitates), as agents pass it on.
+TOOLS_UNSUPPORTED = "does not support tools"
 TERMINAL_METHODS = ("terminal/create", "terminal/output", "terminal/release", "terminal/wait_for_exit",
                     "terminal/kill")
 
@@ -238,7 +242,13 @@ class AcpSession:
         for config_id, value in self.config.items():
             await _ask(recorder, "session/set_config_option",
                        conn.set_config_option(config_id=config_id, session_id=session_id, value=value))
-        await _ask(recorder, "session/prompt", conn.prompt(session_id=session_id, prompt=[text_block(ctx.prompt)]))
+        try:
+            await conn.prompt(session_id=session_id, prompt=[text_block(ctx.prompt)])
+        except (RequestError, ConnectionError, EOFError) as exc:
+            failure = _failure(recorder, "session/prompt", exc)
+            if isinstance(exc, RequestError) and TOOLS_UNSUPPORTED in _said(exc).lower():
+                return  # the backend refused the tools: the case's answer (the proxy records it), no broken session
+            raise failure from exc
 
     def permission_request(self, rpc_id: Any, raw_call: dict[str, Any], options: list[Any],
                            tracker: CallTracker) -> PermissionRequest:
@@ -268,12 +278,25 @@ async def _ask(recorder: Recorder, stage: str, call: Any) -> Any:
     """Await one request to the agent; a JSON-RPC error or a closed connection is a SessionError."""
     try:
         return await call
-    except RequestError as exc:
+    except (RequestError, ConnectionError, EOFError) as exc:
+        raise _failure(recorder, stage, exc) from exc
+
+
+def _said(exc: RequestError) -> str:
+    """A JSON-RPC error's message with its details (Qwen Code says only "Internal error" and puts the backend's
+    words in ``data.details``)."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    detail = data.get("details") if isinstance(data.get("details"), str) else None
+    return f"{exc}: {detail}" if detail and detail not in str(exc) else str(exc)
+
+
+def _failure(recorder: Recorder, stage: str, exc: BaseException) -> SessionError:
+    """Record why ``stage`` failed; the SessionError saying so."""
+    if isinstance(exc, RequestError):
         recorder.note("error", stage=stage, error=str(exc), code=exc.code, data=exc.data)
-        raise SessionError(f"{stage} failed: {exc} (JSON-RPC error {exc.code})") from exc
-    except (ConnectionError, EOFError) as exc:
-        recorder.note("error", stage=stage, error=f"{type(exc).__name__}: {exc}")
-        raise SessionError(f"the agent closed the connection before answering {stage}") from exc
+        return SessionError(f"{stage} failed: {_said(exc)} (JSON-RPC error {exc.code})")
+    recorder.note("error", stage=stage, error=f"{type(exc).__name__}: {exc}")
+    return SessionError(f"the agent closed the connection before answering {stage}")
 
 
 async def _request(conn: ClientSideConnection, method: str, params: dict[str, Any]) -> Any:
