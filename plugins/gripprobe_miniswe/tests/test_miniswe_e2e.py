@@ -146,3 +146,44 @@ def test_keyed_backend_passes_on_the_trajectory_alone_and_no_artifact_holds_the_
     assert case["telemetry"]["telemetry_source_tier"] == "B"
     assert case["telemetry"]["telemetry_proxy_status"] == "skipped"
     assert not [p for p in run.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+
+
+AUTO_DENY_TEST = """\
+id: save_file_autodeny
+title: save_file with every tool call denied (auto-deny)
+prompt: |
+  Use your file-writing tool (not the shell) to create a file named greeting.txt in your
+  current working directory with exactly these two lines:
+  Hello, GripProbe!
+  This file was saved with the write tool.
+requires: [write]
+observe:
+  interaction: {policy: auto-deny}
+validators:
+  - {kind: file_absent, path: greeting.txt}
+reference:
+  - write: {path: greeting.txt, content: "Hello, GripProbe!\\nThis file was saved with the write tool.\\n"}
+"""
+
+
+def test_auto_deny_is_minis_confirm_mode_with_every_action_rejected(e2e_specs, e2e_run):
+    """oracle-perfect on save_file (tool format) under auto-deny: mini runs in confirm mode without --yolo, each
+    action the oracle asks for is rejected and the model is told; nothing is written, every call the oracle
+    asked for has a native denial, and the case records the policy as applied without a violation. The
+    oracle keeps trying to submit, so mini stops when the 20 answers run out (exit 1)."""
+    (e2e_specs / "tests" / "save_file_autodeny.yaml").write_text(AUTO_DENY_TEST)
+    run = e2e_run("save_file_autodeny", models=("oracle-perfect",), fmt="tool")
+    ((cid, case),) = cases_of(run).items()
+    record = case["interaction"]
+    assert (record["policy"], record["how"], record["applied"], record["violations"]) == ("auto-deny", "native", True, [])
+    assert [(v["kind"], v["passed"]) for v in case["validators"]] == [("file_absent", True)]
+    art = run / "cases" / cid / "artifacts"
+    oracle = jsonl(art / "oracle.measured.jsonl")
+    events = jsonl(art / "events.measured.jsonl")
+    denied = [e["tool_call_id"] for e in events if e["event_type"] == "permission_response"]
+    assert len(denied) == record["denied"] == 20
+    assert set(denied) <= {c["tool_call_id"] for c in oracle}
+    assert not [e for e in events if e["event_type"] == "tool_call_result" and e["source_tier"] == "B"]
+    trajectory = json.loads((art / "measured.trajectory.json").read_text())
+    rejected = [m for m in trajectory["messages"] if (m.get("extra") or {}).get("interrupt_type") == "UserRejection"]
+    assert len(rejected) == 20 and "The user rejected your commands" in rejected[0]["content"]

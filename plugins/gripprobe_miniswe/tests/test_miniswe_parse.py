@@ -212,3 +212,43 @@ def test_parse_never_raises_on_odd_messages(value, role):
            "trajectory_format": "mini-swe-agent-1.1"}
     parse_trajectory(json.dumps(doc, indent=2).encode(), "measured", "tool")
     parse_trajectory(json.dumps(doc, indent=2).encode(), "measured", "markdown")
+
+
+# ------------------------------------------------------------------------- native denials (interaction)
+
+REFUSED = Path(__file__).resolve().parent / "fixtures" / "interaction"
+RULE = "native: agent.mode=confirm, every action rejected"
+
+
+@pytest.mark.parametrize("case, fmt, raw_name", [("tool_refused", "tool", "bash"),
+                                                 ("markdown_refused", "markdown", "mswea_bash_command")])
+def test_actions_rejected_in_confirm_mode_are_native_denials_and_never_starts(case, fmt, raw_name):
+    """Real mini runs with the shell denied (confirm mode, every action rejected on stdin) against
+    oracle-perfect on shell_pwd: each action is refused (the model is told), the oracle keeps trying to
+    submit, and after the 20 answers mini stops (EOFError, exit 1)."""
+    got = parse_trajectory((REFUSED / case / "trajectory.json").read_bytes(), "measured", fmt, refusal_rule=RULE)
+    types = [e.event_type for e in got.events]
+    assert "tool_call_start" not in types and "tool_call_result" not in types  # nothing ran
+    assert types.count("permission_request") == types.count("permission_response") == 20
+    assert types.count("model_response") == 21  # the last reply's action was pending when the answers ran out
+    requests = [e for e in got.events if e.event_type == "permission_request"]
+    answers = [e for e in got.events if e.event_type == "permission_response"]
+    assert requests[0].payload["input"] == {"command": "pwd > pwd.txt"}
+    assert {r.payload["raw_name"] for r in requests} == {raw_name} and {r.payload["kind"] for r in requests} == {"execute"}
+    assert all((a.payload["outcome"], a.payload["decided_by"], a.payload["rule"]) == ("deny", "native", RULE)
+               for a in answers)
+    assert [a.tool_call_id for a in answers] == [r.tool_call_id for r in requests]
+    if fmt == "tool":
+        assert requests[0].tool_call_id == "call_oracle_0001"
+    else:
+        assert requests[0].tool_call_id is None  # a text block has no call id
+    assert not [e for e in got.events if e.status == "error"]  # the end of the answers is no failed model call
+    # the refusal's pointer is mini's "Commands not executed" message
+    line = int(answers[0].raw_artifact_ref.rsplit(":", 1)[1])
+    assert "UserRejection" in "\n".join((REFUSED / case / "trajectory.json").read_text().splitlines()[line - 1:line + 8])
+
+
+def test_without_the_drivers_rule_a_rejection_is_still_a_denial_named_generically():
+    got = parse_trajectory((REFUSED / "tool_refused" / "trajectory.json").read_bytes(), "measured", "tool")
+    answers = [e for e in got.events if e.event_type == "permission_response"]
+    assert answers and {a.payload["rule"] for a in answers} == {"native: mini confirmation rejected"}

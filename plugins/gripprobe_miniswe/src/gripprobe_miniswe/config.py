@@ -59,12 +59,15 @@ def trajectory_path(home: Path, phase: str) -> Path:
     return home / ".local" / "share" / "mini-swe-agent" / f"{phase}.traj.json"
 
 
-def write_config(home: Path, base_url: str, workspace: Path) -> Path:
+def write_config(home: Path, base_url: str, workspace: Path, *, confirm: bool = False) -> Path:
     """Write the phase's config file: litellm's ``api_base`` (the phase's base URL, the recording proxy's in
-    auto mode) and the folder mini runs its commands in. JSON, which is YAML. Returns its path."""
+    auto mode) and the folder mini runs its commands in; with ``confirm`` (a case's policy denying the shell)
+    mini's confirm mode with no action whitelisted. JSON, which is YAML. Returns its path."""
     path = config_file(home)
     path.parent.mkdir(parents=True, exist_ok=True)
-    config = {"model": {"model_kwargs": {"api_base": base_url}}, "environment": {"cwd": str(workspace)}}
+    config: dict = {"model": {"model_kwargs": {"api_base": base_url}}, "environment": {"cwd": str(workspace)}}
+    if confirm:
+        config["agent"] = {"mode": "confirm", "whitelist_actions": [], "confirm_exit": False}
     path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return path
 

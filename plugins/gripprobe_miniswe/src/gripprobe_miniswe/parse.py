@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from gripprobe_core.plugin import (
-    EventBuilder, PhaseCapture, ToolNames, Transcript, WrapperParseError, iso, mapping, number, text,
+    EventBuilder, PermissionDecision, PermissionRequest, PhaseCapture, ToolNames, Transcript, WrapperParseError, iso,
+    mapping, number, permission_events, text,
 )
 
 from .dialect import DEFAULT_FENCE, SUBMIT_MARKER
@@ -175,13 +176,16 @@ def _timestamp(value: Any) -> str | None:
 # ------------------------------------------------------------------------------ messages → events
 
 def parse_trajectory(data: bytes, phase: str, tool_format: str, *,
-                     file_name: str = TRAJECTORY_ARTIFACT) -> Transcript:
-    """Events and final answer from the bytes of a trajectory file."""
+                     file_name: str = TRAJECTORY_ARTIFACT, refusal_rule: str | None = None) -> Transcript:
+    """Events and final answer from the bytes of a trajectory file. ``refusal_rule``: the driver ran mini in
+    confirm mode with every action rejected (a case's policy denying the shell); it names that setting in
+    the native ``permission_request`` + ``permission_response`` (deny) of each rejected action, and mini's
+    stop at the end of those answers (``EOFError``) is no agent error."""
     trajectory = read_trajectory(data)
-    return _Reader(phase, tool_format, file_name, fence_of(trajectory.info)).read(trajectory.messages)
+    return _Reader(phase, tool_format, file_name, fence_of(trajectory.info), refusal_rule).read(trajectory.messages)
 
 
-def parse_phase(capture: PhaseCapture, phase: str, tool_format: str) -> Transcript:
+def parse_phase(capture: PhaseCapture, phase: str, tool_format: str, *, refusal_rule: str | None = None) -> Transcript:
     """The phase's events and final answer, from the kept trajectory.
 
     Raises :class:`WrapperParseError` when the kept file cannot be read, or when mini exited 0 but left no
@@ -194,7 +198,8 @@ def parse_phase(capture: PhaseCapture, phase: str, tool_format: str) -> Transcri
             data = Path(kept).read_bytes()
         except OSError as exc:
             raise WrapperParseError(f"cannot read mini-swe-agent trajectory {kept}: {exc}") from exc
-    parsed = parse_trajectory(data, phase, tool_format, file_name=Path(kept).name if kept else TRAJECTORY_ARTIFACT)
+    parsed = parse_trajectory(data, phase, tool_format, file_name=Path(kept).name if kept else TRAJECTORY_ARTIFACT,
+                              refusal_rule=refusal_rule)
     if not parsed.events and capture.process.status == "ok" and capture.process.exit_code == 0:
         raise WrapperParseError("mini-swe-agent exited 0 but left no readable trajectory (-o) in its HOME")
     return parsed
@@ -220,8 +225,10 @@ class _Reader:
     submitted as "not executed" and writes its outcome only in the exit message), then the events in file
     order."""
 
-    def __init__(self, phase: str, tool_format: str, file_name: str, fence: str) -> None:
+    def __init__(self, phase: str, tool_format: str, file_name: str, fence: str,
+                 refusal_rule: str | None = None) -> None:
         self.format, self.fence = tool_format, fence
+        self.refusal_rule = refusal_rule
         self.out = EventBuilder(phase, file_name)
         self.final: str | None = None
         self.parents: dict[int, str | None] = {}
@@ -232,11 +239,13 @@ class _Reader:
         by_id: dict[str, _Action] = {}
         unrun: list[_Action] = []
         submission: str | None = None
+        last_reply: int | None = None
         for pos, (line, msg) in enumerate(messages):
             try:
                 role = msg.get("role")
                 extra = mapping(msg.get("extra"))
                 if role == "assistant":
+                    last_reply = pos
                     actions = self._actions(line, msg, pos)
                     emit.append((pos, 0, lambda line=line, msg=msg, pos=pos, actions=actions:
                                  self._response(pos, line, msg, actions)))
@@ -248,6 +257,16 @@ class _Reader:
                         self.final = content
                 elif role == "user" and extra.get("interrupt_type") == "FormatError":
                     emit.append((pos, 0, lambda line=line, msg=msg: self._rejected(line, msg)))
+                elif role == "user" and extra.get("interrupt_type") == "UserRejection":
+                    # mini's confirmation was answered with a rejection: the reply's actions never ran
+                    refused = [a for a in [*unrun, *waiting, *by_id.values()] if a.parent == last_reply]
+                    unrun = [a for a in unrun if a not in refused]
+                    waiting = [a for a in waiting if a not in refused]
+                    by_id = {k: a for k, a in by_id.items() if a not in refused}
+                    for action in refused:
+                        action.not_run = True
+                    emit.append((pos, 0, lambda line=line, refused=refused, ts=_timestamp(extra.get("timestamp")):
+                                 self._refusals(line, refused, ts)))
                 elif role in ("tool", "user") and "returncode" in extra:
                     call_id = text(msg.get("tool_call_id"))
                     action = by_id.pop(call_id, None) if call_id else (waiting.pop(0) if waiting else None)
@@ -267,6 +286,12 @@ class _Reader:
                         if done is not None:
                             done.not_run, done.submitted = False, (pos, submission)
                             emit.append((pos, 0, lambda action=done: self._result(action)))
+                    elif status == "EOFError" and self.refusal_rule is not None:
+                        # the driver's rejections ran out while mini asked about the last reply's actions:
+                        # mini stopped there, they never ran (no start), and no model call failed
+                        for action in [*unrun, *waiting, *by_id.values()]:
+                            if action.parent == last_reply and action.outcome is None and action.submitted is None:
+                                action.not_run = True
                     elif status and status not in ("RepeatedFormatError", "LimitsExceeded", "TimeExceeded"):
                         emit.append((pos, 1, lambda line=line, msg=msg: self._failed(line, msg)))
             except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
@@ -359,6 +384,17 @@ class _Reader:
                      timestamp=_timestamp(extra.get("timestamp")), status=status, parent_id=parent,
                      exit_code=exit_code if exit_code is not None and exit_code >= 0 else None,
                      error_type="tool_error" if status != "success" else None, payload=payload)
+
+    def _refusals(self, line: int | None, actions: list[_Action], ts: str | None) -> None:
+        """The native permission pair of each action mini's confirmation rejected (it never ran: no start)."""
+        for action in actions:
+            name, kind = TOOL_NAMES.normalize(action.raw_name)
+            request = PermissionRequest(request_id=f"native-{action.call_id or len(self.out.events) + 1}",
+                                        tool_call_id=action.call_id, raw_name=action.raw_name, name=name or None,
+                                        kind=kind, input=action.arguments)
+            rule = self.refusal_rule or "native: mini confirmation rejected"
+            permission_events(self.out, line, request, PermissionDecision("deny", rule), decided_by="native",
+                              timestamp=ts or action.ts)
 
     def _rejected(self, line: int | None, msg: dict[str, Any]) -> None:
         """A reply mini rejected (format error): a response, with what it failed to read."""

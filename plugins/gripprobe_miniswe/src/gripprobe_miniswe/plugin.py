@@ -11,7 +11,8 @@ against the phase's base URL (see :mod:`gripprobe_miniswe.config`), stdin /dev/n
 model class and its shipped config: ``tool`` (one ``bash`` function tool) or ``markdown`` (one fenced
 ```` ```mswea_bash_command ```` block per reply, no tools). Tier B comes from the trajectory it saves after
 every step (:mod:`gripprobe_miniswe.parse`); the oracle speaks both formats through the driver's dialects
-(:mod:`gripprobe_miniswe.dialect`).
+(:mod:`gripprobe_miniswe.dialect`). A case's interaction policy that denies the shell runs mini in its own
+confirm mode with every action rejected (:mod:`gripprobe_miniswe.interaction`).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from pathlib import Path
 from typing import Callable
 
 from gripprobe_core.plugin import (
-    AgentCommand, AgentDriver, BaseAgentDriver, Dialect, InstallRecipe, PhaseCapture, PhaseContext, Transcript,
-    hookimpl,
+    AgentCommand, AgentDriver, BaseAgentDriver, Dialect, InstallRecipe, InteractionSupport, PhaseCapture,
+    PhaseContext, Transcript, hookimpl,
 )
 
 from . import EXECUTABLE, FORMATS, NAME, PINNED_VERSION, PYPI_PACKAGE
 from .config import MODEL_CLASS, PROVIDER, SHIPPED_CONFIG, agent_env, config_file, trajectory_path, write_config
-from .dialect import mini_dialects
+from .dialect import DEFAULT_FENCE, mini_dialects
+from .interaction import YOLO, confirmation
 from .parse import TOOL_NAMES, TRAJECTORY_ARTIFACT, parse_phase
 
 #: The format used when a case names one mini does not have (its own default: tool calls).
@@ -36,6 +38,16 @@ DEFAULT_FORMAT = "tool"
 def mini_format(fmt: str) -> str:
     """The case's format when it is one of mini's, else :data:`DEFAULT_FORMAT`."""
     return fmt if fmt in FORMATS else DEFAULT_FORMAT
+
+
+def shell_name(fmt: str) -> str:
+    """mini's one tool as the case's format names it (the ``bash`` function, or the fence language)."""
+    return "bash" if mini_format(fmt) == "tool" else DEFAULT_FENCE
+
+
+def policy_of(ctx: PhaseContext):
+    """mini's mode for the case's interaction policy (:func:`.interaction.confirmation`)."""
+    return confirmation(ctx.interaction, shell_name(ctx.format))
 
 
 class MiniSweDriver(BaseAgentDriver):
@@ -50,24 +62,29 @@ class MiniSweDriver(BaseAgentDriver):
         "no tools are offered, so the wire carries those commands only as reply text and mini's trajectory "
         "is the evidence")}
 
+    def interaction_support(self, ctx: PhaseContext) -> InteractionSupport:
+        """The case's policy as mini's own confirm mode, every action rejected (:mod:`.interaction`)."""
+        return policy_of(ctx).support
+
     def environment(self, ctx: PhaseContext) -> dict[str, str]:
-        write_config(ctx.home, ctx.openai_base_url, ctx.workspace)
+        write_config(ctx.home, ctx.openai_base_url, ctx.workspace, confirm=policy_of(ctx).refuse)
         return agent_env(ctx.openai_base_url, ctx.api_key, ctx.home)
 
     def command(self, ctx: PhaseContext) -> AgentCommand:
         fmt = mini_format(ctx.format)
+        policy = policy_of(ctx)
         return AgentCommand([
             ctx.executable(ctx.agent.executable), "--model", f"{PROVIDER}/{ctx.model_name}",
-            "--model-class", MODEL_CLASS[fmt], "--yolo", "--exit-immediately", "--cost-limit", "0",
-            "--output", str(trajectory_path(ctx.home, ctx.phase)),
+            "--model-class", MODEL_CLASS[fmt], *([] if policy.refuse else [YOLO]), "--exit-immediately",
+            "--cost-limit", "0", "--output", str(trajectory_path(ctx.home, ctx.phase)),
             "--config", SHIPPED_CONFIG[fmt], "--config", str(config_file(ctx.home)),
-            *ctx.agent.default_args, f"--task={ctx.prompt}"])
+            *ctx.agent.default_args, f"--task={ctx.prompt}"], stdin=policy.stdin)
 
     def artifacts(self, ctx: PhaseContext) -> dict[str, Path]:
         return {TRAJECTORY_ARTIFACT: trajectory_path(ctx.home, ctx.phase)}
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
-        return parse_phase(capture, ctx.phase, mini_format(ctx.format))
+        return parse_phase(capture, ctx.phase, mini_format(ctx.format), refusal_rule=policy_of(ctx).rule)
 
     def oracle_dialects(self) -> dict[str, Dialect]:
         return mini_dialects()
