@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 AGENT_PLUGINS = {"gripprobe_codex": "codex", "gripprobe_opencode": "opencode", "gripprobe_continue": "continue",
                  "gripprobe_gptme": "gptme", "gripprobe_aider": "aider", "gripprobe_claude": "claude-code",
                  "gripprobe_qwen": "qwen-code", "gripprobe_pi": "pi", "gripprobe_cline": "cline",
-                 "gripprobe_miniswe": "mini-swe-agent"}
+                 "gripprobe_miniswe": "mini-swe-agent", "gripprobe_acp": "qwen-code-acp"}
+#: The plugins whose agents run in the conformance matrix (the ACP drivers run only its interaction column).
+MATRIX_PLUGINS = {k: v for k, v in AGENT_PLUGINS.items() if k != "gripprobe_acp"}
 FIXTURE_PLUGINS = ROOT / "tests" / "fixtures" / "plugins"
 SPECS = ROOT / "specs"
 

@@ -206,3 +206,14 @@ def test_a_session_that_hangs_is_ended_by_the_timeout(tmp_path):
 
     res = talk(tmp_path, ECHO_AGENT, session, timeout_s=2)
     assert res.status == "timeout"
+
+
+def test_a_session_that_says_the_agent_failed_is_nonzero_exit(tmp_path):
+    from gripprobe_core.phase import SessionError
+
+    async def session(reader, writer):
+        raise SessionError("the prompt was answered with an error: HTTP 500", agent_failed=True)
+
+    res = talk(tmp_path, ECHO_AGENT, session)
+    assert res.status == "nonzero_exit" and res.exit_code is None
+    assert res.error == "agent failed: the prompt was answered with an error: HTTP 500"

@@ -98,8 +98,14 @@ class AgentCommand:
 
 
 class SessionError(Exception):
-    """Raised by a session when the conversation with the agent broke (it spoke no protocol, it answered
-    an error): the phase's process status is ``shell_error`` with this message."""
+    """Raised by a session when the conversation with the agent broke: it spoke no protocol, or left in the
+    middle (process status ``shell_error`` with this message); or, with ``agent_failed=True``, the agent
+    said it failed at the task (its answer to the prompt was an error, as an exit code would say:
+    ``nonzero_exit``)."""
+
+    def __init__(self, message: str, *, agent_failed: bool = False) -> None:
+        super().__init__(message)
+        self.agent_failed = agent_failed
 
 
 @dataclass(frozen=True)

@@ -329,11 +329,13 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
         return ProcessResult(status="harness_capture_failed", error=capture_error, **fields)
     if ended_by_session:  # the harness ended the agent once the conversation was over: not the agent's doing
         fields["signal"] = None
-        if session_failed:
-            return ProcessResult(status="shell_error", error=f"session failed: {session_failed}", **fields)
-        return ProcessResult(status="ok", **fields)
-    if session_failed and rc == 0:
+        fields["exit_code"] = None
+    if session_failed and (ended_by_session or rc == 0):
+        if session_failed.startswith(AGENT_FAILED):  # the agent's own answer was a failure: as an exit code says
+            return ProcessResult(status="nonzero_exit", error=session_failed, **fields)
         return ProcessResult(status="shell_error", error=f"session failed: {session_failed}", **fields)
+    if ended_by_session:
+        return ProcessResult(status="ok", **fields)
     if rc is not None and rc < 0:
         return ProcessResult(status="shell_error", error=f"killed by signal {-rc}", **fields)
     if rc == 0:
@@ -360,13 +362,18 @@ async def _close_writer(writer: asyncio.StreamWriter) -> None:
 
 
 def _session_error(task: "asyncio.Future[None]") -> str | None:
-    """Why the session failed (its exception's message), None when it ended well."""
+    """Why the session failed (its exception's message, prefixed ``agent failed: `` when the session said the
+    agent failed at its task), None when it ended well."""
     if task.cancelled():
         return None
     exc = task.exception()
     if exc is None:
         return None
-    return str(exc) or type(exc).__name__
+    why = str(exc) or type(exc).__name__
+    return f"{AGENT_FAILED}{why}" if getattr(exc, "agent_failed", False) else why
+
+
+AGENT_FAILED = "agent failed: "
 
 
 def _touch(*paths: Path) -> None:

@@ -110,6 +110,9 @@ class DriverContract:
         command = agent_driver.command(ctx)
         if ctx.agent_executable is not None and agent_driver.install_recipe(ctx.agent) is not None:
             assert command.argv[0] == str(ctx.agent_executable)
+        if command.session is not None:  # the session sends the prompt (its e2e run shows the agent got it)
+            assert command.stdin is None
+            return
         carried = " ".join(command.argv) + (command.stdin or b"").decode("utf-8", "replace")
         assert "gripprobe-contract-prompt" in carried
 
@@ -214,7 +217,8 @@ class DriverContract:
             record = json.loads(ctx_file.read_bytes())
             samples = {rel: (ctx_file.parent / f"measured.{name}").read_bytes()
                        for name, rel in (record.get("kept_from") or {}).items()
-                       if rel != "bytes" and "\\" not in rel}  # a name shown escaped cannot be replayed exactly
+                       if rel not in ("bytes", "harness") and "\\" not in rel}
+            # (a name shown escaped cannot be replayed exactly; a session's record is the harness's own)
             if samples:  # one case at a time: a driver may keep only the newest of several sessions
                 check_kept_files_never_follow_a_link(agent_driver, agent_spec, samples, tmp_path / f"case{checked}")
                 checked += 1

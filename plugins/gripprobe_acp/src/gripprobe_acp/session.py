@@ -14,7 +14,8 @@ the only one) and then:
    the policy would not be in force), and the session's title (``session/set_title``) when the driver gives one;
 4. ``session/prompt`` with the case's prompt, and returns when its response arrives (the runner then closes
    stdin and stops the agent). A JSON-RPC error answering any of these, or the agent closing its stdout first, is a
-   :class:`SessionError` (process status ``shell_error``) — except a prompt refused because the backend takes no
+   :class:`SessionError` (process status ``shell_error``; a prompt answered with an error is the agent failing at
+   its task, ``agent_failed``: ``nonzero_exit``) — except a prompt refused because the backend takes no
    tools ("does not support tools"), which is the case's answer (the proxy records it: TOOL_UNSUPPORTED).
 
 Meanwhile every ``session/request_permission`` is answered by the case's policy: a
@@ -248,6 +249,8 @@ class AcpSession:
             failure = _failure(recorder, "session/prompt", exc)
             if isinstance(exc, RequestError) and TOOLS_UNSUPPORTED in _said(exc).lower():
                 return  # the backend refused the tools: the case's answer (the proxy records it), no broken session
+            if isinstance(exc, RequestError):  # the agent answered its task with an error: as an exit code says
+                raise SessionError(str(failure), agent_failed=True) from exc
             raise failure from exc
 
     def permission_request(self, rpc_id: Any, raw_call: dict[str, Any], options: list[Any],
