@@ -35,7 +35,7 @@ import json
 import logging
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import IO, Any, Mapping
+from typing import IO, Any, Mapping, cast
 
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp.client.connection import ClientSideConnection
@@ -212,7 +212,8 @@ class AcpSession:
         with open(channel.transcript, "ab") as stream:
             recorder = Recorder(stream, ctx.api_key)
             client = _Client(self, channel, recorder)
-            conn = connect_to_agent(client, channel.writer, channel.reader,
+            # _Client answers every Client method the agents here call (the rest are refused -32601)
+            conn = connect_to_agent(cast(Any, client), channel.writer, channel.reader,
                                     observers=[client.observe, recorder.observe])
             try:
                 await self._converse(conn, channel, recorder)
