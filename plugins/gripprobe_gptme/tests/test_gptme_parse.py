@@ -343,3 +343,13 @@ def test_thinking_tags_are_thought_events():
     assert thought.timestamp == response.timestamp and thought.raw_artifact_ref == response.raw_artifact_ref
     assert thinking("```shell\necho '<thinking>no</thinking>'\n```\n<think> yes </think>") == ["yes"]
     assert thinking("<thinking></thinking>") == [] and thinking(None) == []  # type: ignore[arg-type]
+
+
+def test_reasoning_content_gptme_keeps_as_a_think_block_is_a_thought_and_not_the_answer():
+    """Real gptme run (tool format) against oracle-deny-then-recover, whose turns carry ``reasoning_content``:
+    gptme writes it into the message as a leading ``<think>`` block."""
+    p = parse("tool_reasoning", "tool", group="captured")
+    thoughts = [e for e in p.events if e.event_type == "thought"]
+    assert [t.payload["text"] for t in thoughts] == ["There is no shell tool here; I will do without it."] * 2
+    assert p.final_text.startswith("Done. Steps performed: 1. write greeting.txt.")
+    assert "<think>" not in p.final_text

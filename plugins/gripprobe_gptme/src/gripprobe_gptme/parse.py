@@ -313,7 +313,8 @@ def _unreadable_xml_uses(content: str) -> list[ToolUse]:
 
 def thinking(content: str) -> list[str]:
     """The reasoning of an assistant message: the text of each ``<thinking>``/``<think>`` element outside fenced
-    blocks (gptme's system prompt asks the model to think in ``<thinking>`` tags). Never raises."""
+    blocks (gptme's system prompt asks the model to think in ``<thinking>`` tags, and gptme itself writes a
+    reply's ``reasoning_content`` into its message as a leading ``<think>`` block). Never raises."""
     if not isinstance(content, str) or "<think" not in content:
         return []
     try:
@@ -487,9 +488,10 @@ class _Reader:
                 self.by_id[use.call_id] = (use, parent)
             else:
                 self.waiting.append((use, parent))
-        stripped = strip_tool_uses(content, self.format)
+        stripped = _THINKING.sub("", strip_tool_uses(content, self.format)).strip() if thinking(content) \
+            else strip_tool_uses(content, self.format)
         if stripped:
-            self.final = stripped
+            self.final = stripped  # the answer, without its reasoning (a thought event of its own)
 
     def _result(self, lineno: int, content: str, call_id: Any, meta: dict[str, Any], ts: str | None) -> None:
         if isinstance(call_id, str) and call_id in self.by_id:
