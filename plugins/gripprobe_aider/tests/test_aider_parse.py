@@ -269,3 +269,21 @@ def test_a_refused_confirmation_is_a_native_denial():
     assert answer.payload["rule"] == rule and answer.payload["outcome"] == "deny"
     stdout = (FIXTURES / "interaction" / "autodeny_save_file" / "stdout.txt").read_text()
     assert "Create new file? (Y)es/(N)o [Yes]: Skipping edits to greeting.txt" in stdout
+
+
+def test_reasoning_aider_logs_inside_the_reply_is_a_thought_event_and_not_the_answer():
+    """Real aider run (whole) against oracle-deny-then-recover on shell_denied, whose turns carry
+    ``reasoning_content``: aider logs it in the reply between ``<thinking-content-<hex>>`` tags (stdout:
+    ``► **THINKING**``)."""
+    out = interaction("reasoning_shell_denied", None)
+    kinds = [e.event_type for e in out.events]
+    assert kinds[:2] == ["model_response", "thought"]
+    response, thought = out.events[:2]
+    assert thought.payload == {"text": "There is no shell tool here; I will do without it."}
+    assert thought.parent_id == response.event_id and thought.timestamp == response.timestamp
+    assert thought.source_tier == "C"
+    assert "thinking-content" not in response.payload["text"]
+    assert response.payload["text"].startswith("I am not allowed to use a tool that could do this")
+    assert out.final_text and "thinking-content" not in out.final_text
+    assert [(e.event_type, e.status) for e in out.events if e.is_tool_event()] == [
+        ("tool_call_start", "started"), ("tool_call_result", "success")]

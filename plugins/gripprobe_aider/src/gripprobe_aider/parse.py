@@ -25,7 +25,8 @@ events. Without the history file every stdout line is read as aider's (best effo
 
 Events (tier C, source ``wrapper``, ids ``<phase>-C-<n>`` from the shared ``EventBuilder``):
 
-- ``model_response`` per reply (status success, ``payload.text``) and per failed request (status
+- ``model_response`` per reply (status success, ``payload.text`` without its reasoning, which becomes a
+  ``thought`` event per ``<thinking-content-<hex>>`` block) and per failed request (status
   error, ``error_type`` ``backend_tool_unsupported`` / ``http_<status>`` / ``backend_unreachable`` /
   ``backend_timeout`` / ``agent_error``);
 - a ``tool_call_start`` + ``tool_call_result`` pair per applied file (``raw_name`` ``edit`` →
@@ -68,6 +69,9 @@ DRY_RUN = re.compile(r"^Did not apply edit to (?P<path>\S.*?) \(--dry-run\)\s*$"
 LITELLM_ERROR = re.compile(r"^litellm\.(?P<name>[A-Za-z]+):\s*(?P<message>.*)$")
 EDIT_FORMAT_LINE = re.compile(r"^Model: \S+ with (?P<fmt>[\w-]+) edit format")
 USAGE_LINE = re.compile(r"^Tokens: ")
+#: How aider keeps a reply's reasoning (``reasoning_content``) in the reply it logs: between two tags named with a
+#: random hex id (stdout shows it under ``► **THINKING**``).
+THINKING = re.compile(r"<(thinking-content-[0-9a-f]+)>(.*?)</\1>", re.S)
 
 #: Paths named in aider's error detail, per format.
 FAILED_PATHS = (
@@ -325,9 +329,14 @@ def parse_outputs(stdout_path: Path, llm_history_path: Path | None, phase: str, 
             _request_error(b, f, ex, edit_format)
         parent = None
         if not errors and ex.received_line is not None:
+            answer, thoughts = split_thinking(ex.reply)
             parent = b.add(None, event_type="model_response", status="success", timestamp=ex.received,
                            raw_artifact_ref=f"{history_ref}:{ex.received_line}",
-                           payload={"text": ex.reply[:TEXT_LIMIT], "edit_format": edit_format})
+                           payload={"text": answer[:TEXT_LIMIT], "edit_format": edit_format})
+            for said in thoughts:
+                b.add(None, event_type="thought", status="success", timestamp=ex.received,
+                      parent_id=parent.event_id if parent is not None else None,
+                      raw_artifact_ref=f"{history_ref}:{ex.received_line}", payload={"text": said[:TEXT_LIMIT]})
         for f in here:
             if f.kind != "request_error":
                 _edit(b, f, ex, parent, edit_format, denials)
@@ -336,8 +345,15 @@ def parse_outputs(stdout_path: Path, llm_history_path: Path | None, phase: str, 
             _request_error(b, f, None, edit_format)
         else:
             _edit(b, f, None, None, edit_format, denials)
-    final = next((ex.reply for ex in reversed(exchanges) if ex.reply.strip()), None)
+    final = next((answer for ex in reversed(exchanges) if (answer := split_thinking(ex.reply)[0]).strip()), None)
     return AiderOutput(events=b.events, final_text=final, edit_format=edit_format, exchanges=exchanges)
+
+
+def split_thinking(reply: str) -> tuple[str, list[str]]:
+    """``(the reply without its reasoning blocks, the reasoning texts)``: aider logs a reply's
+    ``reasoning_content`` inside it between ``<thinking-content-<hex>>`` tags."""
+    thoughts = [said for m in THINKING.finditer(reply) if (said := m.group(2).strip())]
+    return (THINKING.sub("", reply).strip() if thoughts or THINKING.search(reply) else reply), thoughts
 
 
 def _request_error(b: EventBuilder, f: Finding, ex: Exchange | None, edit_format: str | None) -> None:
