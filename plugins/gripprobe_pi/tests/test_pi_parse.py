@@ -251,3 +251,17 @@ def test_a_call_to_a_tool_left_out_of_the_allowlist_is_a_native_denial():
     # the same answer for a tool the policy did not deny (a made-up name) is only an error
     plain = parse_outputs(b"", (d / "session.jsonl").read_bytes(), "measured", denied={"bash": "native: --tools x"})
     assert not [e for e in plain.events if e.event_type.startswith("permission_")]
+
+
+def test_thinking_blocks_are_thought_events():
+    """Real pi run (through gripprobe, shell denied: --tools read,edit,write) against oracle-deny-then-recover,
+    whose turns carry ``reasoning_content``: pi keeps it as a ``thinking`` block of the assistant message."""
+    d = FIXTURES / "interaction" / "reasoning_shell_denied"
+    got = parse_outputs((d / "stdout.txt").read_bytes(), (d / "session.jsonl").read_bytes(), "measured")
+    thoughts = of_type(got.events, "thought")
+    assert [t.payload["text"] for t in thoughts] == ["There is no shell tool here; I will do without it."] * 2
+    responses = of_type(got.events, "model_response")
+    assert [t.parent_id for t in thoughts] == [r.event_id for r in responses]
+    assert all(t.timestamp == r.timestamp for t, r in zip(thoughts, responses))
+    assert [e.event_type for e in got.events][:3] == ["model_response", "thought", "tool_call_start"]
+    assert "not allowed" in got.final_text

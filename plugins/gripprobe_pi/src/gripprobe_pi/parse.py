@@ -28,6 +28,8 @@ Events:
   completion id; ``status`` error for ``stopReason`` error/aborted, with ``error_type`` from
   :func:`error_type_for`), then one ``tool_call_start`` per ``toolCall`` block (the model's call id,
   arguments as pi parsed them; ``parent_id`` the response);
+- a ``thinking`` block of an assistant message (pi keeps the reply's ``reasoning_content`` so) → ``thought``
+  (payload ``{text}``, parent the response);
 - a ``toolResult`` message → ``tool_call_result`` (success unless ``isError``; ``exit_code`` from bash's
   ``Command exited with code N``; ``latency_ms`` from the session entries' times: from the assistant
   message's entry, written when its stream ended, to the result's entry).
@@ -194,6 +196,12 @@ class _Parser:
                      "provider": text(message.get("provider")), "api": text(message.get("api")), "error": error,
                      "thinking": content_text(content, "thinking") or None})
         self.final_text = answer or None
+        for block in blocks:  # the reply's reasoning (pi keeps reasoning_content as thinking blocks)
+            said = block.get("thinking") if block.get("type") == "thinking" else None
+            if isinstance(said, str) and said.strip():
+                self.out.add(lineno, event_type="thought", timestamp=iso_from_ms(message.get("timestamp")) or entry_ts,
+                             status="success", response_id=response.response_id if response else None,
+                             parent_id=response.event_id if response else None, payload={"text": _clip(said.strip())})
         for call in calls:
             call_id = text(call.get("id")) or None
             start = self.out.add(
