@@ -239,3 +239,19 @@ def test_a_call_to_a_disabled_tool_is_a_native_denial():
     assert got.final_text == "I could not do it: the tool was refused."
     # without the driver's settings the same rejection is only an error (a made-up tool is no policy's denial)
     assert not of_type(parse_outputs(d / "stdout.txt", None, "measured").events, "permission_request")
+
+
+def test_reasoning_parts_are_thought_events_from_stdout_and_from_the_message_file(tmp_path):
+    """Real cline run (through gripprobe, shell denied: run_commands disabled) against
+    oracle-deny-then-recover, whose turns carry ``reasoning_content``: ``contentType: reasoning`` parts on
+    stdout (streamed pieces, then the whole text on ``content_end``), ``thinking`` blocks in the message file."""
+    d = INTERACTION / "reasoning_shell_denied"
+    got = parse_outputs(d / "stdout.txt", d / "messages.json", "measured")
+    thoughts = of_type(got.events, "thought")
+    assert [t.payload["text"] for t in thoughts] == ["There is no shell tool here; I will do without it."] * 2
+    assert [t.parent_id for t in thoughts] == [r.event_id for r in of_type(got.events, "model_response")]
+    assert [e.event_type for e in got.events][:3] == ["model_response", "thought", "tool_call_start"]
+    empty = tmp_path / "stdout.txt"
+    empty.write_bytes(b"")
+    alone = parse_outputs(empty, d / "messages.json", "measured")
+    assert [t.payload["text"] for t in of_type(alone.events, "thought")] == [t.payload["text"] for t in thoughts]

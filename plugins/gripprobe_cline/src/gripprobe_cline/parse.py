@@ -13,7 +13,9 @@
 - ``run_result`` (``finishReason``, ``text``, usage, ``durationMs``) and ``run_aborted``: the end.
 
 Each iteration becomes one ``model_response`` event (status error when the iteration failed), then a
-``tool_call_start`` and (once it finished) a ``tool_call_result`` per tool it ran, parented to it.
+``thought`` per reasoning part (``contentType: reasoning``, the reply's ``reasoning_content``; the message
+file's ``thinking`` blocks), then a ``tool_call_start`` and (once it finished) a ``tool_call_result`` per tool it
+ran, parented to it.
 Timestamps are Cline's own ``ts``.
 
 **The session's message file** ``<CLINE_DATA_DIR>/sessions/<id>/<id>.messages.json`` (kept as
@@ -143,6 +145,7 @@ class _Iteration:
     ts: str | None
     number: int | None = None
     texts: list[str] = field(default_factory=list)
+    thoughts: list[tuple[int, str | None, str]] = field(default_factory=list)  # (line, ts, reasoning)
     tools: list[_Tool] = field(default_factory=list)
     usage: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
@@ -212,6 +215,11 @@ class StdoutParser:
 
     def _content(self, line: int, ts: str | None, etype: str, event: dict[str, Any]) -> None:
         ctype = event.get("contentType")
+        if ctype == "reasoning":
+            said = text(event.get("reasoning")) if etype == "content_end" else None
+            if said and said.strip() and event.get("redacted") is not True:
+                self._current(line, ts).thoughts.append((line, ts, said.strip()))
+            return
         if ctype == "text":
             if etype == "content_end":
                 said = text(event.get("text"))
@@ -256,6 +264,9 @@ class StdoutParser:
             response = self.out.add(it.end_line or it.line, event_type="model_response", timestamp=it.ts,
                                     status="success" if it.end_line is not None else "unknown", payload=payload)
         parent = response.event_id if response is not None else None
+        for line, ts, said in it.thoughts:
+            self.out.add(line, event_type="thought", timestamp=ts, status="success", parent_id=parent,
+                         payload={"text": clip(said)})
         for tool in it.tools:
             self._tool_events(tool, parent)
 
@@ -333,6 +344,11 @@ def parse_messages(path: Path, phase: str, native: NativeDenials | None = None) 
         response = out.add(None, raw_artifact_ref=ref(index), event_type="model_response", timestamp=ts,
                            status="success", payload=payload)
         parent = response.event_id if response is not None else None
+        for block in blocks:
+            said = text(block.get("thinking")) if block.get("type") == "thinking" else None
+            if said and said.strip():
+                out.add(None, raw_artifact_ref=ref(index), event_type="thought", timestamp=ts, status="success",
+                        parent_id=parent, payload={"text": clip(said.strip())})
         for use in uses:
             call_id, raw_name = text(use.get("id")), text(use.get("name"))
             name, kind = TOOL_NAMES.normalize(raw_name or "")
