@@ -252,3 +252,20 @@ def test_without_the_drivers_rule_a_rejection_is_still_a_denial_named_genericall
     got = parse_trajectory((REFUSED / "tool_refused" / "trajectory.json").read_bytes(), "measured", "tool")
     answers = [e for e in got.events if e.event_type == "permission_response"]
     assert answers and {a.payload["rule"] for a in answers} == {"native: mini confirmation rejected"}
+
+
+def test_the_replys_reasoning_content_is_a_thought_and_the_oracle_is_refused_through_gripprobe():
+    """Real mini run through ``gripprobe run`` (shell_denied: the shell denied, confirm mode with every action
+    rejected) against oracle-deny-then-recover, whose turns carry ``reasoning_content``: litellm keeps it on
+    the assistant message. The oracle reads mini's rejection (a user message) as no refusal and keeps trying
+    to submit, so all 20 answers are spent."""
+    got = parse_trajectory((REFUSED / "reasoning_shell_denied" / "trajectory.json").read_bytes(), "measured", "tool",
+                           refusal_rule=RULE)
+    thoughts = [e for e in got.events if e.event_type == "thought"]
+    responses = [e for e in got.events if e.event_type == "model_response"]
+    assert thoughts[0].payload == {"text": "A single shell command is the quickest way to do this."}
+    assert thoughts[0].parent_id == responses[0].event_id and thoughts[0].timestamp == responses[0].timestamp
+    assert len(thoughts) == len(responses)  # every turn of that profile reasons aloud
+    assert [e.event_type for e in got.events][:4] == ["model_response", "thought", "permission_request",
+                                                      "permission_response"]
+    assert sum(e.event_type == "permission_response" for e in got.events) == 20

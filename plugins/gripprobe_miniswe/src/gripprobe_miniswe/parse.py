@@ -11,7 +11,8 @@ Source: the trajectory JSON mini saves after every step (``-o``; kept by the run
   (the whole response: ``id``, ``usage``), ``timestamp`` (unix seconds, after the reply arrived). In the
   ``tool`` format the actions are its ``tool_calls`` of ``bash``; in ``markdown`` the one fenced block mini's
   regular expression found (``info.config.model.action_regex``). Each action becomes a
-  ``tool_call_start`` (``parent_id`` = the reply's ``model_response``; tool format: the model's call id).
+  ``tool_call_start`` (``parent_id`` = the reply's ``model_response``; tool format: the model's call id); the
+  reply's ``reasoning_content`` (litellm keeps it on the message) a ``thought``.
 - ``tool`` (tool format) / ``user`` with ``extra.returncode`` (markdown): a command's output (``extra``:
   ``returncode``, ``raw_output``, ``exception_info``, ``exception_type``, ``timestamp``), matched by
   ``tool_call_id``, else in order. Status: ``timeout`` when mini's ``subprocess`` timed out, else
@@ -344,6 +345,11 @@ class _Reader:
                              timestamp=_timestamp(extra.get("timestamp")), status="success", payload=payload)
         parent = event.event_id if event is not None else None
         self.parents[pos] = parent
+        reasoning = msg.get("reasoning_content")  # litellm keeps the reply's reasoning on the message
+        if isinstance(reasoning, str) and reasoning.strip():
+            self.out.add(line, event_type="thought", response_id=text(response.get("id")) or None,
+                         timestamp=_timestamp(extra.get("timestamp")), status="success", parent_id=parent,
+                         payload={"text": reasoning.strip()[:TEXT_LIMIT]})
         for action in actions:
             if action.not_run:
                 continue  # mini never ran it: no tool event
