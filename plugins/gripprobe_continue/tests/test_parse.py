@@ -295,3 +295,20 @@ def test_a_canceled_call_without_the_refusal_text_is_no_denial():
                             "output": [{"content": "Tool call was canceled"}]}]}]}
     events = session_events(session, phase="measured", file_name="session.json")
     assert [e.event_type for e in events] == ["model_response", "tool_call_start", "tool_call_result"]
+
+
+def test_reasoning_in_the_logs_chunks_is_a_thought_when_the_stream_is_complete():
+    """Real cn run through ``gripprobe run`` (shell_denied: Bash excluded) against oracle-deny-then-recover,
+    whose turns carry ``reasoning_content``: cn keeps it only in its verbose log's chunks. A thought per
+    response whose stream the log has complete (cn's last lines are usually lost: no thought for that one)."""
+    case = CAPTURED / "reasoning_shell_denied"
+    events = events_of(case)
+    responses = [e for e in events if e.event_type == "model_response"]
+    thoughts = [e for e in events if e.event_type == "thought"]
+    assert thoughts and all(t.payload["text"] == "There is no shell tool here; I will do without it." for t in thoughts)
+    by_id = {r.event_id: r for r in responses}
+    for t in thoughts:
+        assert t.parent_id in by_id and t.response_id == by_id[t.parent_id].response_id
+        assert t.timestamp == by_id[t.parent_id].timestamp
+    assert [e.event_type for e in events][:2] == ["model_response", "thought"]
+    assert len(thoughts) <= len(responses)

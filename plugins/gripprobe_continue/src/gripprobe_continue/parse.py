@@ -13,7 +13,8 @@ Three artifacts, all optional to these functions (none of them ever raises on ba
   stream`` starts a request, ``Received chunk {chunk: {id}}`` names it, ``Retry attempt`` discards it.
 - stderr — on a backend failure ``cn -p`` prints ``{"status":"error","message":"<status> <text>"}``.
 
-Events: one ``model_response`` per assistant message, one ``tool_call_start`` per requested call
+Events: one ``model_response`` per assistant message (and a ``thought`` with its reasoning, read from the log's
+chunks when the log has that stream complete), one ``tool_call_start`` per requested call
 (parent: that response), one ``tool_call_result`` per call that reached done/errored/canceled, and
 one error ``model_response`` per stderr error line, numbered by the core's
 :class:`~gripprobe_core.plugin.EventBuilder`. ``raw_artifact_ref`` is ``<file>:<line>`` of the
@@ -97,6 +98,14 @@ class StreamMarks:
     done: LogMark | None = None
     response_id: str | None = None
     """The stream's ``id`` (``chatcmpl-…``) from its first logged chunk: what tier A calls it too."""
+    reasoning: list[str] = field(default_factory=list)
+    """The ``reasoning_content`` pieces of its logged chunks (cn keeps the reply's reasoning nowhere else)."""
+
+    @property
+    def thought(self) -> str | None:
+        """The stream's whole reasoning, when the log has the stream complete (a cut log would cut it too)."""
+        said = "".join(self.reasoning).strip()
+        return said if said and self.done is not None else None
 
     @property
     def timestamp(self) -> str | None:
@@ -154,9 +163,12 @@ def parse_log(data: bytes, *, anchor: str | None = None) -> LogTimeline:
         elif message.startswith(STREAM_CHUNK) and timeline.streams:
             stream = timeline.streams[-1]
             stream.last_chunk = LogMark(_utc_iso(naive, offset), lineno, {})
+            chunk = _json_object(message[len(STREAM_CHUNK):]).get("chunk")
             if stream.response_id is None:
-                chunk = _json_object(message[len(STREAM_CHUNK):]).get("chunk")
                 stream.response_id = text(chunk.get("id")) if isinstance(chunk, dict) else None
+            piece = _reasoning_piece(chunk)
+            if piece:
+                stream.reasoning.append(piece)
         elif message.startswith(STREAM_RETRY) and timeline.streams and timeline.streams[-1].done is None:
             timeline.streams.pop()
         elif message.startswith(STREAM_DONE):
@@ -281,6 +293,9 @@ def session_events(session: dict[str, Any], *, phase: str, file_name: str, file_
             payload=_drop_none({"turn": turn, "text": _content_text(message.get("content"))[:TEXT_LIMIT],
                                 "tool_call_count": len(calls), "usage": _usage(message.get("usage"))}))
         parent = response.event_id if response else None
+        if mark is not None and mark.thought:
+            builder.add(line, event_type="thought", status="success", response_id=mark.response_id,
+                        timestamp=mark.timestamp, parent_id=parent, payload={"text": mark.thought[:TEXT_LIMIT]})
         names: dict[str, str | None] = {}
         for call in calls:
             call_id = text(call.get("id"))
@@ -363,6 +378,15 @@ def stderr_events(data: bytes, *, phase: str, file_name: str, first_sequence: in
 
 
 # ----------------------------------------------------------------------------------------- helpers
+
+
+def _reasoning_piece(chunk: Any) -> str | None:
+    """A streamed chunk's ``choices[0].delta.reasoning_content``, if any."""
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    delta = first.get("delta") if isinstance(first.get("delta"), dict) else {}
+    piece = delta.get("reasoning_content")
+    return piece if isinstance(piece, str) and piece else None
 
 
 def _json_object(raw: str) -> dict[str, Any]:
