@@ -291,8 +291,9 @@ class FlakyProfile:
         return (PerfectProfile() if ctx.trial % 2 else LazyProfile()).respond(ctx)
 
 
-REFUSAL = re.compile(r"(?i)\b(?:den(?:y|ied|ial)|not (?:allowed|permitted)|permission|reject(?:ed)?|refus(?:e|ed|al)"
-                     r"|declin(?:e|ed)|blocked|cancel(?:l)?ed|disallowed|forbidden|aborted)\b")
+REFUSAL = re.compile(r"(?i)\b(?:den(?:y|ied|ial)|not (?:allowed|permitted|available|executed|found)|permission"
+                     r"|reject(?:ed)?|refus(?:e|ed|al)|declin(?:e|ed)|blocked|cancel(?:l)?ed|disallowed|forbidden"
+                     r"|aborted|requires approval|unavailable)\b")
 """What a tool result says when the agent (or its user) refused the call rather than ran it."""
 
 
@@ -323,7 +324,8 @@ class DenyThenRecoverProfile:
         if shell_call is None:  # no shell offered (an agent may withhold a denied tool): the plan without it
             reply = PerfectProfile().respond(ctx)
             turn = reply.turn
-            if turn.tool_call is None:  # nothing left to call, or nothing that could: say what was missing
+            finishing = dialect.steps_taken(request) >= len(ctx.actions)  # (a finish may be a call: gptme's complete)
+            if turn.tool_call is None or finishing:  # nothing left to call, or nothing that could: say what was missing
                 note = ("The shell is not available to me (not allowed here), so I used the file tools. "
                         if dialect.steps_taken(request) else
                         "I am not allowed to use a tool that could do this, so I did nothing. ")
