@@ -270,9 +270,10 @@ class _Reader:
                                  self._refusals(line, refused, ts)))
                 elif role in ("tool", "user") and "returncode" in extra:
                     call_id = text(msg.get("tool_call_id"))
-                    action = by_id.pop(call_id, None) if call_id else (waiting.pop(0) if waiting else None)
-                    if action is None:
+                    answered = by_id.pop(call_id, None) if call_id else (waiting.pop(0) if waiting else None)
+                    if answered is None:
                         continue
+                    action = answered
                     if text(extra.get("exception_info")) == NOT_EXECUTED:
                         action.not_run = True
                         unrun.append(action)
