@@ -531,7 +531,8 @@ def test_the_schema_describes_tags_and_names_the_known_ones(tmp_path):
     schema = json.loads(write_schemas(tmp_path / "schemas")[2].read_text())
     items = schema["properties"]["tags"]["items"]
     assert items["type"] == "string" and items["pattern"] == TAG_PATTERN and "enum" not in items
-    assert items["examples"] == list(KNOWN_TAGS) == ["sanity", "non_sanity", "multilingual", "web", "scenario"]
+    assert items["examples"] == list(KNOWN_TAGS) == ["sanity", "non_sanity", "multilingual", "web", "scenario",
+                                                        "interaction"]
     assert all(tag in items["description"] for tag in KNOWN_TAGS)
     assert all(re.match(TAG_PATTERN, t) for t in ("demo", "my-team", "long_context2"))
     text = (ROOT / "docs" / "specs.md").read_text(encoding="utf-8")  # each known tag and its meaning

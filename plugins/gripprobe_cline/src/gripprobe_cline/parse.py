@@ -345,10 +345,10 @@ def parse_messages(path: Path, phase: str, native: NativeDenials | None = None) 
                            status="success", payload=payload)
         parent = response.event_id if response is not None else None
         for block in blocks:
-            said = text(block.get("thinking")) if block.get("type") == "thinking" else None
-            if said and said.strip():
+            thought = text(block.get("thinking")) if block.get("type") == "thinking" else None
+            if thought and thought.strip():
                 out.add(None, raw_artifact_ref=ref(index), event_type="thought", timestamp=ts, status="success",
-                        parent_id=parent, payload={"text": clip(said.strip())})
+                        parent_id=parent, payload={"text": clip(thought.strip())})
         for use in uses:
             call_id, raw_name = text(use.get("id")), text(use.get("name"))
             name, kind = TOOL_NAMES.normalize(raw_name or "")

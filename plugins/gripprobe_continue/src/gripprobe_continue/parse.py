@@ -383,8 +383,9 @@ def stderr_events(data: bytes, *, phase: str, file_name: str, first_sequence: in
 def _reasoning_piece(chunk: Any) -> str | None:
     """A streamed chunk's ``choices[0].delta.reasoning_content``, if any."""
     choices = chunk.get("choices") if isinstance(chunk, dict) else None
-    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    delta = first.get("delta") if isinstance(first.get("delta"), dict) else {}
+    first: dict[str, Any] = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    raw_delta = first.get("delta")
+    delta: dict[str, Any] = raw_delta if isinstance(raw_delta, dict) else {}
     piece = delta.get("reasoning_content")
     return piece if isinstance(piece, str) and piece else None
 
