@@ -32,7 +32,9 @@ INTERACTION_TESTS = {"shell_denied": "scripted", "save_file_denied": "auto-deny"
 def expectations() -> dict:
     from gripprobe_core.oracle.profiles import EXPECTED_REFERENCE_STATUS
     data = YAML(typ="safe").load(EXPECTED.read_text()) or {}
-    return {"default": dict(EXPECTED_REFERENCE_STATUS), "overrides": data.get("overrides") or {},
+    # deny-then-recover is for interaction policies: its column is the interaction run's, not a profile's
+    profiles = {k: v for k, v in EXPECTED_REFERENCE_STATUS.items() if k != "deny-then-recover"}
+    return {"default": profiles, "overrides": data.get("overrides") or {},
             "interaction": data.get("interaction") or {}}
 
 
