@@ -17,25 +17,13 @@ from typing import Any, Iterable
 
 from ..timeutil import utc_now_iso
 from .conversation import ChatRequest, RequestError, Turn, parse_tools
+from .fingerprint import profile_digest
 from .wire import JSONDict, ReplyMeta, json_bytes, split_pieces
 
 OLLAMA_VERSION = "0.13.5"
 """What ``/api/version`` reports (codex refuses servers older than 0.13.4)."""
 
 CONTEXT_LENGTH = 131072
-
-
-def profile_digest(model: str) -> str:
-    """The oracle's model digest (what Ollama calls ``digest``): sha256 of the profile name and the
-    oracle's behaviour version, so a recorded hash changes when a profile's behaviour does."""
-    import hashlib
-
-    name = model.split(":", 1)[0]
-    return hashlib.sha256(f"gripprobe-oracle/{ORACLE_BEHAVIOUR_VERSION}/{name}".encode()).hexdigest()
-
-
-#: Bump when a profile's replies change, so model hashes recorded against the oracle tell runs apart.
-ORACLE_BEHAVIOUR_VERSION = 1
 
 
 class OllamaChatWire:

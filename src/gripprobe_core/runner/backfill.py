@@ -4,7 +4,9 @@ Where the hash comes from:
 each case's backend kind is asked for its model list (:meth:`gripprobe_core.drivers.Backend.list_models`):
 - Ollama (``kind: ollama``, or an OpenAI-compatible server that also answers ``GET /api/tags``): the
   listed model's ``digest``.
-- The embedded oracle backend: every profile, with a digest of the profile's behaviour version.
+- The embedded oracle backend: every profile, with the digest of the profile's name and the oracle's code
+  (:mod:`gripprobe_core.oracle.fingerprint`). A run records it already (:func:`run_time_hash`), so a
+  backfill finds it the same; it fills runs made before runs recorded it.
 - An OpenAI-compatible server without ``/api/tags``: ``GET /v1/models`` has no hash field, so the
   model is reported as listed-without-hash and nothing is written.
 
@@ -52,6 +54,19 @@ async def lookup_hash(backend: Any, url: str, model_id: str) -> tuple[str, str |
     if digest is None:
         return "no_hash", None, "the backend lists the model but carries no hash"
     return "found", digest, f"{backend.kind} model list"
+
+
+async def run_time_hash(backend: Any, spec: Any) -> str | None:
+    """The ``model_hash`` a case records when it starts: the spec's ``model_hash`` when it has one; else,
+    for a backend that is not remote (the embedded oracle: nothing to reach), the digest its model list
+    gives — the lookup backfill makes, so a backfill of a fresh run finds the same hash; else None (a
+    remote server's hash is the spec's word or backfill's, never a request per case)."""
+    if spec.model_hash:
+        return str(spec.model_hash)
+    if backend is None or backend.remote:
+        return None
+    outcome, digest, _ = await lookup_hash(backend, spec.base_url or "", spec.model_id)
+    return digest if outcome == "found" else None
 
 
 def _backend(case_dir: Stored) -> dict[str, Any] | None:

@@ -22,6 +22,7 @@ from ..store.trees import remove_tree
 from ..telemetry.summary import summarize_phase
 from ..telemetry.usage import combine
 from ..timeutil import utc_now_iso
+from .backfill import run_time_hash
 from .evidence import evidence_digests
 from .judge import CASE_INPUTS, CaseEvidence, Judgement, evaluate, judge_case, write_events
 from .matrix import PlannedCase, missing_tool_kinds
@@ -37,7 +38,8 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
     await asyncio.to_thread((case_dir / "artifacts").mkdir, parents=True, exist_ok=True)
     base: dict[str, Any] = dict(
         run_id=run.id, case_id=case.case_id, key=case.key, tags=list(case.test.tags), language=case.test.language,
-        started_at=started_at, run_values=dict(run.values), model_hash=case.backend.model_hash,
+        started_at=started_at, run_values=dict(run.values),
+        model_hash=await run_time_hash(run.registry.backends.get(case.backend.kind), case.backend),
         agent_version=getattr(run.settings.installed.get(case.agent.id), "version", None) or case.agent.version,
         hardware_profile=run.settings.hardware_profile, telemetry_proxy_mode=case.proxy_mode)
 
