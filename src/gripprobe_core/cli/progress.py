@@ -12,12 +12,30 @@ from ..models.results import CaseResult
 from ..textsafe import safe_name, safe_text
 
 
-def case_line(r: CaseResult) -> tuple[str, str, str]:
-    """(key, status, reason) of a finished case as safe display text."""
+def case_reason(r: CaseResult) -> str | None:
+    """Why a finished case got its status, as a progress line shows it: the verdict's ``failure_reason``
+    (``protocol_malformed``, ``tool_retry_loop`` …), a skipped case's reason, else None (a PASS: nothing
+    to say). The tool-event reason code (``none`` on most cases) is the case page's, not the line's."""
+    v = r.verdict
+    if v.failure_reason and v.failure_reason != "none":
+        return v.failure_reason
+    if v.status == "SKIPPED" and r.skip_reason:
+        return r.skip_reason
+    return None
+
+
+def case_line(r: CaseResult) -> tuple[str, str, str | None]:
+    """(key, status, reason or None) of a finished case as safe display text."""
     k = r.key
     trial = f" (trial {k.trial})" if k.trial > 1 else ""
+    reason = case_reason(r)
     return (safe_text(f"{k.agent} {k.model} {k.format} {k.test}{trial}"), safe_text(r.verdict.status),
-            safe_text(r.verdict.evaluator_reason_code))
+            safe_text(reason) if reason is not None else None)
+
+
+def _detail(reason: str | None, duration_s: float) -> str:
+    """``(reason, 1.2s)``, or ``(1.2s)`` when there is no reason."""
+    return f"({reason}, {duration_s:.1f}s)" if reason else f"({duration_s:.1f}s)"
 
 
 class PlainReporter:
@@ -34,7 +52,7 @@ class PlainReporter:
     def case_done(self, r: CaseResult) -> None:
         self.done += 1
         key, status, reason = case_line(r)
-        print(f"[{self.done}/{self.total}] {key}: {status} ({reason}, {r.duration_s:.1f}s)", file=self.stream,
+        print(f"[{self.done}/{self.total}] {key}: {status} {_detail(reason, r.duration_s)}", file=self.stream,
               flush=True)
 
     def final(self, outcome: Any) -> None:
@@ -47,11 +65,11 @@ class PlainReporter:
 
 
 class RichReporter(PlainReporter):
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, console: Any = None) -> None:
         super().__init__(total)
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-        self.console = Console(stderr=True)
+        self.console = console or Console(stderr=True)
         self.progress = Progress(TextColumn("[bold]gripprobe"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("{task.description}"), console=self.console,
                                  transient=False)
@@ -68,9 +86,10 @@ class RichReporter(PlainReporter):
         from rich.markup import escape
 
         self.done += 1
-        key, status, reason = (escape(x) for x in case_line(r))
+        key, status, reason = case_line(r)
         colour = {"PASS": "green", "PASS_WITH_POLICY_VIOLATION": "yellow"}.get(r.verdict.status, "red")
-        self.progress.console.print(f"{key}: [{colour}]{status}[/{colour}] ({reason})")
+        detail = escape(_detail(reason, r.duration_s))
+        self.progress.console.print(f"{escape(key)}: [{colour}]{escape(status)}[/{colour}] {detail}")
         self.progress.update(self.task, advance=1, description=escape(safe_text(r.key.test)))
 
     def final(self, outcome: Any) -> None:
