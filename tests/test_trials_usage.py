@@ -180,6 +180,20 @@ def test_doctor_self_checks_a_test_the_agent_can_attempt(tmp_path):
     assert re.search(r"^reference .* self-check shell_pwd: PASS", res.stdout, re.M), res.stdout
 
 
+def test_doctor_labels_both_phases_of_its_self_check_and_the_total(tmp_path):
+    """A self-check is a whole case: a warmup and a measured phase. doctor shows each phase's agent time and the
+    case's total, labelled (it used to print one bare number). An empty agent cache: only the built-in
+    reference agent is checked, the others say how to install them."""
+    res = gripprobe("doctor", env={"GRIPPROBE_AGENT_CACHE": str(tmp_path / "agents")}, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    line = next(x for x in res.stdout.splitlines() if x.startswith("reference "))
+    m = re.search(r"self-check shell_pwd: PASS \(warmup (\d+\.\d)s, measured (\d+\.\d)s, total (\d+\.\d)s\)$", line)
+    assert m, line
+    warmup, measured, total = map(float, m.groups())
+    assert 0 < warmup and 0 < measured and warmup + measured <= total + 0.1  # the total holds both phases
+    assert re.search(r"^aider .* NOT INSTALLED +run `gripprobe agents install aider`", res.stdout, re.M), res.stdout
+
+
 @pytest.mark.parametrize("usage, prompt, completion, cached", [
     ({"prompt_tokens": 2858, "completion_tokens": 17, "cached_tokens": 2787}, 2858, 17, 2787),   # Chat Completions
     ({"input_tokens": 2858, "output_tokens": 17, "cached_input_tokens": 2787}, 2858, 17, 2787),  # Responses (codex)

@@ -149,9 +149,16 @@ def doctor_command(specs_root: Path | None, no_check: bool, test_id: str, models
             res = execute_run(cases, plugins, RunSettings(results_root=Path(out), installed=installed)).results[0]
         ok = res.verdict.status == "PASS"
         failed += not ok
-        click.echo(line + f" self-check {test}: {res.verdict.status} ({res.duration_s:.1f}s)")
+        click.echo(line + f" self-check {test}: {res.verdict.status} ({self_check_times(res)})")
     if failed:
         raise SystemExit(1)
+
+
+def self_check_times(res) -> str:
+    """The times of a self-check case, labelled: the agent's run in each phase it had (``warmup``, then
+    ``measured``: a case runs both) and the whole case (both phases, the harness's setup and the judge)."""
+    phases = [f"{p.phase} {p.process.duration_s:.1f}s" for p in res.phases]
+    return ", ".join([*phases, f"total {res.duration_s:.1f}s"])
 
 
 SELF_CHECK_TESTS = ("shell_pwd", "save_file")
