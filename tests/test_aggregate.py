@@ -434,3 +434,45 @@ def test_changed_cases_are_left_out_and_every_run_shows_its_signature(real_root,
     assert res.returncode == 0, res.stderr
     strict = json.loads((tmp_path / "v" / "aggregate.json").read_text())
     assert {r["agent"] for r in strict["rows"]} == {"reference"} and strict["signatures"]["cases_left_out"] == 1 + 9
+
+
+# ------------------------------------------------------------------ tool-call fidelity
+
+def test_real_runs_give_each_row_its_tool_call_fidelity(real_root, tmp_path):
+    """Per row, the fidelity of its cases from their stored events and the oracle's ground truth: the reference
+    agent's log (tier B) shows every call the wire carried, the wire every call the oracle made; the lazy profile
+    makes none; the reference prints no markers (tier C misses every call)."""
+    out = tmp_path / "agg"
+    res = aggregate_cli("--runs-root", str(real_root), "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    data = json.loads((out / "aggregate.json").read_text())
+    rows = {r["model"]: r for r in data["rows"]}
+    perfect, lazy = rows["oracle-perfect"]["fidelity"], rows["oracle-lazy"]["fidelity"]
+    assert set(perfect) == {"B_vs_A", "C_vs_A", "A_vs_truth", "B_vs_truth", "C_vs_truth"}
+    one_each = {"matched": 4, "missed": 0, "invented": 0, "n_reference": 4, "n_tested": 4, "recall": 1.0,
+                "precision": 1.0, "cases": 4}  # 2 runs × 2 tests, one write each
+    assert perfect["B_vs_A"] == perfect["A_vs_truth"] == perfect["B_vs_truth"] == one_each
+    assert perfect["C_vs_A"] == {**one_each, "matched": 0, "missed": 4, "n_tested": 0, "recall": 0.0,
+                                 "precision": None}
+    assert all(f["n_reference"] == f["n_tested"] == 0 and f["cases"] == 4 for f in lazy.values()), lazy
+    md = (out / "aggregate.md").read_text()
+    assert "| B vs A recall | B vs A precision |" in md
+    assert "| reference |  | oracle-perfect | tool |  | 1.00 (4) | 1.00 (4) | 0.00 (4) | — (0) | 1.00 (4) |" in md
+    html = (out / "index.html").read_text()
+    assert html.count("data-fidelity-row") == 2 and 'id="fidelity-table"' in html
+    assert '<td class="num" data-key="B_vs_A-recall"' in html and "1.00 <span class=\"muted\">(4)</span>" in html
+
+
+def test_fidelity_reads_no_link_and_counts_cases_without_events_as_none(tmp_path, template, real_root):
+    """A case with no stored events (a synthetic one, or one whose events file is a planted link, never followed)
+    adds nothing to its row's fidelity; the row still gets the whole fidelity object."""
+    root = tmp_path / "root"
+    run = write_run(root, "20260103T000000Z", suite="synthetic")
+    write_case(run, template, "plain", status="FAIL", agent="synth", model="m1")
+    linked = write_case(run, template, "linked", status="FAIL", agent="synth", model="m1")
+    real_events = next((real_root / "runs").glob("*/cases/*oracle-perfect*save_file/artifacts/events.measured.jsonl"))
+    (run / "cases" / linked["case_id"] / "artifacts").mkdir()
+    (run / "cases" / linked["case_id"] / "artifacts" / "events.measured.jsonl").symlink_to(real_events)
+    data = aggregate_runs(find_run_dirs([root]))
+    (row,) = data["rows"]
+    assert row["n"] == 2 and row["fidelity"]["B_vs_A"]["cases"] == 0 and row["fidelity"]["B_vs_A"]["recall"] is None

@@ -7,6 +7,11 @@ reaches the output, so prompts, command lines, proxy bodies and workspaces stay 
 construction. Counts accumulate per (row, test) cell while the files stream past, so memory grows with
 the number of distinct cells, not with the number of cases.
 
+Tool-call fidelity (docs/telemetry.md "Fidelity") is the one thing read beyond ``case.json``: the measured
+phase's stored events (``events.measured.jsonl``), the oracle's ground truth when the case ran against it
+(``oracle.measured.jsonl``) and, only when a model response carried calls written as text, the proxy's records;
+nothing is parsed again, and only counts reach the output.
+
 Scores (docs/scores.md) come from :class:`~.scores.Scoreboard`, the same as every other report: n leaves
 out TOOL_UNSUPPORTED and SKIPPED (shown as coverage), a cell gets pass@k, pass^k, a Wilson interval and a
 flaky mark, a row its mean over tests with a bootstrap interval, and its usage (tokens, cost, time).
@@ -26,14 +31,15 @@ from ..models.results import STATUSES, CaseResult
 from ..store import RunFolder, Stored, atomic_write_json, atomic_write_text, check_readable_root, read_case
 from ..store.files import json_kind
 from ..store.runs import iter_run_dirs
+from ..telemetry.fidelity import PAIRS, Tally, phase_fidelity, wire_text_count
 from ..timeutil import utc_now_iso
 from ..textsafe import safe_cell, safe_name
 from .sanitize import Sanitizer, current_sanitizer
 from .scores import (
     SCORES_NOTE, SHORT, Scoreboard, cell_text, coverage_text, ks_text, overall_of, score_text, usage_text)
 
-__all__ = ["KIND", "OUTPUT_FILES", "Filters", "SORT_KEYS", "aggregate_runs", "find_run_dirs", "render_aggregate_md",
-           "write_aggregate"]
+__all__ = ["FIDELITY_COLUMNS", "KIND", "OUTPUT_FILES", "Filters", "SORT_KEYS", "aggregate_runs", "case_fidelity",
+           "find_run_dirs", "fidelity_text", "render_aggregate_md", "write_aggregate"]
 
 KIND = "gripprobe-aggregate"
 """Marks an ``aggregate.json`` as written by this module (so a later run may overwrite the folder)."""
@@ -150,6 +156,40 @@ def case_files(run_dir: Path) -> Iterator[Stored]:
         yield run.stored_case(name) / "case.json"
 
 
+#: The most of one stored file the fidelity reads (events, ground truth, proxy records); past it a file counts
+#: for what its first part holds.
+FIDELITY_READ_LIMIT = 64 * 1024 * 1024
+
+
+def _stored_lines(path: Stored) -> list[dict] | None:
+    """The JSON object lines of a stored file, None when it is not there or cannot be read."""
+    from ..jsonl import json_lines
+
+    try:
+        data = path.read(FIDELITY_READ_LIMIT)
+    except OSError:
+        return None
+    return [obj for _, obj in json_lines(data)]
+
+
+def case_fidelity(case_dir: Stored, phase: str = "measured") -> dict[str, Tally] | None:
+    """Tool-call fidelity of one stored case's phase (:func:`~gripprobe_core.telemetry.fidelity.phase_fidelity`
+    on its events, its oracle ground truth when there is one, its proxy records when calls were written as
+    text), as tallies; None when the phase left no events (a case not run)."""
+    art = case_dir / "artifacts"
+    events = _stored_lines(art / f"events.{phase}.jsonl")
+    if events is None:
+        return None
+    truth = _stored_lines(art / f"oracle.{phase}.jsonl")
+    text = (_stored_lines(art / f"proxy.{phase}.http.jsonl") or []) if wire_text_count(events) else []
+    return {k: c.tally() for k, c in phase_fidelity(events, truth, text).items()}
+
+
+def _fidelity_dict(tallies: dict[str, Tally] | None) -> dict[str, dict[str, Any]]:
+    tallies = tallies or {}
+    return {key: (tallies.get(key) or Tally()).as_dict() for key, _, _ in PAIRS}
+
+
 # ------------------------------------------------------------------ aggregation
 
 def _name_key(row: dict) -> tuple:
@@ -208,6 +248,7 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
     san = sanitizer or current_sanitizer()
     name = san.name
     board = Scoreboard(ROW_FIELDS)
+    fidelity: dict[tuple, dict[str, Tally]] = {}
     runs: list[dict[str, Any]] = []
     unreadable = left_out = manual = 0
     anchors = set(keys) if keys is not None else None
@@ -238,10 +279,18 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
                      _opt(name, facts.model_hash), name(facts.format), _opt(name, facts.hardware))
             board.add(ident, name(facts.test), facts.status, facts.overall, usage=facts.usage,
                       agent_s=facts.agent_s, case_s=facts.case_s)
+            got = case_fidelity(path.parent)
+            if got is not None:
+                row_fid = fidelity.setdefault(ident, {})
+                for key, tally in got.items():
+                    row_fid.setdefault(key, Tally()).add(tally)
         runs.append({"run_id": name(safe_name(run_dir.name)), "suite": _opt(name, _str_or_none(manifest.get("suite"))),
                      "started_at": _opt(name, _str_or_none(manifest.get("started_at"))), "cases": used,
                      "integrity": integrity})
-    rows = _sort_rows(board.rows(), sort)
+    rows = board.rows()
+    for row in rows:
+        row["fidelity"] = _fidelity_dict(fidelity.get(tuple(row[k] for k in ROW_FIELDS)))
+    rows = _sort_rows(rows, sort)
     from .. import __version__
     return {
         "kind": KIND,
@@ -307,6 +356,7 @@ def render_aggregate_md(data: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(_md(v) for v in vals) + " |")
     if not data["rows"]:
         lines += ["", "No case matched."]
+    lines += render_fidelity_md(data["rows"])
     lines += ["", "Runs: " + (", ".join(f"{_md(r['run_id'])} ({r['cases']}, {run_signature_text(r)})"
                                        for r in data["runs"]) or "none")]
     keys = (data.get("signatures") or {}).get("keys") or []
@@ -314,6 +364,38 @@ def render_aggregate_md(data: dict[str, Any]) -> str:
         lines += ["", "Public keys (check a run with `gripprobe verify RUN --key KEY`):", ""]
         lines += [f"- `{_md(k['key'])}`: `{_md(k['public_key'])}` ({k['runs']} run(s))" for k in keys]
     return "\n".join(lines) + "\n"
+
+
+#: The fidelity columns of the aggregate's Markdown and HTML: (key in a row's ``fidelity``, label).
+FIDELITY_COLUMNS = (("B_vs_A", "B vs A"), ("C_vs_A", "C vs A"), ("A_vs_truth", "A vs truth"),
+                    ("B_vs_truth", "B vs truth"))
+
+
+def fidelity_text(f: dict[str, Any] | None) -> tuple[str, str]:
+    """(recall, precision) of one comparison as ``0.83 (6)``: the rate and its n; ``—`` with n 0."""
+    if not isinstance(f, dict):
+        return "—", "—"
+
+    def one(rate: Any, n: Any) -> str:
+        return f"{rate:.2f} ({n})" if isinstance(rate, (int, float)) else f"— ({n if isinstance(n, int) else 0})"
+    return one(f.get("recall"), f.get("n_reference")), one(f.get("precision"), f.get("n_tested"))
+
+
+def render_fidelity_md(rows: list[dict[str, Any]]) -> list[str]:
+    """The Markdown fidelity table: a row per group, recall and precision of each comparison."""
+    if not rows:
+        return []
+    head = ["agent", "version", "model", "format", "hardware",
+            *(f"{label} {m}" for _, label in FIDELITY_COLUMNS for m in ("recall", "precision"))]
+    lines = ["", "Tool-call fidelity of each group's cases (measured phase; recall and precision, n in brackets; "
+             "docs/telemetry.md \"Fidelity\"):", "",
+             "| " + " | ".join(_md(h) for h in head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        fid = row.get("fidelity") or {}
+        vals = [row["agent"], row["agent_version"] or "", row["model"], row["format"], row["hardware"] or "",
+                *(t for key, _ in FIDELITY_COLUMNS for t in fidelity_text(fid.get(key)))]
+        lines.append("| " + " | ".join(_md(v) for v in vals) + " |")
+    return lines
 
 
 _SIGNATURE_WORDS = {"verified": "verified", "changed": "CHANGED after the run", "other_key": "signed by another key",

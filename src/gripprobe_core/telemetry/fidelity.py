@@ -1,0 +1,322 @@
+"""Telemetry fidelity: how many of the tool calls one source saw another source saw too (docs/telemetry.md
+"Fidelity").
+
+GripProbe records a phase at three tiers (tier A: the wire, the recording proxy's view; tier B: the agent's
+own structured output; tier C: its plain text output) and, against the oracle backend, the calls the oracle
+asked for (its *ground truth*, ``oracle.<phase>.jsonl``). This module compares them call by call: the
+*tested* source against a *reference*, counting
+
+* **matched**: a tested call paired with a reference call (by the rule below, each call at most once);
+* **missed**: a reference call nothing of the tested source was paired with;
+* **invented**: a tested call paired with no reference call;
+
+and from them ``recall = matched / (matched + missed)`` (of ``n`` reference calls) and ``precision =
+matched / (matched + invented)`` (of ``n`` tested calls), ``None`` when its ``n`` is 0.
+
+**A tier's calls** (:func:`tier_calls`) are read from a phase's merged events (``events.<phase>.jsonl``): an
+event belongs to tier T when T is in its ``seen_by`` (the merge's list of every tier that saw it), or, when
+the merge did not set that, when it is its ``source_tier``. Each ``tool_call_start`` of the tier is a call; a
+``tool_call_result`` of the tier belongs to the oldest earlier start of the tier it answers (the same
+``tool_call_id``; a result without an id: the same name) that has no result yet; a result with the id of a
+call the tier already has is a repeated result of that call; any other result is a call of its own (its
+arguments unknown), so a source that logs only results still shows its calls.
+Tier A's calls written as text (:func:`wire_text_calls`, from the proxy records) are never events; they are
+added to tier A only where it is compared with the ground truth. The ground truth's calls are
+:func:`truth_calls`.
+
+**The matching rule** (:func:`match_calls`), calls taken in their order in each list, a call paired at most
+once:
+
+1. *Ids.* A tested call and a reference call that both have a ``tool_call_id`` are the same call exactly
+   when the ids are equal: each tested call with an id takes the first unpaired reference call with that id.
+   Two calls whose ids differ are never paired, whatever they hold.
+2. *Content*, for the calls left where at least one of the two has no id: the same normalized tool name and
+   the same canonical arguments (:func:`~gripprobe_core.telemetry.merge.canonical_arguments`: ``'{"a": 1}'``
+   equals ``{"a": 1}``). First a tested call with an id against a reference call without one, then a tested
+   call without an id against a reference call with one, then two calls without ids (the constrained pairs
+   first, so the count is the largest possible); each time the first unpaired candidate in order.
+3. *Name only*, for the calls left where at least one of the two has no id and one of them has unknown
+   arguments (a call seen only by its result, a call written as text): the same normalized name; first the
+   pairs where only one side's arguments are unknown (tested known, then reference known), then the pairs
+   where both are, each in the same three rounds as 2.
+
+Names are compared normalized: ``payload.name`` (the shared tool name normalization) else the raw name's
+:func:`~gripprobe_core.telemetry.toolnames.canonical_key`; against the ground truth, which holds the name
+the oracle put on the wire and nothing normalized, both sides use the canonical key of the raw name
+(``names="raw"``). Kind (read, write, execute ...) follows from the normalized name. The matching is
+symmetric: ``match_calls(x, y)`` pairs as many calls as ``match_calls(y, x)``.
+
+Pure functions only (the callers read the files): ``scripts/conformance.py`` and the aggregate
+(``reports/aggregate.py``) call :func:`phase_fidelity` on what a case stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .merge import canonical_arguments
+from .toolnames import canonical_key
+
+__all__ = ["PAIRS", "Call", "Comparison", "Tally", "match_calls", "phase_fidelity", "tier_calls", "truth_calls",
+           "wire_text_calls", "wire_text_count"]
+
+#: The comparisons :func:`phase_fidelity` makes: ``(key, tested, reference)``; ``truth`` is the oracle's record.
+PAIRS: tuple[tuple[str, str, str], ...] = (
+    ("B_vs_A", "B", "A"), ("C_vs_A", "C", "A"), ("A_vs_truth", "A", "truth"), ("B_vs_truth", "B", "truth"),
+    ("C_vs_truth", "C", "truth"),
+)
+
+Names = Literal["normalized", "raw"]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call as one source saw it."""
+
+    tool_call_id: str | None
+    name: str
+    """Normalized name (``payload.name``, else the canonical key of the raw name)."""
+    raw_name: str = ""
+    arguments: str | None = None
+    """Canonical JSON text of the arguments; None when this source did not see them."""
+    ref: str = ""
+    """Where it was seen: the event id, ``proxy:<line>`` or ``oracle:<seq>``."""
+    structured: bool = True
+    """False for a call the model wrote as text (tier A's text calls, the ground truth's ``structured: false``)."""
+    answered: bool | None = None
+    """Did the source see a result for it (None: the source has no results, the ground truth)."""
+    error_type: str | None = None
+    """The start event's ``error_type`` (``malformed_arguments`` …)."""
+
+    def key_name(self, names: Names) -> str:
+        return canonical_key(self.raw_name) if names == "raw" and self.raw_name else self.name
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The tested source's calls against the reference's: which were paired, missed, invented."""
+
+    matched: tuple[tuple[Call, Call], ...]
+    """(tested, reference) pairs, in the tested calls' order."""
+    missed: tuple[Call, ...]
+    invented: tuple[Call, ...]
+
+    @property
+    def n_reference(self) -> int:
+        return len(self.matched) + len(self.missed)
+
+    @property
+    def n_tested(self) -> int:
+        return len(self.matched) + len(self.invented)
+
+    def tally(self) -> "Tally":
+        return Tally(len(self.matched), len(self.missed), len(self.invented), 1)
+
+    @property
+    def recall(self) -> float | None:
+        return self.tally().recall
+
+    @property
+    def precision(self) -> float | None:
+        return self.tally().precision
+
+
+@dataclass
+class Tally:
+    """Counts that add up over cases (micro-averaged: recall and precision of the sums)."""
+
+    matched: int = 0
+    missed: int = 0
+    invented: int = 0
+    cases: int = field(default=0)
+    """How many comparisons were added (cases, for a sum)."""
+
+    def add(self, other: "Tally") -> "Tally":
+        self.matched += other.matched
+        self.missed += other.missed
+        self.invented += other.invented
+        self.cases += other.cases
+        return self
+
+    @property
+    def recall(self) -> float | None:
+        n = self.matched + self.missed
+        return self.matched / n if n else None
+
+    @property
+    def precision(self) -> float | None:
+        n = self.matched + self.invented
+        return self.matched / n if n else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{matched, missed, invented, n_reference, n_tested, recall, precision, cases}`` (recall and
+        precision rounded to 4 places, None when their n is 0)."""
+        return {"matched": self.matched, "missed": self.missed, "invented": self.invented,
+                "n_reference": self.matched + self.missed, "n_tested": self.matched + self.invented,
+                "recall": _round(self.recall), "precision": _round(self.precision), "cases": self.cases}
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 4)
+
+
+# ------------------------------------------------------------------------------------------ reading calls
+
+def _get(event: Any, name: str) -> Any:
+    if isinstance(event, Mapping):
+        return event.get(name)
+    return getattr(event, name, None)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _tiers(event: Any) -> list[str]:
+    seen = _get(event, "seen_by")
+    if isinstance(seen, list) and seen:
+        return [str(t) for t in seen]
+    tier = _get(event, "source_tier")
+    return [tier] if isinstance(tier, str) else []
+
+
+def _names(payload: Mapping[str, Any]) -> tuple[str, str]:
+    raw = _text(payload.get("raw_name")) or _text(payload.get("name"))
+    return _text(payload.get("name")) or canonical_key(raw), raw
+
+
+def tier_calls(events: Iterable[Any], tier: str) -> list[Call]:
+    """The tool calls tier ``tier`` saw in a phase's merged events (dicts as stored, or ``Event`` objects), in
+    order (the module docstring has the rule). Never raises on odd events."""
+    calls: list[dict[str, Any]] = []
+    for event in events:
+        kind = _get(event, "event_type")
+        if kind not in ("tool_call_start", "tool_call_result") or tier not in _tiers(event):
+            continue
+        payload = _get(event, "payload")
+        payload = payload if isinstance(payload, Mapping) else {}
+        call_id = _get(event, "tool_call_id")
+        call_id = call_id if isinstance(call_id, str) and call_id else None
+        name, raw = _names(payload)
+        if kind == "tool_call_start":
+            calls.append({"tool_call_id": call_id, "name": name, "raw_name": raw,
+                          "arguments": canonical_arguments(payload.get("arguments")),
+                          "ref": _text(_get(event, "event_id")), "answered": False,
+                          "error_type": _get(event, "error_type") if isinstance(_get(event, "error_type"), str)
+                          else None})
+            continue
+        opened = next((c for c in calls if c["answered"] is False and (
+            c["tool_call_id"] == call_id if call_id else c["name"] == name)), None)
+        if opened is not None:
+            opened["answered"] = True
+        elif call_id is None or not any(c["tool_call_id"] == call_id for c in calls):  # else: a repeated result
+            calls.append({"tool_call_id": call_id, "name": name, "raw_name": raw, "arguments": None,
+                          "ref": _text(_get(event, "event_id")), "answered": True, "error_type": None})
+    return [Call(**c) for c in calls]
+
+
+def wire_text_calls(records: Iterable[Mapping[str, Any]]) -> list[Call]:
+    """Tier A's calls written as text: each proxy record's ``x_gripprobe_tool_names_nonstructured`` with its
+    ``x_gripprobe_tool_call_ids_nonstructured`` (arguments unknown: the record keeps only names and ids)."""
+    out: list[Call] = []
+    for line, record in enumerate(records, start=1):
+        names = record.get("x_gripprobe_tool_names_nonstructured")
+        if not isinstance(names, list):
+            continue
+        ids = record.get("x_gripprobe_tool_call_ids_nonstructured")
+        ids = ids if isinstance(ids, list) else []
+        for i, raw in enumerate(names):
+            raw = _text(raw)
+            call_id = ids[i] if i < len(ids) and isinstance(ids[i], str) and ids[i] else None
+            out.append(Call(call_id, canonical_key(raw), raw, None, f"proxy:{line}", structured=False))
+    return out
+
+
+def wire_text_count(events: Iterable[Any]) -> int:
+    """How many calls the phase's model responses carried as text (``payload.tool_call_nonstructured_count``):
+    the proxy records need reading (:func:`wire_text_calls`) only when this is above 0."""
+    total = 0
+    for event in events:
+        if _get(event, "event_type") != "model_response" or "A" not in _tiers(event):
+            continue
+        payload = _get(event, "payload")
+        n = payload.get("tool_call_nonstructured_count") if isinstance(payload, Mapping) else None
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            total += n
+    return total
+
+
+def truth_calls(entries: Iterable[Mapping[str, Any]]) -> list[Call]:
+    """The oracle's ground truth (the lines of ``oracle.<phase>.jsonl``) as calls, in order."""
+    out: list[Call] = []
+    for entry in entries:
+        raw = _text(entry.get("name"))
+        call_id = entry.get("tool_call_id")
+        out.append(Call(call_id if isinstance(call_id, str) and call_id else None, canonical_key(raw), raw,
+                        canonical_arguments(entry.get("arguments")), f"oracle:{entry.get('seq', len(out) + 1)}",
+                        structured=entry.get("structured", True) is not False))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ matching
+
+def match_calls(tested: Iterable[Call], reference: Iterable[Call], *, names: Names = "normalized") -> Comparison:
+    """Pair ``tested`` with ``reference`` by the rule in the module docstring; the unpaired ones are the
+    reference's missed calls and the tested source's invented ones."""
+    xs, rs = list(tested), list(reference)
+    pair_of: dict[int, int] = {}   # tested index -> reference index
+    taken: set[int] = set()
+
+    def run(accept) -> None:
+        for i, x in enumerate(xs):
+            if i in pair_of:
+                continue
+            for j, r in enumerate(rs):
+                if j not in taken and accept(x, r):
+                    pair_of[i] = j
+                    taken.add(j)
+                    break
+
+    run(lambda x, r: x.tool_call_id is not None and x.tool_call_id == r.tool_call_id)
+    # content, then name only: each in rounds from the most constrained pairs to the least (module docstring)
+    for args in ((True, True), (True, False), (False, True), (False, False)):
+        for ids in ((True, False), (False, True), (False, False)):
+            run(lambda x, r, a=args, i=ids: _fits(x, r, a, i, names))
+    matched = tuple((xs[i], rs[j]) for i, j in sorted(pair_of.items()))
+    return Comparison(matched, tuple(r for j, r in enumerate(rs) if j not in taken),
+                      tuple(x for i, x in enumerate(xs) if i not in pair_of))
+
+
+def _fits(x: Call, r: Call, args: tuple[bool, bool], ids: tuple[bool, bool], names: Names) -> bool:
+    """Do ``x`` and ``r`` pair in the round for these argument (known?) and id (present?) flags."""
+    if (x.tool_call_id is not None, r.tool_call_id is not None) != ids:
+        return False
+    if (x.arguments is not None, r.arguments is not None) != args or x.key_name(names) != r.key_name(names):
+        return False
+    return x.arguments == r.arguments if args == (True, True) else True
+
+
+def phase_fidelity(events: Iterable[Any], truth: Iterable[Mapping[str, Any]] | None = None,
+                   wire_text: Iterable[Mapping[str, Any]] | Iterable[Call] = ()) -> dict[str, Comparison]:
+    """Every comparison of :data:`PAIRS` for one phase: ``events`` its merged events, ``truth`` the oracle's
+    record (None when the backend is no oracle: no ``*_vs_truth`` then), ``wire_text`` tier A's calls written
+    as text (proxy records, or calls from :func:`wire_text_calls`).
+
+    Tier B and C are compared with the *structured* calls of tier A and of the ground truth (a call written as
+    text is a call no agent was asked for on the wire); tier A with the whole ground truth, text calls
+    included (both sides are the wire)."""
+    events = list(events)
+    text = list(wire_text)
+    text_calls = [c for c in text if isinstance(c, Call)] + wire_text_calls(
+        [r for r in text if isinstance(r, Mapping)])
+    tiers = {t: tier_calls(events, t) for t in ("A", "B", "C")}
+    out = {"B_vs_A": match_calls(tiers["B"], tiers["A"]), "C_vs_A": match_calls(tiers["C"], tiers["A"])}
+    if truth is not None:
+        ground = truth_calls(truth)
+        structured = [c for c in ground if c.structured]
+        out["A_vs_truth"] = match_calls(tiers["A"] + text_calls, ground, names="raw")
+        out["B_vs_truth"] = match_calls(tiers["B"], structured, names="raw")
+        out["C_vs_truth"] = match_calls(tiers["C"], structured, names="raw")
+    return out
