@@ -1,5 +1,6 @@
-"""`gripprobe export`: JUnit XML read back with junitparser, OTLP spans received by a real OTLP/HTTP receiver
-and decoded with the collector's protobuf, ATIF trajectories validated against models of the ATIF spec.
+"""`gripprobe export`: JUnit XML validated against the Jenkins xUnit plugin's junit-10.xsd (tests/schemas/) and
+read back with junitparser, xunitparser and junit2html, OTLP spans received by a real OTLP/HTTP receiver and
+decoded with the collector's protobuf, ATIF trajectories validated against models of the ATIF spec.
 
 One real run is made once (reference agent × oracle profiles that pass, do nothing, fail then recover and
 have tools rejected, plus codex); every export goes through the real `gripprobe` command in a subprocess.
@@ -11,7 +12,10 @@ import asyncio
 import json
 import shutil
 import socket
+import subprocess
+import sys
 import threading
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -59,41 +63,63 @@ def _set_status(case: Path, status: str, **fields: Any) -> None:
 
 # ------------------------------------------------------------------------------------------------ JUnit
 
+SCHEMA = Path(__file__).parent / "schemas" / "junit-10.xsd"
+SUITES = {"gripprobe.reference.oracle-perfect.tool", "gripprobe.reference.oracle-lazy.tool",
+          "gripprobe.reference.oracle-error-then-recover.tool", "gripprobe.reference.oracle-tools-unsupported.tool",
+          "gripprobe.codex.oracle-perfect.tool"}
+#: What the JUnit document of `junit_run` holds: 10 cases in 5 suites.
+OUTCOMES = {"failures": 2, "errors": 2, "skipped": 3}
 
-def test_junit_is_read_back_by_a_junit_parser(run_dir, tmp_path):
-    from junitparser import Error, Failure, JUnitXml, Properties, Skipped
 
-    run = _copy(run_dir, tmp_path)
+@pytest.fixture(scope="module")
+def junit_run(run_dir, tmp_path_factory):
+    """The run with every JUnit outcome: PASS, NO_TOOL_CALL (failure), TIMEOUT (failure), HARNESS_ERROR (error,
+    with text XML cannot hold), SKIPPED and TOOL_UNSUPPORTED (skipped), a corrupt case.json (error); exported
+    once through the real command. Returns (run folder, the export's result, the XML file)."""
+    run = _copy(run_dir, tmp_path_factory.mktemp("junit"))
     cases = {c.name: c for c in (run / "cases").iterdir()}
-    perfect = "reference__oracle-perfect__oracle__tool__save_file"
     _set_status(cases["reference__oracle-perfect__oracle__tool__shell_file"], "HARNESS_ERROR",
                 evaluator_reason_text="proxy died \x00\x1b[31m <&> \uffff \U0001f600")
     _set_status(cases["reference__oracle-error-then-recover__oracle__tool__save_file"], "SKIPPED")
     _set_status(cases["reference__oracle-error-then-recover__oracle__tool__shell_file"], "TIMEOUT",
                 failure_reason="timeout")
     (cases["reference__oracle-lazy__oracle__tool__save_file"] / "case.json").write_text("{not json")
-
     res = gripprobe("export", str(run), "--format", "junit")
     assert res.returncode == 0, res.stderr
-    out = run / "reports" / "junit.xml"
+    return run, res, run / "reports" / "junit.xml"
+
+
+def _facts(system_out: str | None) -> dict[str, str]:
+    """A test case's `key: value` lines (its <system-out>)."""
+    return dict(line.split(": ", 1) for line in (system_out or "").splitlines() if ": " in line)
+
+
+def test_junit_is_read_back_by_a_junit_parser(junit_run):
+    from junitparser import Error, Failure, JUnitXml, Skipped
+
+    run, res, out = junit_run
+    cases = {c.name: c for c in (run / "cases").iterdir()}
+    perfect = "reference__oracle-perfect__oracle__tool__save_file"
     assert str(out) in res.stdout
     assert "reference__oracle-lazy__oracle__tool__save_file" in res.stderr  # the corrupt case, named
 
     xml = JUnitXml.fromfile(str(out))
     suites = {s.name: s for s in xml}
-    assert set(suites) == {"gripprobe.reference.oracle-perfect.tool", "gripprobe.reference.oracle-lazy.tool",
-                           "gripprobe.reference.oracle-error-then-recover.tool",
-                           "gripprobe.reference.oracle-tools-unsupported.tool", "gripprobe.codex.oracle-perfect.tool"}
+    assert set(suites) == SUITES
     by_case = {}
     for suite in xml:
         props = {p.name: p.value for p in suite.properties()}
-        assert props["run_id"] == run.name and props["format"] == "tool"
+        assert props[f"{suite.name}.run_id"] == run.name and props[f"{suite.name}.format"] == "tool"
         assert suite.tests == len(list(suite))
         for tc in suite:
             assert tc.classname == suite.name
-            case_props = {p.name: p.value for ps in tc.iterchildren(Properties) for p in ps}
+            case_props = _facts(tc.system_out)
             by_case[case_props["case_id"]] = (tc, case_props)
     assert len(by_case) == len(cases)
+    codex = suites["gripprobe.codex.oracle-perfect.tool"]
+    codex_props = {p.name.rsplit(".", 1)[1]: p.value for p in codex.properties()}
+    (codex_case,) = codex
+    assert codex_props["agent_version"] == _facts(codex_case.system_out)["agent_version"] != ""
 
     tc, props = by_case[perfect]
     assert tc.is_passed and tc.name == "save_file" and tc.time > 0
@@ -124,7 +150,90 @@ def test_junit_is_read_back_by_a_junit_parser(run_dir, tmp_path):
 
     assert xml.tests == len(cases)
     total = {k: sum(getattr(s, k) for s in xml) for k in ("failures", "errors", "skipped")}
-    assert total == {"failures": 2, "errors": 2, "skipped": 3}
+    assert total == OUTCOMES
+
+
+def test_junit_is_valid_against_the_junit_10_schema(junit_run):
+    import xmlschema
+
+    _, _, out = junit_run
+    schema = xmlschema.XMLSchema(str(SCHEMA))
+    errors = [f"{e.path}: {e.reason}" for e in schema.iter_errors(str(out))]
+    assert errors == []
+    root = ET.parse(out).getroot()
+    assert len(root.findall("testsuite")) == len(SUITES)
+    kinds = {child.tag for tc in root.iter("testcase") for child in tc}
+    assert kinds == {"failure", "error", "skipped", "system-out"}
+    names = [p.get("name") for p in root.iter("property")]
+    assert len(names) == len(set(names)) > len(SUITES)  # no two suites share a property name
+    # the schema is not lenient: what the export wrote before issue 20 is refused
+    bad = ET.parse(out).getroot()
+    bad.set("skipped", "3")
+    ET.SubElement(next(bad.iter("testcase")), "properties")
+    reasons = " ".join(str(e.reason) for e in schema.iter_errors(ET.tostring(bad, encoding="unicode")))
+    assert "'skipped' attribute not allowed" in reasons and "Unexpected child with tag 'properties'" in reasons
+
+
+def test_junit_is_read_by_xunitparser(junit_run):
+    import xunitparser
+
+    run, _, out = junit_run
+    with out.open() as f:
+        suite, result = xunitparser.parse(f)  # it checks the document's totals against its cases itself
+    cases = list(suite)
+    assert len(cases) == len(list((run / "cases").iterdir()))
+    assert {c.classname for c in cases} == SUITES
+    assert (len(result.failures), len(result.errors), len(result.skipped)) == tuple(OUTCOMES.values())
+    facts = {_facts(c.stdout)["case_id"]: c for c in cases}
+    assert facts["reference__oracle-perfect__oracle__tool__save_file"].success
+    assert facts["reference__oracle-lazy__oracle__tool__shell_file"].typename == "NO_TOOL_CALL"
+    assert facts["reference__oracle-lazy__oracle__tool__save_file"].typename == "UNREADABLE"
+    assert facts["reference__oracle-tools-unsupported__oracle__tool__save_file"].skipped
+    # every suite's properties, kept apart by their names
+    assert {suite.properties[f"{name}.run_id"] for name in SUITES} == {run.name}
+
+
+def test_junit_is_rendered_by_junit2html(junit_run, tmp_path):
+    run, _, out = junit_run
+    html = tmp_path / "junit.html"
+    tool = Path(sys.executable).with_name("junit2html")
+    res = subprocess.run([str(tool), str(out), str(html)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    page = html.read_text()
+    for name in SUITES:
+        assert name in page, name
+    for case in (run / "cases").iterdir():
+        assert f"case_id: {case.name}" in page, case.name  # each case's facts, shown with it
+
+
+def test_junit_suite_and_property_names_stay_unique_and_valid(run_dir, tmp_path):
+    import xmlschema
+    import xunitparser
+
+    run = _copy(run_dir, tmp_path)
+    for case in (run / "cases").iterdir():  # two models whose suite names read alike
+        data = json.loads((case / "case.json").read_text())
+        model = {"oracle-perfect": "m.x", "oracle-lazy": "m_x"}.get(data["key"]["model"])
+        if model:
+            data["key"].update(model=model)
+            (case / "case.json").write_text(json.dumps(data))
+    # an unreadable case is labelled from its folder's name: here with an ESC in its agent part
+    bad = run / "cases" / "reference__oracle-tools-unsupported__oracle__tool__save_file"
+    (bad / "case.json").write_text("{not json")
+    bad.rename(bad.with_name("ref\x1bagent__oracle-tools-unsupported__oracle__tool__save_file"))
+    res = gripprobe("export", str(run), "--format", "junit")
+    assert res.returncode == 0, res.stderr
+    out = run / "reports" / "junit.xml"
+    assert [str(e.reason) for e in xmlschema.XMLSchema(str(SCHEMA)).iter_errors(str(out))] == []
+    names = [s.get("name") for s in ET.parse(out).getroot().iter("testsuite")]
+    assert "gripprobe.reference.m_x.tool" in names and "gripprobe.reference.m_x.tool~2" in names, names
+    assert "gripprobe.ref\\x1bagent.oracle-tools-unsupported.tool" in names, names
+    props = [p.get("name") for p in ET.parse(out).getroot().iter("property")]
+    assert len(props) == len(set(props))
+    assert "gripprobe.ref\\x1bagent.oracle-tools-unsupported.tool.agent" in props
+    with out.open() as f:
+        suite, _ = xunitparser.parse(f)
+    assert len(list(suite)) == len(list((run / "cases").iterdir()))
 
 
 def test_junit_out_file_and_bad_input(run_dir, tmp_path):
@@ -155,7 +264,8 @@ def test_junit_refuses_a_symlinked_reports_folder(run_dir, tmp_path):
 
 
 class Receiver:
-    """A real OTLP/HTTP receiver on 127.0.0.1 (aiohttp in its own thread): POST /v1/traces, protobuf."""
+    """A real OTLP/HTTP receiver on 127.0.0.1 (aiohttp in its own thread): POST /v1/traces, protobuf; and, as
+    Phoenix has on the same port, a web page at GET / (so aiohttp itself answers a POST there with 405)."""
 
     def __init__(self, status: int = 200) -> None:
         self.status = status
@@ -178,9 +288,13 @@ class Receiver:
             return web.Response(body=ExportTraceServiceResponse().SerializeToString(),
                                 content_type="application/x-protobuf")
 
+        async def page(request: web.Request) -> web.Response:
+            return web.Response(text="<html>a trace viewer</html>", content_type="text/html")
+
         async def start() -> None:
             app = web.Application()
             app.router.add_post("/v1/traces", traces)
+            app.router.add_get("/", page)
             self.runner = web.AppRunner(app)
             await self.runner.setup()
             site = web.TCPSite(self.runner, "127.0.0.1", 0)
@@ -317,6 +431,20 @@ def test_otlp_unauthorized_names_the_header_option(run_dir):
         r.close()
     assert res.returncode == 2 and "HTTP 401" in res.stderr and "--otlp-header" in res.stderr, res.stderr
     assert len(res.stderr.splitlines()) == 1
+
+
+def test_otlp_wrong_path_names_the_usual_one(run_dir, receiver):
+    base = receiver.url.removesuffix("/v1/traces")
+    for path, code in (("/", "405"), ("/v1/trace", "404")):  # the UI's page; a typo
+        url = base + path
+        res = gripprobe("export", str(run_dir), "--format", "otlp", "--otlp-endpoint", url, "--otlp-timeout", "5")
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        (line,) = res.stderr.splitlines()
+        assert line.startswith(f"error: OTLP export to {url} failed: HTTP {code}: the server refused the path "
+                               f"{path} "), line
+        assert "/v1/traces" in line and "http://HOST:6006/v1/traces" in line, line  # the usual path, Phoenix's
+        assert f"here probably --otlp-endpoint {receiver.url};" in line, line
+    assert receiver.requests == []  # nothing reached the real receiver
 
 
 def test_otlp_without_the_sdk_says_which_extra(run_dir, tmp_path):

@@ -8,6 +8,14 @@ visible ``\\xNN`` escapes).
 Status mapping: PASS passes; PASS_WITH_POLICY_VIOLATION, FAIL, NO_TOOL_CALL, TIMEOUT, SHELL_ERROR are a
 ``<failure type="STATUS">``; HARNESS_ERROR (and a case whose case.json cannot be read) is an
 ``<error>``; TOOL_UNSUPPORTED and SKIPPED are ``<skipped>``.
+
+The document is valid against the Jenkins xUnit plugin's ``junit-10.xsd`` (the schema pytest checks its
+own output against): ``<testsuites>`` carries only ``name``, ``tests``, ``failures``, ``errors`` and
+``time``, and a ``<testcase>`` holds no ``<properties>``. What is known about one case goes into its
+``<system-out>`` as ``key: value`` lines (each value on one line); what is the same for a whole suite
+goes into the suite's ``<properties>``, each name prefixed with the suite's name
+(``gripprobe.reference.oracle-perfect.tool.agent_version``) so that no two suites share a property name:
+readers that merge every suite's properties into one table (xunitparser) would otherwise refuse the file.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from typing import Any
 
 from ..models.results import CaseResult
 from ..store import RunFolder
-from ..textsafe import safe_text
+from ..textsafe import safe_name, safe_text
 from .common import ExportCase, case_label, when, write_file
 
 __all__ = ["FAILURE_STATUSES", "JUnitSummary", "render_junit", "write_junit", "xml_text"]
@@ -44,6 +52,11 @@ def xml_text(value: Any, limit: int | None = None) -> str:
     if limit is not None and len(s) > limit:
         s = s[:limit] + f"… ({len(s) - limit} more characters)"
     return s
+
+
+def _one_line(value: Any) -> str:
+    """A value for a ``key: value`` line: every control character escaped, newlines and tabs too."""
+    return xml_text(safe_name(value if isinstance(value, str) else str(value)), BODY_LIMIT)
 
 
 def _part(value: str) -> str:
@@ -136,13 +149,32 @@ def _case_properties(case: ExportCase) -> list[tuple[str, Any]]:
     return props
 
 
-def _properties(parent: ET.Element, props: list[tuple[str, Any]]) -> None:
-    props = [(k, v) for k, v in props if v is not None and v != ""]
+def _present(props: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    return [(k, v) for k, v in props if v is not None and v != ""]
+
+
+def _properties(suite: ET.Element, prefix: str, props: list[tuple[str, Any]]) -> None:
+    """The suite's ``<properties>``, each name as ``<prefix>.<key>`` (unique in the whole document)."""
+    props = _present(props)
     if not props:
         return
-    el = ET.SubElement(parent, "properties")
+    el = ET.SubElement(suite, "properties")
     for name, value in props:
-        ET.SubElement(el, "property", name=name, value=xml_text(value, BODY_LIMIT))
+        ET.SubElement(el, "property", name=f"{prefix}.{name}", value=xml_text(value, BODY_LIMIT))
+
+
+def _system_out(tc: ET.Element, props: list[tuple[str, Any]]) -> None:
+    """The case's facts as ``key: value`` lines in its ``<system-out>`` (junit-10.xsd has no
+    ``<properties>`` inside a ``<testcase>``)."""
+    lines = [f"{name}: {_one_line(value)}" for name, value in _present(props)]
+    if lines:
+        ET.SubElement(tc, "system-out").text = "\n".join(lines) + "\n"
+
+
+def _same(values: list[Any]) -> Any:
+    """The one value every readable case of a suite has, else None (then it is only per case)."""
+    distinct = set(values)
+    return values[0] if len(distinct) == 1 else None
 
 
 def _testcase(suite: ET.Element, case: ExportCase, classname: str) -> tuple[str, float]:
@@ -153,7 +185,6 @@ def _testcase(suite: ET.Element, case: ExportCase, classname: str) -> tuple[str,
         name = f"{name}[trial {r.key.trial}]"
     duration = _seconds(r.duration_s if r is not None else None)
     tc = ET.SubElement(suite, "testcase", classname=xml_text(classname), name=xml_text(name), time=duration)
-    _properties(tc, _case_properties(case))
     outcome = _outcome(r)
     if r is None:
         el = ET.SubElement(tc, "error", type="UNREADABLE", message=xml_text(case.problem or "unreadable"))
@@ -166,6 +197,7 @@ def _testcase(suite: ET.Element, case: ExportCase, classname: str) -> tuple[str,
         el.text = _body(r)
     elif outcome == "skipped":
         ET.SubElement(tc, "skipped", message=_message(r))
+    _system_out(tc, _case_properties(case))  # after the outcome: a reader may start a new case at <failure>
     return outcome, float(duration)
 
 
@@ -181,20 +213,25 @@ def render_junit(run: RunFolder, cases: list[ExportCase]) -> tuple[bytes, JUnitS
         backends[(agent, model, fmt)].add(backend)
 
     summary = JUnitSummary()
+    total_time = 0.0
+    used: set[str] = set()
     root = ET.Element("testsuites", name=xml_text(f"gripprobe {run.run_id}"))
     for (agent, model, fmt, backend), row in sorted(rows.items()):
         model_part = _part(model) if len(backends[(agent, model, fmt)]) == 1 else f"{_part(model)}@{_part(backend)}"
-        classname = f"gripprobe.{_part(agent)}.{model_part}.{_part(fmt)}"
-        suite = ET.SubElement(root, "testsuite", name=xml_text(classname))
+        classname = xml_text(f"gripprobe.{_part(agent)}.{model_part}.{_part(fmt)}")
+        if classname in used:  # e.g. models `a.b` and `a_b`: suite and property names stay unique
+            classname = next(f"{classname}~{n}" for n in range(2, len(rows) + 2) if f"{classname}~{n}" not in used)
+        used.add(classname)
+        suite = ET.SubElement(root, "testsuite", name=classname)
         starts = [s for c in row if c.result is not None and (s := when(c.result.started_at)) is not None]
         if starts:
             suite.set("timestamp", datetime.fromtimestamp(min(starts), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))
-        first = next((c.result for c in row if c.result is not None), None)
-        _properties(suite, [("run_id", run.run_id), ("agent", agent), ("model", model), ("backend", backend),
-                            ("format", fmt), ("agent_version", first.agent_version if first else None),
-                            ("model_hash", first.model_hash if first else None),
-                            ("gripprobe_version", manifest.get("gripprobe_version")),
-                            ("suite", manifest.get("suite"))])
+        readable = [c.result for c in row if c.result is not None]
+        _properties(suite, classname, [
+            ("run_id", run.run_id), ("agent", agent), ("model", model), ("backend", backend), ("format", fmt),
+            ("agent_version", _same([r.agent_version for r in readable])),
+            ("model_hash", _same([r.model_hash for r in readable])),
+            ("gripprobe_version", manifest.get("gripprobe_version")), ("suite", manifest.get("suite"))])
         counts: Counter = Counter()
         total = 0.0
         for case in sorted(row, key=lambda c: (case_label(c)["test"], c.name)):
@@ -205,12 +242,15 @@ def render_junit(run: RunFolder, cases: list[ExportCase]) -> tuple[bytes, JUnitS
         for attr, key in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
             suite.set(attr, str(counts[key]))
         suite.set("time", f"{total:.3f}")
+        total_time += total
         summary.counts.update(counts)
         summary.tests += len(row)
         summary.suites += 1
+    # junit-10.xsd allows no `skipped` here (the suites carry it)
     root.set("tests", str(summary.tests))
-    for attr, key in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
+    for attr, key in (("failures", "failure"), ("errors", "error")):
         root.set(attr, str(summary.counts[key]))
+    root.set("time", f"{total_time:.3f}")
     tree = ET.ElementTree(root)
     ET.indent(tree)
     buf = io.BytesIO()

@@ -362,13 +362,35 @@ def shown_url(endpoint: str) -> str:
     return clean(endpoint)
 
 
+def _path_hint(endpoint: str) -> str:
+    """What to say when the server refused the endpoint's path (404 / 405): the path it refused and the
+    usual one, as a URL on the same host when the given path was not already it."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(endpoint)
+        path = parts.path or "/"
+        same_host = shown_url(parts._replace(path="/v1/traces", query="", fragment="").geturl())
+    except ValueError:
+        path, same_host = "?", ""
+    hint = (f"the server refused the path {safe_text(clean(path, 200))} (no OTLP traces receiver there); "
+            "OTLP/HTTP takes traces at /v1/traces (a collector or Jaeger: http://HOST:4318/v1/traces, "
+            "Phoenix: http://HOST:6006/v1/traces)")
+    if same_host and not path.rstrip("/").endswith("/v1/traces"):
+        hint += f", here probably --otlp-endpoint {same_host}"
+    else:
+        hint += ("; check the port (OTLP/HTTP, not gRPC's 4317 nor a UI port) and any prefix the server needs "
+                 "(Langfuse: /api/public/otel/v1/traces)")
+    return hint
+
+
 def _failure_line(endpoint: str, messages: list[str], sent: int, timeout_s: float) -> str:
     text = " ".join(messages)
     code = _CODE.search(text)
     if code and code.group(1) in ("401", "403"):
         why = f"HTTP {code.group(1)}: the endpoint wants credentials (pass them with --otlp-header KEY=VALUE)"
-    elif code and code.group(1) == "404":
-        why = "HTTP 404: no OTLP traces receiver at this path (OTLP/HTTP is usually <host>:4318/v1/traces)"
+    elif code and code.group(1) in ("404", "405"):
+        why = f"HTTP {code.group(1)}: {_path_hint(endpoint)}"
     elif code and code.group(1) != "None":
         why = f"HTTP {code.group(1)}"
     elif (probed := _probe(endpoint, timeout_s)) is not None:
