@@ -26,9 +26,10 @@ def make_cli() -> click.Group:
     from .runs_cmd import backfill_command, list_runs_command, rebuild_reports_command
     from .validate_cmd import schema_command, validate_command
     from .verify_cmd import verify_command
+    from .view_cmd import view_command
 
     for cmd in (run_command, run_suite_command, rebuild_reports_command, list_runs_command, backfill_command,
-                compare_command, verify_command):
+                compare_command, verify_command, view_command):
         cli.add_command(cmd)
     for cmd in (validate_command, schema_command, plugins_command, agents_group, doctor_command, aggregate_command,
                 export_command):

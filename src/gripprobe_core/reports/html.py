@@ -142,6 +142,11 @@ def _page_link(case_dir_name: str) -> str:
 
 def render_summary_html(run_id: str, manifest: dict, entries: list[tuple[str, CaseResult | None]]) -> str:
     """``entries``: (case directory name, its result or None when case.json is missing/unreadable)."""
+    return _render("summary.html", **_summary_context(run_id, manifest, entries))
+
+
+def _summary_context(run_id: str, manifest: dict, entries: list[tuple[str, CaseResult | None]]) -> dict[str, Any]:
+    """What ``summary.html`` (and the live view's page built on it) is rendered from."""
     results = [r for _, r in entries if r is not None]
     rows = []
     for name, r in entries:
@@ -165,22 +170,27 @@ def render_summary_html(run_id: str, manifest: dict, entries: list[tuple[str, Ca
                    "matrix": [_agg_cell(row["cells"].get(t), list(STATUSES)) for t in scores["tests"]],
                    "usage": usage_parts(row["usage"])} for row in scores["rows"]]
     totals = run_totals(results)
-    return _render("summary.html", run_id=safe_name(run_id), manifest=manifest, run_status=manifest_status(manifest),
-                   columns=COLUMNS, rows=rows, totals=totals, filters=filters, hardware=hardware,
-                   score_columns=SCORE_COLUMNS, score_rows=score_rows, tests=scores["tests"],
-                   trials=scores["trials"], usage=usage_parts(totals["usage"]),
-                   planned=len(planned) if isinstance(planned, list) else 0,
-                   unfinished=[(safe_name(name), _page_link(name)) for name, r in entries if r is None])
+    return dict(run_id=safe_name(run_id), manifest=manifest, run_status=manifest_status(manifest),
+                columns=COLUMNS, rows=rows, totals=totals, filters=filters, hardware=hardware,
+                score_columns=SCORE_COLUMNS, score_rows=score_rows, tests=scores["tests"],
+                trials=scores["trials"], usage=usage_parts(totals["usage"]),
+                planned=len(planned) if isinstance(planned, list) else 0,
+                unfinished=[(safe_name(name), _page_link(name)) for name, r in entries if r is None])
 
 
 def render_case_html(case_dir: Stored, result: CaseResult | None, run_id: str = "") -> str:
     """One case page from its directory (``run.stored_case(name)``: read without following a link below the
     run folder); ``result`` None when case.json is missing or unreadable."""
+    return _render("case.html", **_case_context(case_dir, result, run_id))
+
+
+def _case_context(case_dir: Stored, result: CaseResult | None, run_id: str = "") -> dict[str, Any]:
+    """What ``case.html`` (and the live view's page built on it) is rendered from."""
     case_json = case_dir / "case.json"
     timeline = {ph: _read_events(case_dir / "artifacts" / f"events.{ph}.jsonl") for ph in PHASES}
     phases = {p.phase: p for p in result.phases} if result else {}
-    return _render(
-        "case.html", run_id=safe_name(run_id or (result.run_id if result else "")), case_id=safe_name(case_dir.name),
+    return dict(
+        run_id=safe_name(run_id or (result.run_id if result else "")), case_id=safe_name(case_dir.name),
         r=result, case_json_state="missing" if not case_json.lexists() else ("ok" if result else "unreadable"),
         hardware=getattr(result, "hardware_profile", None) if result else None,
         validators=_validators(result), timeline=timeline,
@@ -544,6 +554,11 @@ def _agg_cell(cell: Any, statuses: list[str], test: str = "") -> dict | None:
 
 def render_compare_html(data: dict) -> str:
     """The comparison page (``gripprobe compare``): flips first, then the paired summary and the rows."""
+    return _render("compare.html", **_compare_context(data))
+
+
+def _compare_context(data: dict) -> dict[str, Any]:
+    """What ``compare.html`` (and the live view's page built on it) is rendered from."""
     from .compare import cell_label, delta_text, diff_text, p_text, rate_text, signatures_line, statuses_text
 
     fields = list(data.get("pairing") or [])[:-2]
@@ -558,6 +573,25 @@ def render_compare_html(data: dict) -> str:
              "usage_a": usage_parts(r["usage"]["a"]), "usage_b": usage_parts(r["usage"]["b"])}
             for r in data.get("rows") or []]
     s = data["summary"]
-    return _render("compare.html", data=data, fields=fields, cells=cells, rows=rows, summary=s,
-                   strict=diff_text(s["strict"]), overall=diff_text(s["overall"]), p=p_text(s.get("mcnemar_p")),
-                   signatures=signatures_line(data))
+    return dict(data=data, fields=fields, cells=cells, rows=rows, summary=s,
+                strict=diff_text(s["strict"]), overall=diff_text(s["overall"]), p=p_text(s.get("mcnemar_p")),
+                signatures=signatures_line(data))
+
+
+# ---------------------------------------------------------------------------------------- live view
+
+def render_view_page(template: str, *, live: dict, summary: tuple[str, dict, list] | None = None,
+                     case: tuple[Stored, CaseResult | None, str] | None = None, compare: dict | None = None,
+                     **extra: Any) -> str:
+    """A page of ``gripprobe view`` (docs/view.md): one of its own templates (``view_*.html``), which extend the
+    static pages' templates, rendered from the same context as the static page it extends (``summary``:
+    (run id, manifest, entries) as for :func:`render_summary_html`; ``case``: (case folder, result, run id) as for
+    :func:`render_case_html`; ``compare``: the comparison data), plus ``live``: what its script polls."""
+    ctx: dict[str, Any] = {}
+    if summary is not None:
+        ctx.update(_summary_context(*summary))
+    if case is not None:
+        ctx.update(_case_context(*case))
+    if compare is not None:
+        ctx.update(_compare_context(compare))
+    return _render(template, live=live, **ctx, **extra)
