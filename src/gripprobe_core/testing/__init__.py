@@ -10,15 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from .helpers import (
-    agent_spec, copy_specs, finish_gripprobe, install_agent, installed_agent, oracle_server, phase_context, read_cases,
-    read_jsonl, read_sse_events, repo_specs, responses_user_item, run_gripprobe, start_gripprobe, stored_phase,
-    stored_transcript,
+    agent_spec, copy_specs, finish_gripprobe, install_agent, installed_agent, kit_specs, oracle_server, phase_context,
+    read_cases, read_jsonl, read_sse_events, repo_specs, responses_user_item, run_gripprobe, start_gripprobe,
+    stored_phase, stored_transcript,
 )
 
 __all__ = [
     "DriverContract", "OracleServer", "RETRY_LIMIT", "agent_spec", "base_env", "copy_specs", "finish_gripprobe",
-    "install_agent", "installed_agent", "load_yaml_file", "make_plugin_manager", "oracle_server", "phase_context",
-    "read_cases", "read_jsonl", "read_sse_events", "repo_specs", "responses_user_item", "run_gripprobe",
+    "install_agent", "installed_agent", "kit_specs", "load_yaml_file", "make_plugin_manager", "oracle_server",
+    "phase_context", "read_cases", "read_jsonl", "read_sse_events", "repo_specs", "responses_user_item", "run_gripprobe",
     "start_gripprobe", "stored_phase", "stored_transcript", "summarize_phase",
 ]
 

@@ -68,6 +68,9 @@ class DriverContract:
         from ..drivers import EVERY_FORMAT, calls_off_wire_problems
 
         assert calls_off_wire_problems(agent_driver) == []
+        assert not hasattr(agent_driver, "wire_formats"), (
+            "wire_formats is gone (gripprobe-core 0.2) and nothing reads it: the wire witnesses every format; "
+            "name the formats in which the agent runs calls the wire carries only as text in calls_off_wire")
         unknown = set(agent_driver.calls_off_wire) - {EVERY_FORMAT, *agent_spec.formats}
         assert not unknown, f"calls_off_wire names formats the agent spec does not declare: {sorted(unknown)}"
 

@@ -5,7 +5,7 @@ An end-to-end test copies the spec files it needs (its agent, a few oracle model
 temporary specs folder, runs the real ``gripprobe run``, and reads what the run wrote::
 
     specs = copy_specs(tmp / "specs", ["cli_agents/myagent.yaml", "models/oracle-perfect.yaml",
-                                       "tests/save_file.yaml"], source=repo_specs(Path(__file__)))
+                                       "tests/save_file.yaml"], source=kit_specs())
     run_dir = run_gripprobe("run", "--specs", specs, "--results", tmp / "results", "-a", "myagent")
     cases = read_cases(run_dir)
 """
@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterable, Sequence
 
-__all__ = ["agent_spec", "copy_specs", "read_sse_events", "responses_user_item", "stored_phase", "stored_transcript", "finish_gripprobe", "install_agent", "installed_agent", "oracle_server",
+__all__ = ["agent_spec", "copy_specs", "kit_specs", "read_sse_events", "responses_user_item", "stored_phase", "stored_transcript", "finish_gripprobe", "install_agent", "installed_agent", "oracle_server",
            "phase_context", "read_cases", "read_jsonl", "repo_specs", "run_gripprobe", "start_gripprobe"]
 
 SHELL_PWD = {"id": "shell_pwd", "title": "pwd", "validators": [{"kind": "file_exists", "path": "pwd.txt"}],
@@ -36,6 +36,19 @@ def repo_specs(start: Path) -> Path | None:
         if (cand / "cli_agents").is_dir() and (cand / "models").is_dir():
             return cand
     return None
+
+
+def kit_specs() -> Path | None:
+    """The specs folder the kit reads (the ``agent_spec`` and ``e2e_specs`` fixtures, :func:`agent_spec`):
+    the ``specs/`` of the GripProbe checkout the tests run in (the current directory or a parent), else of
+    the checkout this module lies in (an editable install), else the specs shipped inside gripprobe-core
+    (``gripprobe_core/_specs``); None when there are none. The one place the kit looks for specs."""
+    found = repo_specs(Path.cwd()) or repo_specs(Path(__file__))
+    if found is None:
+        shipped = Path(__file__).resolve().parents[1] / "_specs"
+        if (shipped / "cli_agents").is_dir() and (shipped / "models").is_dir():
+            found = shipped
+    return found
 
 
 def copy_specs(dest: Path, files: Iterable[str], *, source: Path, suite: dict[str, Any] | None = None) -> Path:
@@ -104,13 +117,14 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def agent_spec(name: str, plugins: Any = None, *, specs: Path | None = None) -> Any:
     """The cli_agents spec of the agent whose driver is ``name``: ``specs/cli_agents/<name>.yaml`` of
-    ``specs`` (or of the checkout the tests run in, or this file lies in: a plugin tested with gripprobe-core
-    installed, not editable, still finds its repository's spec), validated; else a minimal spec built from
-    the driver (every tool kind, its install recipe's executable)."""
+    ``specs`` (or of :func:`kit_specs`: the checkout the tests run in, or this file lies in — a plugin tested
+    with gripprobe-core installed, not editable, still finds its repository's spec — or the specs shipped
+    with gripprobe-core), validated; else a minimal spec built from the driver (every tool kind, its install
+    recipe's executable)."""
     from ..models.specs import TOOL_KINDS, CliAgentSpec
     from ..specs.yaml_source import load_yaml_file
 
-    root = specs if specs is not None else repo_specs(Path.cwd()) or repo_specs(Path(__file__))
+    root = specs if specs is not None else kit_specs()
     path = root / "cli_agents" / f"{name}.yaml" if root is not None else None
     if path is not None and path.is_file():
         return CliAgentSpec.model_validate(load_yaml_file(path)[0])

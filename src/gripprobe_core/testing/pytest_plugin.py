@@ -9,15 +9,16 @@ and the fixtures below are about it. They use the real plugin manager (your inst
 others), real specs, the real oracle and the real ``gripprobe`` command; nothing stands in for a component.
 
 * ``gripprobe_plugins`` — the plugin manager (session);
-* ``agent_name``, ``agent_driver``, ``agent_spec`` — your driver and its cli_agents spec (the checkout's
-  ``specs/cli_agents/<name>.yaml`` when the plugin is tested inside GripProbe's repository);
+* ``agent_name``, ``agent_driver``, ``agent_spec`` — your driver and its cli_agents spec
+  (``cli_agents/<name>.yaml`` of the specs :func:`gripprobe_core.testing.kit_specs` finds);
 * ``make_phase_ctx(**kw)`` / ``phase_ctx`` — a :class:`~gripprobe_core.PhaseContext` laid out like the
   runner's under ``tmp_path`` (keywords as :func:`gripprobe_core.testing.phase_context`);
 * ``agent_install`` — the agent installed at its pinned version in the agent cache (session; installs it
   when missing, as ``gripprobe run`` does; None for an agent that needs no install);
 * ``e2e_specs`` — a specs folder holding your agent's spec, every oracle model and every test of the
-  checkout (no other agent's spec, so only your plugin needs to be installed). Shared by the session:
-  copy it (``shutil.copytree``) before adding files of your own;
+  specs the kit finds (:func:`gripprobe_core.testing.kit_specs`; no other agent's spec, so only your plugin
+  needs to be installed). Shared by the session: copy it (``shutil.copytree``) before adding files of your
+  own. Without specs the end-to-end tests skip, and fail under ``CI=true``;
 * ``e2e_run(*tests, models=..., fmt=None, args=())`` — the run directory of one real ``gripprobe run`` of
   your agent (installed first) × ``models`` (default oracle-perfect and oracle-lazy) × ``tests``, made
   once per session for the same arguments: the contract's end-to-end run and your own checks of the same
@@ -117,14 +118,23 @@ def agent_install(gripprobe_plugins: Any, agent_spec: Any) -> Any:
         pytest.skip(f"cannot install {agent_spec.id} here: {exc}")
 
 
+NO_SPECS = ("no GripProbe specs to run end to end: not inside a GripProbe checkout, and this gripprobe-core ships "
+            "none (gripprobe_core/_specs); run the tests from a GripProbe checkout or install a gripprobe-core that "
+            "ships its specs")
+
+
 @pytest.fixture(scope="session")
 def e2e_specs(tmp_path_factory: pytest.TempPathFactory, agent_name: str) -> Path:
-    """A specs folder: your agent's spec, every oracle model and every test of the GripProbe checkout."""
-    from .helpers import copy_specs, repo_specs
+    """A specs folder: your agent's spec, every oracle model and every test of the specs the kit finds
+    (:func:`gripprobe_core.testing.kit_specs`: the checkout's, else those shipped with gripprobe-core). With
+    none, the end-to-end tests skip; under ``CI=true`` they fail, saying why."""
+    from .helpers import copy_specs, kit_specs
 
-    source = repo_specs(Path.cwd()) or repo_specs(Path(__file__))
+    source = kit_specs()
     if source is None:
-        pytest.skip("not inside a GripProbe checkout: no specs/ to run end to end")
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{NO_SPECS} (CI=true: a component a test needs must be there)", pytrace=False)
+        pytest.skip(NO_SPECS)
     files = [f"cli_agents/{agent_name}.yaml"]
     files += [p.relative_to(source).as_posix() for p in sorted((source / "models").glob("oracle-*.yaml"))]
     files += [p.relative_to(source).as_posix() for p in sorted((source / "tests").glob("*.yaml"))]
