@@ -106,6 +106,7 @@ class RunsIndex:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._cases: dict[tuple[str, str], tuple[tuple[int, int, int, int], CaseResult | None]] = {}
+        self._manifests: dict[str, tuple[tuple, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
     def runs(self) -> list[RunFolder]:
@@ -120,7 +121,6 @@ class RunsIndex:
         return None
 
     def state(self, run: RunFolder) -> RunState:
-        manifest = run.read_manifest()
         newest = 0.0
         try:
             mst = os.lstat(run.manifest)
@@ -128,6 +128,14 @@ class RunsIndex:
             manifest_sig: tuple = _sig(mst)
         except OSError:
             manifest_sig = ()
+        with self._lock:
+            known = self._manifests.get(str(run.path))
+        if known is not None and manifest_sig and known[0] == manifest_sig:
+            manifest = known[1]
+        else:  # parsed again only when it changed (a planned list can be long)
+            manifest = run.read_manifest()
+            with self._lock:
+                self._manifests[str(run.path)] = (manifest_sig, manifest)
         entries: list[tuple[str, CaseResult | None]] = []
         pending: list[str] = []
         sigs: list[tuple] = []
