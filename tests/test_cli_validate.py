@@ -32,21 +32,57 @@ def invoke(command, *args: str, env: dict | None = None):
 
 def test_validate_ok_prints_counts(workdir):
     root = write_tree(workdir, VALID)
-    result = invoke(validate_command, "--root", str(root))
+    result = invoke(validate_command, "--root", str(root), "--no-shipped")
     assert result.exit_code == 0, result.output
     assert result.stdout == OK_LINE
 
 
+def test_validate_layers_a_folder_on_the_shipped_specs_and_says_where_each_id_came_from(workdir):
+    from gripprobe_core.specs import load_specs, shipped_specs_dir
+
+    shipped = load_specs(shipped_specs_dir())
+    mine = workdir / "mine"
+    (mine / "tests").mkdir(parents=True)
+    # a one-file spec folder: a test of one's own, run with the shipped agents and models
+    (mine / "tests" / "hello.yaml").write_text(
+        "id: hello\ntitle: Say hello into a file\nprompt: Create hello.txt containing hello.\n"
+        "requires: [write]\nreference:\n  - write: {path: hello.txt, content: hello}\n"
+        "validators:\n  - {kind: file_equals, path: hello.txt, expected: hello}\n")
+    result = invoke(validate_command, "--specs", str(mine))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"ok: {len(shipped.models)} models, {len(shipped.agents)} cli_agents, "
+                               f"{len(shipped.tests) + 1} tests")
+    assert lines[1] == "layers (bottom first; a higher one wins by id):"
+    assert lines[2].startswith("  1. shipped (") and f"{len(shipped.tests)} tests" in lines[2]
+    assert lines[3] == "  2. mine: 1 tests"
+    assert lines[4].split() == ["test", "hello", "mine/tests/hello.yaml", "(new)"]
+    # the same id in a higher layer replaces the shipped one, and validate says so
+    (mine / "tests" / "hello.yaml").rename(mine / "tests" / "save_file.yaml")
+    text = (mine / "tests" / "save_file.yaml").read_text().replace("id: hello", "id: save_file")
+    (mine / "tests" / "save_file.yaml").write_text(text)
+    result = invoke(validate_command, "--specs", str(mine), "--ids")
+    assert result.exit_code == 0, result.output
+    replaced = [line for line in result.stdout.splitlines() if " save_file " in line]
+    assert replaced[-1].split()[:3] == ["test", "save_file", "mine/tests/save_file.yaml"]
+    assert "(replaces " in replaced[-1] and replaced[-1].endswith("tests/save_file.yaml)")
+    # --ids lists every id, the shipped ones too
+    assert sum(1 for line in result.stdout.splitlines() if line.startswith("  model ")) == len(shipped.models)
+
+
 def test_validate_finds_specs_from_cwd_and_env(workdir):
     root = write_tree(workdir, VALID)
-    assert invoke(validate_command).stdout == OK_LINE  # ./specs
+    assert invoke(validate_command, "--no-shipped").stdout == OK_LINE  # ./specs
     elsewhere = workdir / "elsewhere"
     elsewhere.mkdir()
     os.chdir(elsewhere)
-    result = invoke(validate_command, env={"GRIPPROBE_SPECS": str(root)})
+    result = invoke(validate_command, "--no-shipped", env={"GRIPPROBE_SPECS": str(root)})
     assert (result.exit_code, result.stdout) == (0, OK_LINE)
+    result = invoke(validate_command, "--specs", "../specs", "--no-shipped")
+    assert (result.exit_code, result.stdout) == (0, OK_LINE)
+    # layered on the shipped specs, the same folder is the second layer
     result = invoke(validate_command, "--specs", "../specs")
-    assert (result.exit_code, result.stdout) == (0, OK_LINE)
+    assert result.exit_code == 0 and "  2. ../specs: 2 models" in result.stdout.replace(str(root), "../specs")
 
 
 def test_validate_reports_every_error_and_exits_2(workdir):
@@ -56,7 +92,7 @@ def test_validate_reports_every_error_and_exits_2(workdir):
         "suites/default.yaml": "id: default\nagents: [reference, nobody]\n",
         "tests/broken.yaml": "id: broken\ntitle: [\n",
     })
-    result = invoke(validate_command, "--root", str(root))
+    result = invoke(validate_command, "--root", str(root), "--no-shipped")
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
@@ -140,11 +176,13 @@ def test_validator_errors_are_reported_when_other_keys_of_the_test_are_wrong_too
     assert lines[6:] == ["6 spec error(s)"]
 
 
-def test_validate_without_specs_is_a_one_line_user_error(workdir):
-    result = invoke(validate_command)
+def test_validate_without_specs_uses_the_shipped_ones_and_a_missing_folder_is_a_one_line_error(workdir):
+    result = invoke(validate_command)  # no specs/ anywhere up from here: the shipped specs alone
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("ok: ") and "layers" not in result.stdout
+    result = invoke(validate_command, "--no-shipped")
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: no specs/ directory with a tests/ folder found in ")
-    assert "pass --specs/--root DIR" in result.stderr
+    assert result.stderr.startswith("error: this installation ships no specs and none were given")
     result = invoke(validate_command, "--root", "missing")
     assert result.exit_code == 2
     assert result.stderr.startswith("error: specs directory missing does not exist")
@@ -176,7 +214,7 @@ def test_schema_into_a_file_path_is_a_user_error(workdir):
 def test_real_entry_point_exit_codes(workdir):
     """The console entry point (standalone_mode=False) must keep exit code 2 and print to stderr."""
     root = write_tree(workdir, VALID)
-    run = [sys.executable, "-c", "from gripprobe_core.cli.main import main; main()", "validate", "--root", str(root)]
+    run = [sys.executable, "-c", "from gripprobe_core.cli.main import main; main()", "validate", "--root", str(root), "--no-shipped"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
     ok = subprocess.run(run, capture_output=True, text=True, env=env, timeout=120)
     assert (ok.returncode, ok.stdout) == (0, OK_LINE), ok.stderr

@@ -100,7 +100,7 @@ def test_a_spec_folder_without_suites_runs_a_full_selection_as_an_ad_hoc_run(tmp
     root = _spec_root(tmp_path, {})
     shutil.rmtree(root / "suites")
     results = tmp_path / "r"
-    res = gripprobe("run", "--specs", str(root), "--results", str(results), "-a", "reference", "-m", "oracle-perfect",
+    res = gripprobe("run", "--specs", str(root), "--no-shipped", "--results", str(results), "-a", "reference", "-m", "oracle-perfect",
                     "-t", "save_file", "-t", "shell_pwd", "-f", "tool")
     run_dir = _run_dir(res)
     assert {c["verdict"]["status"] for c in _cases(run_dir).values()} == {"PASS"} and len(_cases(run_dir)) == 2
@@ -117,26 +117,26 @@ def test_a_spec_folder_without_suites_runs_a_full_selection_as_an_ad_hoc_run(tmp
     # resume needs no suite either, and refuses to call the run a suite's
     victim = run_dir / "cases" / "reference__oracle-perfect__oracle__tool__save_file"
     (victim / "case.json").unlink()
-    res = gripprobe("run-suite", "--specs", str(root), "--resume", str(run_dir))
+    res = gripprobe("run-suite", "--specs", str(root), "--no-shipped", "--resume", str(run_dir))
     assert res.returncode == 0 and "1 of 2 case(s) done, 1 to run" in res.stderr, res.stderr[-3000:]
     assert read_json(victim / "case.json")["verdict"]["status"] == "PASS"
     manifest = read_json(run_dir / "manifest.json")
     assert manifest["suite"] is None and manifest["selection"]["tests"] == ["save_file", "shell_pwd"]
-    res = gripprobe("run-suite", "--specs", str(root), "--suite", "default", "--resume", str(run_dir))
+    res = gripprobe("run-suite", "--specs", str(root), "--no-shipped", "--suite", "default", "--resume", str(run_dir))
     assert res.returncode == 2 and "ran an ad-hoc selection, not suite 'default'" in res.stderr, res.stderr
     # nothing, or not enough, selected: the default suite is needed and missing
     for args, want in (((), "nothing selected and no default suite"),
                        (("-a", "reference"), "nothing selected for --model and --test")):
-        res = gripprobe("run", "--specs", str(root), "--results", str(results), *args)
+        res = gripprobe("run", "--specs", str(root), "--no-shipped", "--results", str(results), *args)
         lines = res.stderr.strip().splitlines()
         assert res.returncode == 2 and len(lines) == 1 and want in lines[0], res.stderr
         assert "suites/default.yaml" in lines[0] and "-m MODEL" in lines[0]
-    res = gripprobe("run", "--specs", str(root), "--results", str(results), "-a", "reference", "-m", "oracle-perfect",
+    res = gripprobe("run", "--specs", str(root), "--no-shipped", "--results", str(results), "-a", "reference", "-m", "oracle-perfect",
                     "-t", "save_file", "--hardware", "nope")
     assert res.returncode == 2 and "unknown hardware profile 'nope'" in res.stderr, res.stderr
     (root / "suites").mkdir()
     (root / "suites" / "empty.yaml").write_text("id: empty\n")
-    res = gripprobe("run", "--specs", str(root), "--results", str(results), "--suite", "empty")
+    res = gripprobe("run", "--specs", str(root), "--no-shipped", "--results", str(results), "--suite", "empty")
     assert res.returncode == 2 and "the selection is empty" in res.stderr, res.stderr
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import textwrap
 
@@ -12,10 +13,12 @@ import pytest
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from ruamel.yaml import YAML
+
 from gripprobe_core.errors import SpecError, UserError
 from gripprobe_core.models.specs import CliAgentSpec, HardwareProfiles, ModelSpec, SuiteSpec, TestSpec
 from gripprobe_core.pluginmanager import Registry
-from gripprobe_core.specs import find_specs_root, load_specs, load_yaml_file, write_schemas
+from gripprobe_core.specs import load_specs, load_yaml_file, shipped_specs_dir, spec_layers, write_schemas
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -635,26 +638,66 @@ def test_validator_options_are_checked_with_the_plugin_options_model(tree):
 
 # --------------------------------------------------------------------------- finding the root
 
-def test_find_specs_root_walks_up(tmp_path, monkeypatch):
+yaml = YAML(typ="safe")
+
+
+def test_spec_layers_put_the_shipped_specs_under_the_nearest_specs_folder(tmp_path, monkeypatch):
     monkeypatch.delenv("GRIPPROBE_SPECS", raising=False)
+    shipped = shipped_specs_dir()
+    assert shipped is not None and (shipped / "suites" / "default.yaml").is_file()
     (tmp_path / "specs" / "tests").mkdir(parents=True)
     deep = tmp_path / "a" / "b"
     deep.mkdir(parents=True)
-    assert find_specs_root(deep) == (tmp_path / "specs").resolve()
-    assert find_specs_root(tmp_path / "specs") == (tmp_path / "specs").resolve()
+    assert spec_layers(start=deep) == [shipped, (tmp_path / "specs").resolve()]
+    assert spec_layers(start=tmp_path / "specs") == [shipped, (tmp_path / "specs").resolve()]
     monkeypatch.chdir(deep)
-    assert find_specs_root() == (tmp_path / "specs").resolve()
+    assert spec_layers() == [shipped, (tmp_path / "specs").resolve()]
 
 
-def test_find_specs_root_env_and_failure(tmp_path, monkeypatch):
-    monkeypatch.setenv("GRIPPROBE_SPECS", str(tmp_path))
-    assert find_specs_root() == tmp_path
+def test_spec_layers_from_env_and_flags(tmp_path, monkeypatch):
+    shipped = shipped_specs_dir()
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    monkeypatch.delenv("GRIPPROBE_SPECS", raising=False)
+    # nothing nearby: the shipped specs alone (a newcomer outside any checkout still has agents and models)
+    assert spec_layers(start=tmp_path) == [shipped]
+    monkeypatch.setenv("GRIPPROBE_SPECS", f"{one}{os.pathsep}{two}")
+    assert spec_layers() == [shipped, one, two]
+    # --specs wins over the environment; a folder given twice (or the shipped one again) is loaded once, highest
+    assert spec_layers([two, one, two]) == [shipped, one, two]
+    assert spec_layers([shipped, one]) == [shipped, one]
+    assert spec_layers([one], shipped=False) == [one]
     monkeypatch.setenv("GRIPPROBE_SPECS", str(tmp_path / "missing"))
     with pytest.raises(UserError, match="GRIPPROBE_SPECS"):
-        find_specs_root()
-    monkeypatch.delenv("GRIPPROBE_SPECS")
-    with pytest.raises(UserError, match="pass --specs/--root"):
-        find_specs_root(tmp_path)
+        spec_layers()
+    with pytest.raises(UserError, match="does not exist; pass --specs DIR"):
+        spec_layers([tmp_path / "missing"])
+
+
+def test_a_higher_layer_wins_by_id_and_says_what_it_replaced(tmp_path):
+    shipped = shipped_specs_dir()
+    mine = tmp_path / "mine"
+    (mine / "tests").mkdir(parents=True)
+    (mine / "models").mkdir()
+    test = yaml.load((shipped / "tests" / "save_file.yaml").read_text())
+    test["tags"] = [*test.get("tags", []), "mine"]
+    with open(mine / "tests" / "save_file.yaml", "w") as f:
+        yaml.dump(test, f)
+    model = yaml.load((shipped / "models" / "oracle-perfect.yaml").read_text())
+    model["id"] = "my-oracle"
+    with open(mine / "models" / "my-oracle.yaml", "w") as f:
+        yaml.dump(model, f)
+    specs = load_specs([shipped, mine])
+    assert "mine" in specs.tests["save_file"].tags
+    assert specs.origin("test", "save_file") == mine and specs.replaced[("test", "save_file")] == shipped / "tests" / "save_file.yaml"
+    assert specs.origin("model", "my-oracle") == mine and ("model", "my-oracle") not in specs.replaced
+    assert specs.origin("model", "oracle-perfect") == shipped
+    # the shipped suites still see every shipped test; the layer on top adds a model they can be run with
+    assert "my-oracle" in specs.models and len(specs.models) == len(load_specs(shipped).models) + 1
+    # an id twice within one layer is still an error
+    (mine / "tests" / "save_file2.yaml").write_text((mine / "tests" / "save_file.yaml").read_text())
+    with pytest.raises(SpecError, match="duplicate test id 'save_file'"):
+        load_specs([shipped, mine])
 
 
 # --------------------------------------------------------------------------- schemas and docs

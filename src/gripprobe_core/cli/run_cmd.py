@@ -59,7 +59,10 @@ def _common_options(fn):
                      help="Hardware profile id from specs/hardware_profiles.yaml, recorded in every case "
                           "(env GRIPPROBE_HARDWARE_PROFILE). Default: none recorded."),
         click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path),
-                     help="Specs directory (default: ./specs or the nearest parent's)."),
+                     multiple=True, help="A specs folder layered on the shipped specs (repeatable; later folders "
+                                         "win by id). Default: $GRIPPROBE_SPECS, else the nearest specs/ folder."),
+        click.option("--no-shipped", "no_shipped", is_flag=True,
+                     help="Load only the --specs folders, not the shipped specs under them."),
         click.option("--base-url", help="Override the backend base URL (not for the oracle)."),
         click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1, max=TIMEOUT_MAX_S),
                      help="Per-phase agent timeout in seconds (0.1 to 86400)."),
@@ -132,13 +135,13 @@ def run_suite_command(suite, resume, **common) -> None:
 
 
 def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, proxy_mode, proxy_max_body, timeout_s,
-             base_url, specs_root, hardware, no_install, results_root, sandbox, trials, token_budget,
+             base_url, specs_root, no_shipped, hardware, no_install, results_root, sandbox, trials, token_budget,
              executor, ray_address, ray_max_attempts, whole_suite: bool = False) -> None:
     from ..proxy import DEFAULT_MAX_REQUEST_BODY
     from ..runner import RunSettings, execute_run, plan_cases, plan_suite
     from ..runner.matrix import with_trials
     from ..runner.run import load_resume_manifest, planned_keys, planned_trials, prepare_resume
-    from ..specs import find_specs_root, load_specs
+    from ..specs import load_specs, spec_layers
     from .progress import make_reporter
 
     from ..store import check_run_dir, prepare_results_root
@@ -157,8 +160,9 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     for w in describe_failures(plugins):
         click.echo(w, err=True)
     manifest = load_resume_manifest(resume) if resume is not None else None
-    root = specs_root or find_specs_root()
-    specs = load_specs(root, registry=plugins.registry)
+    layers = spec_layers(specs_root, shipped=not no_shipped)
+    root = layers[-1]
+    specs = load_specs(layers, registry=plugins.registry)
     known_hw = [p.id for p in specs.hardware.profiles]
     if hardware and hardware not in known_hw:
         raise UserError(f"unknown hardware profile {hardware!r}; known: {', '.join(known_hw) or 'none'} "
@@ -263,7 +267,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
                           installed=installed, install_missing=not no_install, sandbox=sandbox, judge=judge,
                           proxy_mode=proxy_mode or (s.telemetry_proxy_mode if s is not None else None),
                           timeout_s=timeout_s, base_url_override=base_url, suite=recorded_suite, selection=selection,
-                          specs_root=root, argv=sys.argv[1:],
+                          specs_layers=tuple(layers), argv=sys.argv[1:],
                           hardware_profile=hardware, proxy_max_body=proxy_max_body or DEFAULT_MAX_REQUEST_BODY,
                           preflight=[p.model_dump(mode="json") for p in probes], trials=trials,
                           token_budget=token_budget or (s.max_tokens_per_phase if s is not None else None),

@@ -341,7 +341,7 @@ class RayExecutor:
     async def run_cases(self, cases: list[PlannedCase], run: ActiveRun,
                         on_done: Callable[[CaseResult], None], results: list[CaseResult]) -> None:
         shipped = replace(run.settings, results_root=Path("."), installed={}, source_env={}, preflight=None,
-                          argv=None, specs_root=None)
+                          argv=None, specs_layers=())
         versions = versions_of(run.plugins)
         live: dict[str, Any] = {}
 

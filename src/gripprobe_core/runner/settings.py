@@ -32,7 +32,8 @@ class RunSettings:
     """The suite run as written; None for an ad-hoc selection (see ``selection``)."""
     selection: dict | None = None
     """An ad-hoc run's selection (agents, models, tests, formats, backend, from_suite), for the manifest."""
-    specs_root: Path | None = None
+    specs_layers: tuple[Path, ...] = ()
+    """The spec folders loaded, bottom (the shipped specs) first."""
     argv: list[str] | None = None
     installed: Mapping[str, Any] = field(default_factory=dict)
     """agent id -> InstalledAgent, for agents installed from a registry (see cli/agents_cmd.py)."""

@@ -11,6 +11,11 @@ Layout under the specs root::
 ``.yml`` is accepted too. :func:`load_specs` reads every file, validates it, checks cross references,
 and raises one :class:`~gripprobe_core.errors.SpecError` listing every problem as
 ``file:line: key.path: message``; it raises nothing else for any file content.
+
+Layers: :func:`load_specs` takes one root or several; later roots win by id (a spec replaces the one of
+the same kind and id below it; hardware profiles by profile id). The commands load :func:`spec_layers`:
+the specs shipped inside the package first, then each ``--specs`` folder (or ``$GRIPPROBE_SPECS``, or the
+nearest ``specs/`` folder) on top. ``SpecSet.origin`` says which layer each id came from.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import os
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pydantic import BaseModel, ValidationError
 
@@ -53,6 +58,7 @@ class SpecSet:
     """
 
     root: Path
+    """The top layer (where a user's own specs go)."""
     models: dict[str, ModelSpec] = field(default_factory=dict)
     agents: dict[str, CliAgentSpec] = field(default_factory=dict)
     tests: dict[str, TestSpec] = field(default_factory=dict)
@@ -62,6 +68,20 @@ class SpecSet:
     sources: dict[tuple[str, str], SourceMap] = field(default_factory=dict, repr=False)
     notes: list[SpecIssue] = field(default_factory=list)
     """Problems that do not stop a run (an agent whose plugin is not installed), as ``file:line: key: message``."""
+    layers: list[Path] = field(default_factory=list)
+    """Every root loaded, bottom first (one for a single root)."""
+    replaced: dict[tuple[str, str], Path] = field(default_factory=dict)
+    """``(kind, id)`` → the file of a lower layer that a higher layer's spec of the same id replaced."""
+
+    def origin(self, kind: str, spec_id: str) -> Path | None:
+        """The layer (one of ``layers``) that the spec ``(kind, id)`` came from."""
+        path = self.files.get((kind, spec_id))
+        if path is None:
+            return None
+        for layer in reversed(self.layers):
+            if _inside(path, layer):
+                return layer
+        return None
 
     def where(self, kind: str, spec_id: str, *key_path: Any) -> str:
         """``file:line`` of a spec (or of one of its keys), for messages that point at a spec."""
@@ -97,40 +117,46 @@ def spec_files(directory: Path) -> list[Path]:
                   if p.suffix in YAML_SUFFIXES and not p.name.startswith(".") and p.is_file())
 
 
-def load_specs(root: Path, *, registry: Any = None) -> SpecSet:
-    """Load and validate the spec tree under ``root``.
+def load_specs(root: Path | Sequence[Path], *, registry: Any = None) -> SpecSet:
+    """Load and validate the spec tree under ``root``, or the layered trees of a list of roots (later
+    roots win by kind and id; an id defined twice *within* one root is still an error).
 
     ``registry`` (a :class:`gripprobe_core.pluginmanager.Registry`, or anything with ``validators``,
     ``challenges`` and ``agents`` mappings) enables the checks that validator kinds, challenge kinds
     and agent ``plugin`` names are installed. Raises :class:`UserError` if ``root`` is not a
     directory and :class:`SpecError` with every problem found otherwise.
     """
-    root = Path(root)
-    if not root.is_dir():
-        raise UserError(f"specs directory {display_path(root)} does not exist; pass --specs/--root DIR "
-                        f"(or set {SPECS_ENV}) to point at your specs")
-    specs = SpecSet(root=root)
+    roots = [Path(root)] if isinstance(root, (str, os.PathLike)) else [Path(r) for r in root]
+    if not roots:
+        raise UserError("no specs directory given; pass --specs DIR")
+    for r in roots:
+        if not r.is_dir():
+            raise UserError(f"specs directory {display_path(r)} does not exist; pass --specs/--root DIR "
+                            f"(or set {SPECS_ENV}) to point at your specs")
+    specs = SpecSet(root=roots[-1], layers=roots)
     known = KnownIds()
     issues: list[SpecIssue] = []
-    for kind, (dirname, model) in KIND_DIRS.items():
-        for path in spec_files(root / dirname):
-            issues.extend(_load_one(specs, known, kind, model, path, registry))
-    hardware_files = [root / f"{HARDWARE_STEM}{suffix}" for suffix in YAML_SUFFIXES]
-    hardware_files = [p for p in hardware_files if p.is_file()]
-    for i, path in enumerate(hardware_files):
-        if i:
-            issues.append(make_issue(path, 1, "", f"{display_path(hardware_files[0])} already holds the "
-                                                  f"hardware profiles; keep one of the two files"))
-            continue
-        issues.extend(_load_hardware(specs, path))
+    for layer in roots:
+        layer_known = KnownIds()
+        for kind, (dirname, model) in KIND_DIRS.items():
+            for path in spec_files(layer / dirname):
+                issues.extend(_load_one(specs, known, layer_known, kind, model, path, registry))
+        hardware_files = [layer / f"{HARDWARE_STEM}{suffix}" for suffix in YAML_SUFFIXES]
+        hardware_files = [p for p in hardware_files if p.is_file()]
+        for i, path in enumerate(hardware_files):
+            if i:
+                issues.append(make_issue(path, 1, "", f"{display_path(hardware_files[0])} already holds the "
+                                                      f"hardware profiles; keep one of the two files"))
+                continue
+            issues.extend(_load_hardware(specs, path))
     issues.extend(check_references(specs, known, registry))
     if issues:
         raise SpecError([i.format() for i in sorted(set(issues))])
     return specs
 
 
-def _load_one(specs: SpecSet, known: KnownIds, kind: str, model: type[BaseModel], path: Path,
-              registry: Any) -> list[SpecIssue]:
+def _load_one(specs: SpecSet, known: KnownIds, layer_known: KnownIds, kind: str, model: type[BaseModel],
+              path: Path, registry: Any) -> list[SpecIssue]:
     parsed = read_yaml(path)
     issues = list(parsed.issues)
     data = parsed.data
@@ -148,7 +174,8 @@ def _load_one(specs: SpecSet, known: KnownIds, kind: str, model: type[BaseModel]
             issues.append(make_issue(path, id_line, "id", f"id {raw_id!r} does not match the file name "
                                                           f"{path.name!r}; rename the file to {raw_id}.yaml "
                                                           f"or set id: {path.stem}"))
-        first = known.add(kind, raw_id, path, id_line)
+        known.add(kind, raw_id, path, id_line)
+        first = layer_known.add(kind, raw_id, path, id_line)
         if first is not None:
             duplicate = True
             issues.append(make_issue(path, id_line, "id", f"duplicate {kind} id {raw_id!r}; "
@@ -162,6 +189,9 @@ def _load_one(specs: SpecSet, known: KnownIds, kind: str, model: type[BaseModel]
         # hide the errors of the validators' options.
         issues.extend(check_test_plugins(path, data, source, registry))
     if spec is not None and not duplicate:
+        below = specs.files.get((kind, spec.id))
+        if below is not None:
+            specs.replaced[(kind, spec.id)] = below
         specs._store(kind, spec)
         specs.files[(kind, spec.id)] = path
         specs.sources[(kind, spec.id)] = source
@@ -206,35 +236,105 @@ def _load_hardware(specs: SpecSet, path: Path) -> list[SpecIssue]:
                                      f"{seen[profile.id]}"))
         seen.setdefault(profile.id, line)
     if not issues:
-        specs.hardware = hardware
+        mine = {p.id for p in hardware.profiles}
+        for old in specs.hardware.profiles:
+            if old.id in mine:
+                specs.replaced[(HARDWARE_KIND, old.id)] = specs.files[(HARDWARE_KIND, old.id)]
+        kept = [p for p in specs.hardware.profiles if p.id not in mine]
+        specs.hardware = HardwareProfiles(profiles=[*kept, *hardware.profiles])
         for profile in hardware.profiles:
             specs.files[(HARDWARE_KIND, profile.id)] = path
             specs.sources[(HARDWARE_KIND, profile.id)] = parsed.source
     return issues
 
 
-def find_specs_root(start: Path | None = None) -> Path:
-    """Where the specs are: ``$GRIPPROBE_SPECS`` if set, else the nearest ``specs/`` directory holding
-    ``tests/``, looking in ``start`` (default: the current directory) and then its parents.
+def _inside(path: Path, parent: Path) -> bool:
+    try:
+        Path(os.path.abspath(path)).relative_to(os.path.abspath(parent))
+        return True
+    except ValueError:
+        return False
 
-    Raises :class:`UserError` naming the fix when there is none.
+
+def shipped_specs_dir() -> Path | None:
+    """The specs shipped inside the package (``gripprobe_core/_specs``: the checkout's ``specs/`` folder),
+    resolved; None in an installation built without them."""
+    here = Path(__file__).resolve().parent.parent / "_specs"
+    try:
+        here = here.resolve()
+    except OSError:
+        return None
+    return here if (here / "tests").is_dir() else None
+
+
+def spec_layers(given: Sequence[Path] = (), start: Path | None = None, *, shipped: bool = True) -> list[Path]:
+    """The spec roots a command loads, bottom first: the shipped specs (unless ``shipped`` is false), then
+    each folder in ``given`` (``--specs``, repeatable); without ``given``, the folders in
+    ``$GRIPPROBE_SPECS`` (separated by ``os.pathsep``), else the nearest ``specs/`` folder holding
+    ``tests/`` in ``start`` (default: the current directory) or its parents, if there is one. A folder
+    given twice (or the shipped one given again) is loaded once, at its highest place.
     """
-    env = os.environ.get(SPECS_ENV)
-    if env:
-        from ..store.names import check_path
+    layers: list[Path] = []
+    base = shipped_specs_dir() if shipped else None
+    if base is not None:
+        layers.append(base)
+    if given:
+        on_top = [Path(p) for p in given]
+    else:
+        on_top = _from_env()
+        if on_top is None:
+            found = _nearest_specs(start)
+            on_top = [found] if found is not None else []
+    for p in on_top:
+        if not p.is_dir():
+            raise UserError(f"specs directory {display_path(p)} does not exist; pass --specs DIR (repeatable: "
+                            f"later folders win by id) pointing at a folder holding models/, cli_agents/, "
+                            f"tests/ or suites/")
+        key = _same(p)
+        layers = [q for q in layers if _same(q) != key]
+        layers.append(p)
+    if not layers:
+        raise UserError("this installation ships no specs and none were given; pass --specs DIR "
+                        f"(or set {SPECS_ENV})")
+    return layers
 
-        path = check_path(Path(env).expanduser(), f"{SPECS_ENV}={env}")
+
+def _same(p: Path) -> str:
+    try:
+        return str(p.resolve())
+    except OSError:
+        return os.path.abspath(p)
+
+
+def _from_env() -> list[Path] | None:
+    env = os.environ.get(SPECS_ENV)
+    if not env:
+        return None
+    from ..store.names import check_path
+
+    out = []
+    for part in env.split(os.pathsep):
+        if not part:
+            continue
+        path = check_path(Path(part).expanduser(), f"{SPECS_ENV}={env}")
         if not path.is_dir():
-            raise UserError(f"{SPECS_ENV}={env} is not a directory; point it at your specs (the directory "
-                            f"holding models/, cli_agents/, tests/, suites/)")
-        return path
+            raise UserError(f"{SPECS_ENV}={env}: {part} is not a directory; point it at your specs (the directory "
+                            f"holding models/, cli_agents/, tests/, suites/; several separated by "
+                            f"{os.pathsep!r})")
+        out.append(path)
+    return out
+
+
+def _nearest_specs(start: Path | None) -> Path | None:
     here = Path(start) if start is not None else Path.cwd()
-    here = here.resolve()
+    try:
+        here = here.resolve()
+    except OSError:
+        return None
     if here.name == "specs" and (here / "tests").is_dir():
         return here
     for directory in (here, *here.parents):
         candidate = directory / "specs"
         if (candidate / "tests").is_dir():
             return candidate
-    raise UserError(f"no specs/ directory with a tests/ folder found in {here} or its parents; "
-                    f"pass --specs/--root DIR or set {SPECS_ENV}")
+    return None
