@@ -18,12 +18,12 @@ from .params import FiniteFloat, PathArg
 _CTX = {"help_option_names": ["-h", "--help"]}
 
 
-def _load(specs_root: Path | None):
-    from ..specs import find_specs_root, load_specs
+def _load(specs_root: tuple[Path, ...]):
+    from ..specs import load_specs, spec_layers
     plugins = make_plugin_manager()
     for w in describe_failures(plugins):
         click.echo(w, err=True)
-    specs = load_specs(specs_root or find_specs_root(), registry=plugins.registry)
+    specs = load_specs(spec_layers(specs_root), registry=plugins.registry)
     return plugins, specs
 
 
@@ -44,9 +44,10 @@ def agents_group() -> None:
 
 
 @agents_group.command("list", context_settings=_CTX)
-@click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path))
+@click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path), multiple=True,
+              help="A specs folder layered on the shipped specs (repeatable; later folders win by id).")
 @click.option("--json", "as_json", is_flag=True)
-def list_command(specs_root: Path | None, as_json: bool) -> None:
+def list_command(specs_root: tuple[Path, ...], as_json: bool) -> None:
     """Agents in the specs, whether they are installed, and where."""
     plugins, specs = _load(specs_root)
     cache = AgentCache.default()
@@ -62,8 +63,9 @@ def list_command(specs_root: Path | None, as_json: bool) -> None:
 @agents_group.command("install", context_settings=_CTX)
 @click.argument("names", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Install every agent in the specs that needs installing.")
-@click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path))
-def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None) -> None:
+@click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path), multiple=True,
+              help="A specs folder layered on the shipped specs (repeatable; later folders win by id).")
+def install_command(names: tuple[str, ...], all_: bool, specs_root: tuple[Path, ...]) -> None:
     """Install agents at their pinned versions into the cache (idempotent; instant when cached).
 
     Cache: ~/.cache/gripprobe/agents/<agent>-<version>, or $GRIPPROBE_AGENT_CACHE.
@@ -86,7 +88,8 @@ def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None)
 
 
 @click.command("doctor", context_settings=_CTX)
-@click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path))
+@click.option("--specs", "--root", "specs_root", type=PathArg(file_okay=False, path_type=Path), multiple=True,
+              help="A specs folder layered on the shipped specs (repeatable; later folders win by id).")
 @click.option("--no-check", is_flag=True, help="Skip the self-check run against the oracle.")
 @click.option("--test", "test_id", default=None,
               help="Test for the self-check (default: the first of shell_pwd, save_file and the sanity tests "
@@ -100,7 +103,7 @@ def install_command(names: tuple[str, ...], all_: bool, specs_root: Path | None)
 @click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1, max=TIMEOUT_MAX_S), default=None,
               help="With --model: seconds to wait for the tool-call answer (default 120; a cold model loads first).")
 @click.option("--json", "as_json", is_flag=True, help="With --model: print the findings as JSON.")
-def doctor_command(specs_root: Path | None, no_check: bool, test_id: str, models: tuple[str, ...],
+def doctor_command(specs_root: tuple[Path, ...], no_check: bool, test_id: str, models: tuple[str, ...],
                    backend_id: str | None, base_url: str | None, timeout_s: float | None, as_json: bool) -> None:
     """The sandbox (does bubblewrap work here?), then per agent: installed or not, version, and a
     self-check against the oracle (one real case, sandboxed when bubblewrap works).
