@@ -269,3 +269,25 @@ def test_sigkill_mid_run_leaves_only_whole_case_files(tmp_path):
         CaseResult.model_validate_json(p.read_bytes())
     manifest = read_json(next((tmp_path / "r").glob("runs/*/manifest.json")))
     assert manifest["status"] == "running"  # never finished: readers can tell
+
+
+def test_a_one_file_spec_folder_of_ones_own_runs_with_the_shipped_agents_and_models(tmp_path):
+    """A newcomer's own folder holds one test and nothing else, outside any checkout: the shipped agents and
+    models are under it, so the run needs no copies of them."""
+    mine = tmp_path / "mine" / "tests"
+    mine.mkdir(parents=True)
+    (mine / "hello.yaml").write_text(
+        "id: hello\ntitle: Say hello into a file\nprompt: Create a file hello.txt containing exactly hello.\n"
+        "requires: [write]\nreference:\n  - write: {path: hello.txt, content: hello}\n"
+        "validators:\n  - {kind: file_equals, path: hello.txt, expected: hello}\n")
+    res = gripprobe("run", "--specs", "mine", "--results", "r", "-a", "reference", "-m", "oracle-perfect",
+                    "-t", "hello", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run_dir = Path(tmp_path / res.stdout.strip().splitlines()[-1])
+    assert [c["verdict"]["status"] for c in _cases(run_dir).values()] == ["PASS"]
+    manifest = read_json(run_dir / "manifest.json")
+    assert manifest["specs_layers"][-1] == "mine" and manifest["specs_layers"][0].endswith("specs")
+    # without the shipped layer the folder knows no agent: one line with the fix
+    res = gripprobe("run", "--specs", "mine", "--no-shipped", "--results", "r", "-a", "reference",
+                    "-m", "oracle-perfect", "-t", "hello", cwd=tmp_path)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr

@@ -14,18 +14,19 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "gripprobe_core"
 
 #: package (first path component below gripprobe_core) → the packages it must never import
 FORBIDDEN: dict[str, set[str]] = {
-    "models": {"cli", "runner", "reports", "export", "proxy", "oracle", "backends", "telemetry", "store", "specs"},
-    "store": {"cli", "runner", "reports", "export", "proxy", "oracle", "backends"},
-    "telemetry": {"cli", "runner", "reports", "export", "proxy", "oracle", "backends"},
-    "oracle": {"cli", "runner", "reports", "export", "backends", "proxy"},
-    "proxy": {"cli", "runner", "reports", "export", "oracle", "backends"},
-    "backends": {"cli", "runner", "reports", "export"},
-    "agents": {"cli", "runner", "reports", "export"},
-    "validators": {"cli", "runner", "reports", "export"},
-    "integrity": {"cli", "runner", "reports", "export", "proxy", "oracle", "backends"},
-    "runner": {"cli"},
-    "reports": {"cli"},
-    "export": {"cli"},
+    "models": {"cli", "view", "runner", "reports", "export", "proxy", "oracle", "backends", "telemetry", "store", "specs"},
+    "store": {"cli", "view", "runner", "reports", "export", "proxy", "oracle", "backends"},
+    "telemetry": {"cli", "view", "runner", "reports", "export", "proxy", "oracle", "backends"},
+    "oracle": {"cli", "view", "runner", "reports", "export", "backends", "proxy"},
+    "proxy": {"cli", "view", "runner", "reports", "export", "oracle", "backends"},
+    "backends": {"cli", "view", "runner", "reports", "export"},
+    "agents": {"cli", "view", "runner", "reports", "export"},
+    "validators": {"cli", "view", "runner", "reports", "export"},
+    "integrity": {"cli", "view", "runner", "reports", "export", "proxy", "oracle", "backends"},
+    "runner": {"cli", "view"},
+    "reports": {"cli", "view"},
+    "export": {"cli", "view"},
+    "view": {"cli"},
 }
 
 
