@@ -43,12 +43,9 @@ def kit_specs() -> Path | None:
     the ``specs/`` of the GripProbe checkout the tests run in (the current directory or a parent), else of
     the checkout this module lies in (an editable install), else the specs shipped inside gripprobe-core
     (``gripprobe_core/_specs``); None when there are none. The one place the kit looks for specs."""
-    found = repo_specs(Path.cwd()) or repo_specs(Path(__file__))
-    if found is None:
-        shipped = Path(__file__).resolve().parents[1] / "_specs"
-        if (shipped / "cli_agents").is_dir() and (shipped / "models").is_dir():
-            found = shipped
-    return found
+    from ..specs import shipped_specs_dir
+
+    return repo_specs(Path.cwd()) or repo_specs(Path(__file__)) or shipped_specs_dir()
 
 
 def copy_specs(dest: Path, files: Iterable[str], *, source: Path, suite: dict[str, Any] | None = None) -> Path:
