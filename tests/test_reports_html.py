@@ -218,7 +218,7 @@ def test_aggregate_page_groups_escapes_and_keeps_policy_violations_apart():
     assert rows[0][11:] == ["save_file", "shell_pwd"]
     assert len(rows) == 3
     assert rows[1][7] == "0.750 [0.30, 0.95]"
-    assert rows[1][9] == "pass@1 0.75 pass@3 1.00 pass^1 0.75 pass^3 0.25 1 flaky"
+    assert rows[1][9] == "pass@1 0.75 · pass@3 1.00 pass^3 0.25 1 flaky"  # k = 1 and the largest k
     assert rows[1][10] == "calls 8 tokens 12.0k in / 800 out cost 0.0123 USD ttft 140 ms out 42 tok/s agent 3.5 s/case"
     assert "flaky" in rows[1][12] and "flaky" not in rows[1][11]
     assert rows[2][4] == "1/2 tests" and rows[2][10] == "—"

@@ -56,3 +56,23 @@ def test_a_two_trial_summary_marks_the_flaky_cell(page, compared):
     expect(flaky_row.locator(".mark-flaky")).to_have_text("save_file")
     expect(flaky_row).to_contain_text("^2 0.00")
     expect(page.locator("#cells td.cell .mark-flaky")).to_have_count(1)
+
+
+def test_compare_page_shows_both_sides_and_links_every_trial_to_its_case_page(page, compared):
+    from playwright.sync_api import expect
+
+    html, run_a = compared
+    page.goto(html.as_uri())
+    expect(page.locator("#pass-a")).to_have_text("3/4")  # oracle-perfect 2/2, oracle-flaky 1/2 (its trials disagree)
+    expect(page.locator("#pass-b")).to_have_text("1/4")  # oracle-perfect swapped to lazy: 0/2
+    row = page.locator("#rows tbody tr", has_text="oracle-perfect").first
+    expect(row.locator("td.passed")).to_have_text("2/2 → 0/2")
+    links = page.locator("#cells a.trial")
+    assert links.count() == 8  # 2 cells × 2 trials × 2 sides
+    targets = links.evaluate_all("as => as.map(a => a.href)")
+    assert all(t.startswith("file://") and Path(t.removeprefix("file://")).is_file() for t in targets), targets
+    first = page.locator("#flips tbody tr").first.locator("a.trial").first
+    case = first.get_attribute("title").split("/", 1)[1]
+    first.click()
+    expect(page.locator("h1")).to_have_text(case)
+    assert page.url == (run_a / "reports" / "cases" / f"{case}.html").resolve().as_uri()

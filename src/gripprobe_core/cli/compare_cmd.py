@@ -57,7 +57,8 @@ def compare_command(runs, more_a, more_b, agent_a, agent_b, model_a, model_b, re
     --json); --output also writes HTML, Markdown and JSON. Every run is checked against its signatures
     first: a case that changed after its run is left out and named. See docs/scores.md.
     """
-    from ..reports.compare import Side, check_output, compare_sides, regressed_cells, render_compare_md, write_compare
+    from ..reports.compare import (Side, check_output, compare_sides, regressed_cells, render_compare_md,
+                                   significance_note, write_compare)
 
     if len(runs) > 2:
         raise UserError(f"compare takes at most two runs as arguments (got {len(runs)}); pass more with --a/--b")
@@ -80,7 +81,9 @@ def compare_command(runs, more_a, more_b, agent_a, agent_b, model_a, model_b, re
     from .verify_cmd import resolve_anchors
 
     anchors, label = resolve_anchors(keys)
-    data = compare_sides(a, b, keys=anchors, key_label=label)
+    # case pages are linked relative to the output folder, else to the current one (where the printed Markdown
+    # would be saved); stdout then says the same as compare.md
+    data = compare_sides(a, b, keys=anchors, key_label=label, base=out, significance=significance)
     if out is not None:
         try:
             for p in write_compare(data, out):
@@ -99,6 +102,9 @@ def compare_command(runs, more_a, more_b, agent_a, agent_b, model_a, model_b, re
         from ..reports.compare import signatures_line
 
         click.echo(f"warning: {signatures_line(data)}", err=True)
+    note = significance_note(data)
+    if note:
+        click.echo(f"warning: {note}", err=True)
     if fail_on_regression and regressed:
         names = ", ".join(" · ".join(safe_cell(c[f]) for f in (*data["pairing"][:-2], "test")) for c in regressed[:5])
         more = f" and {len(regressed) - 5} more" if len(regressed) > 5 else ""

@@ -61,6 +61,7 @@ def _env():
                       bytecode_cache=_bytecode_cache(), finalize=_finalize)
     env.filters["num"] = _num
     env.filters["tojson"] = pass_eval_context(_tojson)
+    env.filters["wbr"] = _wbr
     env.globals["short_status"] = lambda s: SHORT_STATUS.get(s, s)
     return env
 
@@ -75,6 +76,18 @@ def _finalize(value: Any) -> Any:
     if isinstance(value, str):
         return safe_text(value)
     return value
+
+
+def _wbr(value: Any) -> Any:
+    """Text escaped, with a line-break opportunity (``<wbr>``) after each ``_``, ``-``, ``/`` and ``.``: a long id
+    (``oracle-tools-unsupported``, ``PASS_WITH_POLICY_VIOLATION``) wraps at its separators in a narrow column
+    instead of widening the table; its text (and what a copy takes) is unchanged."""
+    from markupsafe import Markup, escape
+
+    text = str(escape(safe_text(str(value))))
+    for sep in ("_", "-", "/", "."):
+        text = text.replace(sep, sep + "<wbr>")
+    return Markup(text)
 
 
 def _tojson(eval_ctx: Any, value: Any, indent: int | None = None) -> Any:
@@ -384,9 +397,28 @@ def _phase_view(case_dir: Stored, phase: str, rec) -> dict:
     return {
         "phase": phase, "rec": rec, "proc": proc, "usage": _usage_view(rec.usage) if rec else None,
         "command": shlex.join(proc.command) if proc and proc.command else None,
+        "command_summary": command_summary(proc.command) if proc and proc.command else None,
         "stdout": _read_text(case_dir / f"{phase}.stdout"), "stderr": _read_text(case_dir / f"{phase}.stderr"),
         "final": _read_text(case_dir / "artifacts" / f"{phase}.final.txt"),
     }
+
+
+def command_summary(argv: list[str]) -> str:
+    """A phase's command on one line: ``bwrap … gripprobe-refagent (76 args)`` — the program, the agent it
+    runs (the word after the ``--`` that follows the sandbox's init, else after the first ``--``) and how many
+    arguments follow the program. The case page shows this and the whole command on demand."""
+    prog = os.path.basename(argv[0]) or argv[0]
+    agent = None
+    if "--" in argv[1:]:
+        cut = argv.index("--", 1)
+        init = next((j for j in range(cut + 1, len(argv)) if argv[j].endswith("sandbox_init.py")), None)
+        if init is not None and "--" in argv[init + 1:]:
+            cut = argv.index("--", init + 1)
+        if cut + 1 < len(argv):
+            agent = os.path.basename(argv[cut + 1]) or argv[cut + 1]
+    words = [prog, *(["…", agent] if agent and agent != prog else [])]
+    n = len(argv) - 1
+    return f"{' '.join(words)} ({n} arg{'' if n == 1 else 's'})"
 
 
 def _proxy_view(case_dir: Stored, phase: str, rec) -> dict:
@@ -490,6 +522,7 @@ def render_aggregate_html(data: dict) -> str:
             "counts": _count_list(row.get("counts") or {}, statuses),
             "strict_ci": _ci(row.get("strict_ci95")), "overall_ci": _ci(row.get("overall_ci95")),
             "pass_at_k": _pass_at_k(row.get("pass_at_k")), "pass_hat_k": _pass_at_k(row.get("pass_hat_k")),
+            "ks": _ks_view(_pass_at_k(row.get("pass_at_k")), _pass_at_k(row.get("pass_hat_k"))),
             "coverage": coverage_text(row), "flaky": [str(t) for t in row.get("flaky") or []],
             "usage": usage_parts(row.get("usage") if isinstance(row.get("usage"), dict) else None),
             "cells": [_agg_cell(cells.get(t), statuses, t) for t in tests],
@@ -531,6 +564,17 @@ def _pass_at_k(pk: Any) -> list[tuple[str, str]]:
     return [(str(k), _num(pk[k], 2)) for k in sorted(pk, key=key)]
 
 
+def _ks_view(pass_at_k: list[tuple[str, str]], pass_hat_k: list[tuple[str, str]]) -> dict | None:
+    """pass@k and pass^k in at most two short lines: pass@1 and pass@k for the largest k, then pass^k for the
+    largest k (pass^1 is pass@1); every k in ``title``. None when there is none."""
+    if not pass_at_k and not pass_hat_k:
+        return None
+    at = [pass_at_k[0], pass_at_k[-1]] if len(pass_at_k) > 1 else list(pass_at_k)
+    hat = pass_hat_k[-1] if len(pass_hat_k) > 1 else None
+    title = " · ".join([*(f"pass@{k} {p}" for k, p in pass_at_k), *(f"pass^{k} {p}" for k, p in pass_hat_k)])
+    return {"at": at, "hat": hat, "title": title}
+
+
 def _agg_cell(cell: Any, statuses: list[str], test: str = "") -> dict | None:
     if not isinstance(cell, dict):
         return None
@@ -546,27 +590,40 @@ def _agg_cell(cell: Any, statuses: list[str], test: str = "") -> dict | None:
                         *(f"pass^{k} {p}" for k, p in pass_hat_k[1:]),
                         *(["flaky: its trials disagree"] if cell.get("flaky") else [])])
     return {"n": cell.get("n", 0), "counts": counts, "strict": cell.get("strict"), "overall": cell.get("overall"),
-            "ci": ci, "pass_at_k": pass_at_k, "pass_hat_k": pass_hat_k, "flaky": bool(cell.get("flaky")),
+            "ci": ci, "pass_at_k": pass_at_k, "pass_hat_k": pass_hat_k, "ks": _ks_view(pass_at_k, pass_hat_k),
+            "flaky": bool(cell.get("flaky")),
             "bar": bar, "title": title}
 
 
 # ---------------------------------------------------------------------------------------- compare
 
 def render_compare_html(data: dict) -> str:
-    """The comparison page (``gripprobe compare``): flips first, then the paired summary and the rows."""
+    """The comparison page (``gripprobe compare``): flips first, then the paired summary and the rows; every
+    trial's status links to its case page (``pages``: relative to the folder the page is written to)."""
     return _render("compare.html", **_compare_context(data))
 
 
 def _compare_context(data: dict) -> dict[str, Any]:
     """What ``compare.html`` (and the live view's page built on it) is rendered from."""
-    from .compare import cell_label, delta_text, diff_text, p_text, rate_text, signatures_line, statuses_text
+    from .compare import (build_cell_text, build_note, cell_label, delta_text, diff_text, p_text, pass_text, rate_text,
+                          signatures_line, significance_note)
+
+    def trials(side: dict) -> list[dict]:
+        """Each trial's status, its case page (None: not in its run's reports) and ``run/case``."""
+        pages, cases = side.get("pages") or [], side.get("cases") or []
+        return [{"status": st, "page": pages[j] if j < len(pages) else None, "case": cases[j] if j < len(cases) else ""}
+                for j, st in enumerate(side["statuses"])]
 
     fields = list(data.get("pairing") or [])[:-2]
-    cells = [{"cell": c, "label": cell_label(c, fields), "a": rate_text(c["a"]), "b": rate_text(c["b"]),
-              "p": p_text(c.get("p_value")), "trials": list(zip(c["a"]["statuses"], c["b"]["statuses"]))}
-             for c in data.get("cells") or []]
+    cells = []
+    for c in data.get("cells") or []:
+        ta, tb = trials(c["a"]), trials(c["b"])
+        cells.append({"cell": c, "label": cell_label(c, fields), "a": rate_text(c["a"]), "b": rate_text(c["b"]),
+                      "p": p_text(c.get("p_value")), "trials": list(zip(ta, tb)), "trials_a": ta, "trials_b": tb})
     rows = [{"row": r, "name": [r[f] for f in fields], "strict": diff_text(r["strict"]),
              "overall": diff_text(r["overall"]),
+             "pass_a": pass_text(r["pass"]["a"]), "pass_b": pass_text(r["pass"]["b"]),
+             "build_note": build_note(r), "build": build_cell_text(r),
              "tokens": delta_text(r["per_case"]["total_tokens"]), "cost": delta_text(r["per_case"]["cost"], digits=4),
              "agent_s": delta_text(r["per_case"]["agent_s"], digits=2),
              "ttft": delta_text(r["per_case"]["ttft_ms"], " ms"),
@@ -575,7 +632,8 @@ def _compare_context(data: dict) -> dict[str, Any]:
     s = data["summary"]
     return dict(data=data, fields=fields, cells=cells, rows=rows, summary=s,
                 strict=diff_text(s["strict"]), overall=diff_text(s["overall"]), p=p_text(s.get("mcnemar_p")),
-                signatures=signatures_line(data))
+                pass_a=pass_text(s["pass"]["a"]), pass_b=pass_text(s["pass"]["b"]),
+                significance=significance_note(data), signatures=signatures_line(data))
 
 
 # ---------------------------------------------------------------------------------------- live view
