@@ -3,9 +3,17 @@ docs/conformance.md.
 
     .venv/bin/python scripts/conformance.py                       # run both suites, write docs/conformance.md
     .venv/bin/python scripts/conformance.py RUN_DIR INTERACTION_RUN_DIR   # only render from existing runs
+    .venv/bin/python scripts/conformance.py --help
+
+RUN_DIR / INTERACTION_RUN_DIR: a run folder (holding cases/), or a results folder holding exactly one run of
+the suite (runs/<id>/, as `gripprobe run --results DIR` leaves it).
 
 The interaction column comes from a run of the `interaction` suite (every agent × the `interaction` tests on
 oracle-deny-then-recover): how the agent's driver met the policy, and each test's status.
+
+Below the matrix, the tool-call fidelity of every cell: tier B's and tier C's calls against tier A's, tier A's
+and tier B's against the oracle's ground truth (recall and precision, gripprobe_core.telemetry.fidelity;
+docs/telemetry.md "Fidelity"), computed from what each case stored.
 
 The page is generated from a real run, never typed by hand; tests/test_conformance.py runs the suite in CI,
 asserts every cell against tests/conformance_expected.yaml, and checks the page equals what that run renders.
@@ -13,9 +21,12 @@ asserts every cell against tests/conformance_expected.yaml, and checks the page 
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
+from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 
 from ruamel.yaml import YAML
@@ -92,8 +103,82 @@ def cells(run_dir: Path) -> list[dict]:
             "truth": sum(1 for t in truth if t.get("structured", True)),
             "truth_text": sum(1 for t in truth if not t.get("structured", True)),
             "tier": case["telemetry"]["telemetry_source_tier"],
+            **fidelity(path.parent, case),
         })
     return out
+
+
+#: The fidelity tables of the page: (key of phase_fidelity, title, column label).
+FIDELITY_TABLES = (("B_vs_A", "tier B against tier A", "B vs A"), ("C_vs_A", "tier C against tier A", "C vs A"),
+                   ("A_vs_truth", "tier A against the oracle's ground truth", "A vs truth"),
+                   ("B_vs_truth", "tier B against the oracle's ground truth", "B vs truth"))
+
+
+def fidelity(case_dir: Path, case: dict) -> dict:
+    """``fidelity``: {comparison: counts, recall, precision} of the case's measured phase, and ``fidelity_notes``:
+    which calls tier B (and tier C, where it has any) misses or invents against tier A, and why where the
+    evidence tells (gripprobe_core.telemetry.fidelity: the calls are read from the stored events, the proxy
+    records only for calls written as text, the oracle's record)."""
+    from gripprobe_core.telemetry.fidelity import phase_fidelity, wire_text_count
+
+    art = case_dir / "artifacts"
+    events = _jsonl(art / "events.measured.jsonl")
+    truth = _jsonl(art / "oracle.measured.jsonl") if (art / "oracle.measured.jsonl").exists() else None
+    text = _jsonl(art / "proxy.measured.http.jsonl") if wire_text_count(events) else []
+    got = phase_fidelity(events, truth, text)
+    notes = []
+    for key, tier in (("B_vs_A", "B"), ("C_vs_A", "C")):
+        comp = got[key]
+        if tier == "C" and not comp.n_tested:
+            continue  # no text markers for this agent: its misses are every call, said by the table
+        off_wire = _off_wire_reason(case["key"]["agent"], case["key"]["format"])
+        if comp.missed:
+            notes.append(f"tier {tier} misses {len(comp.missed)} of {comp.n_reference} call(s) on the wire: "
+                         + _calls_text(comp.missed, _missed_reason))
+        if comp.invented:
+            notes.append(f"tier {tier} shows {len(comp.invented)} call(s) the wire does not carry: "
+                         + _calls_text(comp.invented, lambda c, w=off_wire: _invented_reason(c, w)))
+    return {"fidelity": {k: c.tally().as_dict() for k, c in got.items()}, "fidelity_notes": notes}
+
+
+def _missed_reason(call) -> str:
+    why = []
+    if call.error_type == "malformed_arguments":
+        why.append("its arguments were not valid JSON")
+    why.append("no result for it went back to the model" if call.answered is False
+               else "a result went back to the model, yet the agent's output does not show the call")
+    return ", ".join(why)
+
+
+def _invented_reason(call, off_wire: str | None) -> str:
+    if off_wire:
+        return f"off the wire by the driver's calls_off_wire: {off_wire.rstrip('.')}"
+    if call.arguments is None:
+        return "seen only by a result whose call the wire does not carry"
+    return "not requested on the wire"
+
+
+def _calls_text(calls, reason) -> str:
+    groups = Counter((c.raw_name or c.name or "?", reason(c)) for c in calls)
+    return "; ".join(f"`{name}` ×{n} ({why})" for (name, why), n in groups.items())
+
+
+@lru_cache(maxsize=None)
+def _drivers() -> tuple[dict, dict]:
+    from gripprobe_core.pluginmanager import make_plugin_manager
+    from gripprobe_core.specs import load_specs
+
+    registry = make_plugin_manager().registry
+    specs = load_specs(ROOT / "specs", registry=registry)
+    return registry.agents, {a: s.plugin for a, s in specs.agents.items()}
+
+
+def _off_wire_reason(agent: str, fmt: str) -> str | None:
+    from gripprobe_core.drivers import off_wire_reason
+
+    drivers, plugins = _drivers()
+    driver = drivers.get(plugins.get(agent, ""))
+    return off_wire_reason(driver, fmt) if driver is not None else None
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -206,9 +291,79 @@ def render(run_cells: list[dict], exp: dict, interaction: dict[str, dict] | None
     lines += ["", "## Where an agent differs from the reference expectation, and why", ""]
     lines += notes or ["- none"]
     lines += ["", "Expectations by profile (the reference agent's): see docs/oracle.md.", ""]
+    lines += render_fidelity(agents, profiles)
     if "mini-swe-agent" in agents:
         lines += [TEXT_PATH]
     return "\n".join(lines)
+
+
+def _ratio(matched: int, n: int) -> str:
+    return f"{matched}/{n}" if n else "—"
+
+
+def _decimal(value: float | None, n: int) -> str:
+    return f"{value:.2f} ({n})" if value is not None else f"— ({n})"
+
+
+def render_fidelity(agents: dict[str, dict], profiles: list[str]) -> list[str]:
+    """The page's fidelity section: per agent over its profiles, per cell, and the notes on what tier B (or C)
+    misses or invents."""
+    from gripprobe_core.telemetry.fidelity import Tally
+
+    lines = [
+        "## Tool-call fidelity", "",
+        "How many of the tool calls one source saw another saw too, in the measured phase of every cell above,",
+        "computed by `gripprobe_core.telemetry.fidelity` from what each case stored (its merged events, whose",
+        "`seen_by` names every tier that saw a call; the proxy records for calls written as text; the oracle's",
+        "record). A tested call is *matched* with a reference call by the `tool_call_id` both carry, else by",
+        "normalized tool name and arguments in order (docs/telemetry.md \"Fidelity\" has the rule); recall is",
+        "matched / the reference's calls, precision matched / the tested source's calls. Tier B and tier C are",
+        "compared with the structured calls (a call the model wrote as text is no call an agent was asked to run);",
+        "tier A with the whole ground truth, calls written as text included. Tier B is the agent's structured",
+        "output, tier C its plain text (markers); an agent whose driver reads no markers has no tier C.", "",
+        "Per agent, over its profiles: recall and precision (n = reference calls, tested calls).", "",
+        "| agent | " + " | ".join(f"{label} {m}" for _, _, label in FIDELITY_TABLES
+                                  for m in ("recall", "precision")) + " |",
+        "|---|" + "---|" * (2 * len(FIDELITY_TABLES)),
+    ]
+    for agent in sorted(agents):
+        row = []
+        for key, _, _ in FIDELITY_TABLES:
+            total = Tally()
+            for c in agents[agent]["cells"].values():
+                f = c["fidelity"].get(key)
+                if f:
+                    total.add(Tally(f["matched"], f["missed"], f["invented"], f["cases"]))
+            row += [_decimal(total.recall, total.matched + total.missed),
+                    _decimal(total.precision, total.matched + total.invented)]
+        lines.append(f"| {agent} | " + " | ".join(row) + " |")
+    lines += ["", "Per cell: `matched/reference calls · matched/tested calls` (— where that side has no call; a lone",
+              "— where neither has).", ""]
+    for key, title, _ in FIDELITY_TABLES:
+        lines += [f"### {title[0].upper()}{title[1:]}", "", "| agent | " + " | ".join(profiles) + " |",
+                  "|---|" + "---|" * len(profiles)]
+        for agent in sorted(agents):
+            row = []
+            for p in profiles:
+                f = (agents[agent]["cells"].get(p) or {}).get("fidelity", {}).get(key)
+                if f is None:
+                    row.append("")
+                elif not f["n_reference"] and not f["n_tested"]:
+                    row.append("—")
+                else:
+                    row.append(f"{_ratio(f['matched'], f['n_reference'])} · {_ratio(f['matched'], f['n_tested'])}")
+            lines.append(f"| {agent} | " + " | ".join(row) + " |")
+        lines.append("")
+    lines += ["### Where tier B (or tier C) misses or invents calls, and why", ""]
+    notes = []
+    for agent in sorted(agents):
+        same: dict[str, list[str]] = {}
+        for p in profiles:
+            for note in (agents[agent]["cells"].get(p) or {}).get("fidelity_notes", []):
+                same.setdefault(note, []).append(p)
+        notes += [f"- **{agent} × {', '.join(ps)}**: {note}" for note, ps in same.items()]
+    lines += (notes or ["- none"]) + [""]
+    return lines
 
 
 def _run_suite(suite: str) -> Path | None:
@@ -217,13 +372,45 @@ def _run_suite(suite: str) -> Path | None:
     return Path(res.stdout.strip().splitlines()[-1]) if res.returncode == 0 else None
 
 
+def _run_folder(value: str, what: str) -> Path:
+    """A run folder (holding cases/), or a results folder holding exactly one run; exit 2 with one line else."""
+    path = Path(value)
+    if (path / "cases").is_dir():
+        return path
+    runs = sorted(p for p in (path / "runs").glob("*") if (p / "cases").is_dir()) if (path / "runs").is_dir() else []
+    if len(runs) == 1:
+        return runs[0]
+    found = f"it holds {len(runs)} runs" if runs else "it holds no cases/ folder and no runs/<id>/cases/"
+    raise SystemExit(_usage_error(f"{what} {value}: not a run folder ({found}); pass a run folder "
+                                  f"(results/runs/<id>, holding cases/) or a results folder holding one run"))
+
+
+def _usage_error(message: str) -> int:
+    print(f"conformance.py: error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str]) -> int:
-    run_dir = Path(argv[0]) if argv else _run_suite(SUITE)
-    interaction_dir = Path(argv[1]) if len(argv) > 1 else (_run_suite(INTERACTION_SUITE) if not argv else None)
-    if run_dir is None or (not argv and interaction_dir is None):
+    parser = argparse.ArgumentParser(
+        prog="conformance.py", description="Run the conformance and interaction suites (or take existing runs) "
+        "and write docs/conformance.md: the agent × oracle-profile matrix, its interaction column and the "
+        "tool-call fidelity of every cell.")
+    parser.add_argument("run_dir", nargs="?", metavar="RUN_DIR",
+                        help="an existing run of the conformance suite (a run folder or a results folder holding "
+                             "one run): render from it instead of running the suite")
+    parser.add_argument("interaction_dir", nargs="?", metavar="INTERACTION_RUN_DIR",
+                        help="an existing run of the interaction suite (without it, given RUN_DIR, the "
+                             "interaction column is left empty)")
+    parser.add_argument("--output", type=Path, default=PAGE, help=f"the page to write (default: {PAGE})")
+    args = parser.parse_args(argv)
+    run_dir = _run_folder(args.run_dir, "RUN_DIR") if args.run_dir else _run_suite(SUITE)
+    interaction_dir = (_run_folder(args.interaction_dir, "INTERACTION_RUN_DIR") if args.interaction_dir
+                       else (_run_suite(INTERACTION_SUITE) if not args.run_dir else None))
+    if run_dir is None or (not args.run_dir and interaction_dir is None):
         return 1
-    PAGE.write_text(render(cells(run_dir), expectations(), interaction_cells(interaction_dir)), encoding="utf-8")
-    print(f"wrote {PAGE} from {run_dir}" + (f" and {interaction_dir}" if interaction_dir else ""))
+    args.output.write_text(render(cells(run_dir), expectations(), interaction_cells(interaction_dir)),
+                           encoding="utf-8")
+    print(f"wrote {args.output} from {run_dir}" + (f" and {interaction_dir}" if interaction_dir else ""))
     return 0
 
 

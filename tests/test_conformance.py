@@ -105,6 +105,23 @@ def test_tier_a_equals_oracle_ground_truth_in_every_cell(run_cells):
     assert not off, off
 
 
+def test_fidelity_is_computed_for_every_cell(run_cells):
+    """Every cell has its tool-call fidelity (telemetry/fidelity.py) from the stored case; wherever the oracle's
+    profile made calls, tier A holds exactly those (recall and precision 1.0 against its ground truth), and the
+    counts agree with the proxy's and the oracle's own."""
+    keys = {"B_vs_A", "C_vs_A", "A_vs_truth", "B_vs_truth", "C_vs_truth"}
+    missing = [(c["agent"], c["profile"]) for c in run_cells if set(c.get("fidelity") or {}) != keys]
+    assert not missing, missing
+    off = []
+    for c in run_cells:
+        a = c["fidelity"]["A_vs_truth"]
+        if a["n_reference"] != c["truth"] + c["truth_text"] or a["n_tested"] != c["tier_a"] + c["tier_a_text"]:
+            off.append((c["agent"], c["profile"], a, c["truth"], c["truth_text"]))
+        if c["truth"] + c["truth_text"] and (a["recall"], a["precision"]) != (1.0, 1.0):
+            off.append((c["agent"], c["profile"], a))
+    assert not off, off
+
+
 def test_docs_page_is_what_a_real_run_renders(run_cells, interaction_cells):
     want = conformance.render(run_cells, conformance.expectations(), interaction_cells)
     have = (ROOT / "docs" / "conformance.md").read_text()

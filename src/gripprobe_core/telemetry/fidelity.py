@@ -52,7 +52,8 @@ Pure functions only (the callers read the files): ``scripts/conformance.py`` and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import defaultdict, deque
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -189,8 +190,19 @@ def _names(payload: Mapping[str, Any]) -> tuple[str, str]:
 
 def tier_calls(events: Iterable[Any], tier: str) -> list[Call]:
     """The tool calls tier ``tier`` saw in a phase's merged events (dicts as stored, or ``Event`` objects), in
-    order (the module docstring has the rule). Never raises on odd events."""
+    order (the module docstring has the rule). Linear in the events; never raises on odd events."""
     calls: list[dict[str, Any]] = []
+    open_by_id: dict[str, deque[int]] = defaultdict(deque)    # starts without a result yet, oldest first
+    open_by_name: dict[str, deque[int]] = defaultdict(deque)
+    ids: set[str] = set()
+
+    def oldest_open(queue: deque[int] | None) -> dict[str, Any] | None:
+        while queue:
+            call = calls[queue.popleft()]
+            if call["answered"] is False:
+                return call
+        return None
+
     for event in events:
         kind = _get(event, "event_type")
         if kind not in ("tool_call_start", "tool_call_result") or tier not in _tiers(event):
@@ -200,20 +212,25 @@ def tier_calls(events: Iterable[Any], tier: str) -> list[Call]:
         call_id = _get(event, "tool_call_id")
         call_id = call_id if isinstance(call_id, str) and call_id else None
         name, raw = _names(payload)
+        ref = _text(_get(event, "event_id"))
         if kind == "tool_call_start":
+            error = _get(event, "error_type")
             calls.append({"tool_call_id": call_id, "name": name, "raw_name": raw,
-                          "arguments": canonical_arguments(payload.get("arguments")),
-                          "ref": _text(_get(event, "event_id")), "answered": False,
-                          "error_type": _get(event, "error_type") if isinstance(_get(event, "error_type"), str)
-                          else None})
+                          "arguments": canonical_arguments(payload.get("arguments")), "ref": ref,
+                          "answered": False, "error_type": error if isinstance(error, str) else None})
+            if call_id:
+                open_by_id[call_id].append(len(calls) - 1)
+                ids.add(call_id)
+            open_by_name[name].append(len(calls) - 1)
             continue
-        opened = next((c for c in calls if c["answered"] is False and (
-            c["tool_call_id"] == call_id if call_id else c["name"] == name)), None)
+        opened = oldest_open(open_by_id.get(call_id) if call_id else open_by_name.get(name))
         if opened is not None:
             opened["answered"] = True
-        elif call_id is None or not any(c["tool_call_id"] == call_id for c in calls):  # else: a repeated result
-            calls.append({"tool_call_id": call_id, "name": name, "raw_name": raw, "arguments": None,
-                          "ref": _text(_get(event, "event_id")), "answered": True, "error_type": None})
+        elif call_id is None or call_id not in ids:  # else a repeated result of a call the tier has
+            calls.append({"tool_call_id": call_id, "name": name, "raw_name": raw, "arguments": None, "ref": ref,
+                          "answered": True, "error_type": None})
+            if call_id:
+                ids.add(call_id)
     return [Call(**c) for c in calls]
 
 
@@ -264,38 +281,38 @@ def truth_calls(entries: Iterable[Mapping[str, Any]]) -> list[Call]:
 
 def match_calls(tested: Iterable[Call], reference: Iterable[Call], *, names: Names = "normalized") -> Comparison:
     """Pair ``tested`` with ``reference`` by the rule in the module docstring; the unpaired ones are the
-    reference's missed calls and the tested source's invented ones."""
+    reference's missed calls and the tested source's invented ones. Linear in the number of calls (each round
+    indexes the reference's candidates by what must be equal)."""
     xs, rs = list(tested), list(reference)
     pair_of: dict[int, int] = {}   # tested index -> reference index
     taken: set[int] = set()
 
-    def run(accept) -> None:
+    def run(x_ok: Callable[[Call], bool], r_ok: Callable[[Call], bool], key: Callable[[Call], Hashable]) -> None:
+        """One round: each unpaired tested call passing ``x_ok`` takes the first unpaired reference call passing
+        ``r_ok`` with an equal ``key``."""
+        waiting: dict[Hashable, deque[int]] = defaultdict(deque)
+        for j, r in enumerate(rs):
+            if j not in taken and r_ok(r):
+                waiting[key(r)].append(j)
+        if not waiting:
+            return
         for i, x in enumerate(xs):
-            if i in pair_of:
-                continue
-            for j, r in enumerate(rs):
-                if j not in taken and accept(x, r):
-                    pair_of[i] = j
-                    taken.add(j)
-                    break
+            if i not in pair_of and x_ok(x) and (queue := waiting.get(key(x))):
+                pair_of[i] = j = queue.popleft()
+                taken.add(j)
 
-    run(lambda x, r: x.tool_call_id is not None and x.tool_call_id == r.tool_call_id)
+    has_id = lambda c: c.tool_call_id is not None  # noqa: E731
+    run(has_id, has_id, lambda c: c.tool_call_id)
     # content, then name only: each in rounds from the most constrained pairs to the least (module docstring)
-    for args in ((True, True), (True, False), (False, True), (False, False)):
-        for ids in ((True, False), (False, True), (False, False)):
-            run(lambda x, r, a=args, i=ids: _fits(x, r, a, i, names))
+    for x_args, r_args in ((True, True), (True, False), (False, True), (False, False)):
+        for x_id, r_id in ((True, False), (False, True), (False, False)):
+            both = x_args and r_args
+            run(lambda c, a=x_args, i=x_id: (c.arguments is not None) == a and has_id(c) == i,
+                lambda c, a=r_args, i=r_id: (c.arguments is not None) == a and has_id(c) == i,
+                lambda c, b=both: (c.key_name(names), c.arguments if b else None))
     matched = tuple((xs[i], rs[j]) for i, j in sorted(pair_of.items()))
     return Comparison(matched, tuple(r for j, r in enumerate(rs) if j not in taken),
                       tuple(x for i, x in enumerate(xs) if i not in pair_of))
-
-
-def _fits(x: Call, r: Call, args: tuple[bool, bool], ids: tuple[bool, bool], names: Names) -> bool:
-    """Do ``x`` and ``r`` pair in the round for these argument (known?) and id (present?) flags."""
-    if (x.tool_call_id is not None, r.tool_call_id is not None) != ids:
-        return False
-    if (x.arguments is not None, r.arguments is not None) != args or x.key_name(names) != r.key_name(names):
-        return False
-    return x.arguments == r.arguments if args == (True, True) else True
 
 
 def phase_fidelity(events: Iterable[Any], truth: Iterable[Mapping[str, Any]] | None = None,
