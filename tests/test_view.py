@@ -66,6 +66,7 @@ def _live_copy(results: Path, finished: Path, name: str = "live") -> Path:
     (run / "cases").mkdir(parents=True)
     manifest = json.loads((finished / "manifest.json").read_text())
     manifest.update(status="running", finished_at=None, counts={}, completed=0)
+    manifest.pop("harness")  # the finished run's harness is gone; as if written on another machine: running
     (run / "manifest.json").write_text(json.dumps(manifest))
     shutil.copytree(finished / "cases" / PERFECT, run / "cases" / PERFECT)
     return run
@@ -298,3 +299,41 @@ def test_cli_a_port_in_use_is_one_line(capsys, results):
         port = url.rsplit(":", 1)[1].strip("/")
         code, out, err = _cli(capsys, "view", str(results), "--port", port)
     assert code == 2 and "cannot listen there" in err and len(err.strip().splitlines()) == 1 and out == ""
+
+
+def test_a_running_manifest_whose_harness_is_gone_is_stopped_and_a_live_one_is_running():
+    """The manifest names the harness (pid, host, boot); a `running` run whose process is gone is `stopped`
+    (SIGKILL leaves no other word), one still alive or from another machine stays `running`."""
+    import subprocess
+
+    from gripprobe_core.runner.run import harness_identity
+    from gripprobe_core.view.state import run_state_name
+
+    me = harness_identity()
+    assert me["pid"] > 1 and me["hostname"] and me["boot_id"]
+    # a gripprobe process that is alive (this test runs under python -m pytest: a child named gripprobe)
+    child = subprocess.Popen([sys.executable, "-c", "import time, sys; sys.argv[0] = 'gripprobe'; time.sleep(30)",
+                              "gripprobe"])
+    try:
+        alive = {**me, "pid": child.pid}
+        deadline = time.monotonic() + 10
+        while b"gripprobe" not in Path(f"/proc/{child.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.02)  # the child's exec under way
+        assert run_state_name({"status": "running", "harness": alive}) == "running"
+    finally:
+        child.kill()
+        child.wait()
+    assert run_state_name({"status": "running", "harness": alive}) == "stopped"
+    # a live process that is not gripprobe (a reused pid) counts as gone
+    assert run_state_name({"status": "running", "harness": {**me, "pid": 1}}) == "running"  # pid 1 is refused
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        assert run_state_name({"status": "running", "harness": {**me, "pid": other.pid}}) == "stopped"
+    finally:
+        other.kill()
+        other.wait()
+    # another machine, another boot, no record, or a forged record: not known to be gone
+    for harness in ({**alive, "hostname": "elsewhere"}, {**alive, "boot_id": "0-0"}, None, {"pid": "1"},
+                    {**alive, "pid": 2**40}, {**alive, "pid": True}):
+        assert run_state_name({"status": "running", "harness": harness}) == "running", harness
+    assert run_state_name({"status": "complete", "harness": alive}) == "complete"

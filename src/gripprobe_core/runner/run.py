@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import platform
 import signal
+import socket
 import tempfile
 import time
 from collections import Counter
@@ -51,6 +53,18 @@ class RunResult:
         return dict(sorted(Counter(r.verdict.status for r in self.results).items()))
 
 
+def harness_identity() -> dict[str, Any]:
+    """Who is writing this run: the process, the machine and its boot. ``gripprobe view`` tells a run still
+    going from one whose harness was killed (SIGKILL leaves the manifest saying ``running``) by whether this
+    process still lives, when it looks from the same machine and boot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot_id: str | None = f.read(64).strip() or None
+    except OSError:
+        boot_id = None
+    return {"pid": os.getpid(), "hostname": socket.gethostname(), "boot_id": boot_id}
+
+
 def _manifest(run: ActiveRun, cases: list[PlannedCase], *, status: str, started_at: str,
               results: list[CaseResult] | None = None, finished_at: str | None = None,
               executor: Executor | None = None) -> dict:
@@ -69,6 +83,7 @@ def _manifest(run: ActiveRun, cases: list[PlannedCase], *, status: str, started_
         "timeout_s": opts.timeout_s, "base_url_override": opts.base_url_override, "run_values": dict(run.values),
         "proxy_max_body": opts.proxy_max_body, "trials": opts.trials, "max_tokens_per_phase": opts.token_budget,
         "host": {"python": platform.python_version(), "platform": platform.platform(), "event_loop": loop_name()},
+        "harness": harness_identity(),
         "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version}
                     for p in run.plugins.records()],
         "planned": [{"case_id": c.case_id, **c.key.model_dump()} for c in cases],

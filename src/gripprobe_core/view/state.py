@@ -7,8 +7,9 @@ folder, never a FIFO or device, every case.json validated as a whole). Parsed ca
 identity of their case.json (inode, size, modification time), so polling a run costs an ``lstat`` per case.
 
 A run's state as the view shows it comes from its manifest: ``running`` (the runner writes it first, and
-rewrites it ``complete`` or ``incomplete`` at the end; a run killed with SIGKILL still says ``running``, which
-no file can tell apart from a run still going: the view shows how long ago anything in the run changed),
+rewrites it ``complete`` or ``incomplete`` at the end), ``stopped`` (the manifest says ``running`` but names
+a harness process on this machine and boot that is gone: killed with SIGKILL, or the machine's power; a run
+from another machine still says ``running``, and the view shows how long ago anything in it changed),
 ``complete``, ``interrupted`` (``incomplete`` with ``interrupted_by``: Ctrl-C or SIGTERM, resumable),
 ``incomplete``, ``unknown`` (no readable manifest) and ``invalid`` (a status the harness never writes).
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import threading
 import time
 from collections import Counter
@@ -37,11 +39,42 @@ _SIGNALS = ("SIGINT", "SIGTERM")
 
 
 def run_state_name(manifest: dict[str, Any]) -> str:
-    """``running``, ``complete``, ``interrupted``, ``incomplete``, ``unknown`` or ``invalid`` (see the module)."""
+    """``running``, ``stopped``, ``complete``, ``interrupted``, ``incomplete``, ``unknown`` or ``invalid``
+    (see the module)."""
     status = manifest_status(manifest)
     if status == "incomplete" and manifest.get("interrupted_by") in _SIGNALS:
         return "interrupted"
+    if status == "running" and harness_gone(manifest.get("harness")):
+        return "stopped"
     return status
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read(64).strip() or None
+    except OSError:
+        return None
+
+
+def harness_gone(harness: Any) -> bool:
+    """Whether the harness that wrote a ``running`` manifest is known to be gone: the manifest names this
+    machine and boot, and its process is no longer a live ``gripprobe`` (a pid since reused by another
+    program counts as gone). Anything unknown (another machine, an older run, a value that is not one) is
+    not gone: the view then says ``running`` and shows how long ago anything changed."""
+    if not isinstance(harness, dict):
+        return False
+    pid, host, boot = harness.get("pid"), harness.get("hostname"), harness.get("boot_id")
+    if type(pid) is not int or not 1 < pid < 2**22 or not isinstance(host, str) or not isinstance(boot, str):
+        return False
+    if host != socket.gethostname() or boot != _boot_id():
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read(4096)
+    except OSError:
+        return True  # no such process
+    return b"gripprobe" not in cmdline
 
 
 @dataclass
