@@ -34,7 +34,8 @@ once:
    the same canonical arguments (:func:`~gripprobe_core.telemetry.merge.canonical_arguments`: ``'{"a": 1}'``
    equals ``{"a": 1}``). First a tested call with an id against a reference call without one, then a tested
    call without an id against a reference call with one, then two calls without ids (the constrained pairs
-   first, so the count is the largest possible); each time the first unpaired candidate in order.
+   first, so a call that could pair either way is not used up where only it fitted); each time the first
+   unpaired candidate in order.
 3. *Name only*, for the calls left where at least one of the two has no id and one of them has unknown
    arguments (a call seen only by its result, a call written as text): the same normalized name; first the
    pairs where only one side's arguments are unknown (tested known, then reference known), then the pairs
@@ -44,7 +45,7 @@ Names are compared normalized: ``payload.name`` (the shared tool name normalizat
 :func:`~gripprobe_core.telemetry.toolnames.canonical_key`; against the ground truth, which holds the name
 the oracle put on the wire and nothing normalized, both sides use the canonical key of the raw name
 (``names="raw"``). Kind (read, write, execute ...) follows from the normalized name. The matching is
-symmetric: ``match_calls(x, y)`` pairs as many calls as ``match_calls(y, x)``.
+symmetric: ``match_calls(x, y)`` pairs as many calls as ``match_calls(y, x)`` (property-tested).
 
 Pure functions only (the callers read the files): ``scripts/conformance.py`` and the aggregate
 (``reports/aggregate.py``) call :func:`phase_fidelity` on what a case stored.
