@@ -223,6 +223,10 @@ def test_compare_two_runs_chosen_in_the_index(view, results, finished):
     status, _, html = get(view + "compare?a=done&b=again")
     assert status == 200 and "Compare done vs again" in html and 'id="flips"' not in html  # nothing flipped
     assert 'id="no-flips"' in html and 'href="/"' in html
+    # every trial links to this server's case page of its own run, and that page is served
+    links = sorted(set(re.findall(r'href="(/runs/(?:done|again)/cases/[^"]+)"', html)))
+    assert {link.split("/")[2] for link in links} == {"done", "again"} and len(links) == 4, links
+    assert all(get(view + link.lstrip("/"))[0] == 200 for link in links)
     assert get(view + "compare?a=done")[0] == 400
     assert get(view + "compare?a=done&b=nosuch")[0] == 404
     (results / "runs" / "empty" / "cases").mkdir(parents=True)

@@ -223,6 +223,18 @@ async def api_case(request: web.Request) -> web.Response:
     return _json({"version": v[2], "landed": v[2] != "pending"})
 
 
+def _view_links(data: dict[str, Any], slugs: dict[str, str]) -> None:
+    """Point every trial's case-page link at this server's case page of its run (compare links the static
+    pages, relative to a report folder; the view serves a page for every case folder, written or not)."""
+    from ..reports.html import page_name
+
+    for cell in data.get("cells", []):
+        for side, slug in slugs.items():
+            s = cell.get(side) or {}
+            s["pages"] = [f"/runs/{quote(slug, safe='')}/cases/{quote(page_name(case.split('/', 1)[-1]), safe='')}"
+                          for case in s.get("cases", [])]
+
+
 async def compare(request: web.Request) -> web.Response:
     cfg = _cfg(request)
     a_slug, b_slug = request.query.get("a"), request.query.get("b")
@@ -240,6 +252,7 @@ async def compare(request: web.Request) -> web.Response:
                                  keys=cfg.keys, key_label=cfg.key_label)
         except UserError as exc:  # a side holding no case yet
             return 400, f"cannot compare: {safe_text(exc)}\n"
+        _view_links(data, {"a": a_slug, "b": b_slug})
         return 200, render_view_page("view_compare.html", live={}, compare=data)
 
     status, text = await asyncio.to_thread(render)
