@@ -276,10 +276,11 @@ def test_a_one_file_spec_folder_of_ones_own_runs_with_the_shipped_agents_and_mod
     models are under it, so the run needs no copies of them."""
     mine = tmp_path / "mine" / "tests"
     mine.mkdir(parents=True)
-    (mine / "hello.yaml").write_text(
-        "id: hello\ntitle: Say hello into a file\nprompt: Create a file hello.txt containing exactly hello.\n"
-        "requires: [write]\nreference:\n  - write: {path: hello.txt, content: hello}\n"
-        "validators:\n  - {kind: file_equals, path: hello.txt, expected: hello}\n")
+    # the file exactly as the README's first hour writes it
+    readme = (ROOT / "README.md").read_text()
+    (mine / "hello.yaml").write_text(readme.split("cat > mine/tests/hello.yaml <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0] + "\n")
+    res = gripprobe("validate", "--specs", "mine", cwd=tmp_path)
+    assert res.returncode == 0 and "  2. mine: 1 tests" in res.stdout, res.stdout + res.stderr
     res = gripprobe("run", "--specs", "mine", "--results", "r", "-a", "reference", "-m", "oracle-perfect",
                     "-t", "hello", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
