@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import gripprobe, read_json
+from conftest import SPECS, gripprobe, read_json
 from gripprobe_core.integrity.check import verify_run
 
 LAZY = "reference__oracle-lazy__oracle__tool__save_file"
@@ -349,11 +349,20 @@ def test_a_forged_verdict_is_tampered_on_every_recompute_and_never_re_signed(sig
 
 def test_an_earlier_signed_state_put_back_is_found(signed, tmp_path):
     """Every state the harness signed is genuine; the run's seal says which one is the latest."""
-    run = copy_run(signed, tmp_path)
     env = signed["env"]
+    specs = tmp_path / "specs"  # a spec whose model_hash the oracle's digest replaces (backfill --force)
+    shutil.copytree(SPECS, specs)
+    model = specs / "models" / "oracle-perfect.yaml"
+    model.write_text(model.read_text().replace("model_id: perfect",
+                                               "model_id: perfect\n    model_hash: sha256:recorded-by-an-older-oracle"))
+    res = gripprobe("run", "--specs", str(specs), "-a", "reference", "-m", "oracle-perfect", "-t", "save_file",
+                    "--results", str(tmp_path / "results"), env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = Path(res.stdout.strip().splitlines()[-1])
     case = run / "cases" / PERFECT
     old = {n: (case / n).read_bytes() for n in ("case.json", "case.sig.json")}
-    assert gripprobe("backfill-model-hashes", str(run), env=env).returncode == 0  # case.json rewritten, re-signed
+    res = gripprobe("backfill-model-hashes", "--force", str(run), env=env)
+    assert res.returncode == 0 and "overwritten 1" in res.stdout, res.stdout  # case.json rewritten, re-signed
     assert verify(run, env).returncode == 0
     for name, content in old.items():
         (case / name).write_bytes(content)

@@ -356,10 +356,13 @@ def _verify(rc: RunCheck, top: int, cases_fd: int, names: list[str], anchors: It
     wanted = set(anchors) if anchors is not None else None
     if wanted is not None and key.fingerprint not in wanted:
         rc.notes.append(f"signed by another key: {key.fingerprint}, not {', '.join(sorted(wanted))}")
+    trusted = True
     if seal.statement is None:
         rc.problems.append(Problem("missing" if seal.problem == "missing" else "signature_invalid", RUN_SIG))
+        trusted = False
     elif st.get("key") != key.fingerprint or not seal.valid_under(key):
         rc.problems.append(Problem("signature_invalid", RUN_SIG, seal.problem or ""))
+        trusted = False
     if signing and signing.get("public_key") != key.b64:
         rc.problems.append(Problem("changed", "manifest.json", "its `signing` names another public key"))
     if st and st.get("run_id") != rc.run_id:
@@ -374,7 +377,9 @@ def _verify(rc: RunCheck, top: int, cases_fd: int, names: list[str], anchors: It
         elif files[rel] != digest:
             rc.problems.append(Problem("changed", rel))
     rc.problems += [Problem("missing", rel) for rel in sorted(set(files) - set(tree.files))]
-    sealed = {str(k): _dict(v) for k, v in _dict(st.get("cases")).items()}
+    # A seal whose signature fails names nothing: its list of cases may be the forger's (a case it names that
+    # is not there is no case's fault); each case is then checked on its own signatures alone.
+    sealed = {str(k): _dict(v) for k, v in _dict(st.get("cases")).items()} if trusted else {}
     if cases_fd < 0 and rc.cases_entry_exists:
         rc.problems.append(Problem("changed", "cases", "not a folder reached without following a link"))
     for name in names:
