@@ -8,6 +8,7 @@ state turn `complete`, all without a reload (a mark set on the page's window sur
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -78,9 +79,11 @@ def test_cases_appear_in_a_running_run_without_a_reload(live_page, tmp_path):
             page.evaluate("window.__sameDocument = 2")
             page.select_option("#filter-status", "")  # a filter chosen before the rows arrive stays chosen
 
-            expect(page.locator("#cases tbody tr")).to_have_count(1, timeout=30_000)
-            expect(page.locator("#live-done")).to_have_text("1 / 2 done")
-            expect(page.locator(f'#cases a[href="cases/{SLOW}.html"]')).to_have_count(1)
+            # the slow case's row arrives (alone, or with the second when both land between two polls on a
+            # loaded machine: CI saw 0 then 2), in the same document
+            expect(page.locator(f'#cases a[href="cases/{SLOW}.html"]')).to_have_count(1, timeout=30_000)
+            if page.locator("#cases tbody tr").count() == 1:
+                expect(page.locator("#live-done")).to_have_text(re.compile(r"^[12] / 2 done$"))
             expect(page.locator("#cases tbody tr").first.locator(".badge")).to_have_text("PASS")
 
             expect(page.locator("#cases tbody tr")).to_have_count(2, timeout=30_000)
