@@ -94,6 +94,24 @@ def test_straggler_holding_stdout_does_not_hang_an_exited_agent(tmp_path):
     assert time.monotonic() - t0 < 8
 
 
+def test_the_agents_time_ends_at_its_exit_not_when_a_straggler_lets_go_of_its_pipes(tmp_path):
+    """The exit is seen from a pidfd the moment the agent ends; the drain of a pipe a straggler holds (here
+    a second, until the harness kills it) is the harness's time, not the agent's."""
+    from gripprobe_core.runner.process import DRAIN_AFTER_EXIT_S, _pidfd
+
+    fd = _pidfd(os.getpid())
+    if fd is None:
+        assert os.environ.get("CI") != "true", "no pidfd_open on this kernel: exits are polled"
+    else:
+        os.close(fd)
+    code = "import subprocess; subprocess.Popen(['sleep', '300']); print('bye')"
+    t0 = time.monotonic()
+    res = _run(tmp_path, code, timeout=30)
+    waited = time.monotonic() - t0
+    assert res.status == "ok" and waited >= DRAIN_AFTER_EXIT_S  # the harness drained the held pipe
+    assert res.duration_s < waited - DRAIN_AFTER_EXIT_S / 2, (res.duration_s, waited)
+
+
 @pytest.mark.parametrize("timeout", [0.5])
 def test_timeout_on_sigterm_ignoring_agent(tmp_path, timeout):
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('x', flush=True); time.sleep(60)"

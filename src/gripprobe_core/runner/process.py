@@ -2,8 +2,11 @@
 
 Nothing here blocks the event loop (which relays every proxied model call of every case running at once):
 the process is started in a worker thread, its stdout and stderr are copied to their files by a thread
-each (at most ``cap_bytes`` kept, the rest read and dropped), its stdin is fed by another, and the loop
-only polls for its exit (``waitpid`` with ``WNOHANG``) with a backoff.
+each (at most ``cap_bytes`` kept, the rest read and dropped), its stdin is fed by another. The loop learns
+of the child's exit at once from a pidfd (``os.pidfd_open``, readable when the process ends: no polling; a
+kernel without it falls back to ``waitpid`` with ``WNOHANG`` and a short backoff), and of the end of each
+capture from the capture thread itself. A phase's ``duration_s`` is taken when the exit is seen, before the
+pipes are drained.
 """
 
 from __future__ import annotations
@@ -119,9 +122,13 @@ class _Capture:
     path: Path
     cap: int
     tee: _Tee | None = None
+    on_done: Callable[[], None] | None = None
+    """Called from the capture thread when it ends (to wake the loop)."""
     written: int = 0
     truncated: bool = False
     error: str | None = None
+    finished: bool = False
+    """Set by the thread as it ends: everything it will ever copy is copied and its pipe is closed."""
     thread: threading.Thread = field(init=False)
 
     def start(self) -> None:
@@ -157,10 +164,13 @@ class _Capture:
                 self.source.close()
             except OSError:
                 pass
+            self.finished = True
+            if self.on_done is not None:
+                self.on_done()
 
     @property
     def done(self) -> bool:
-        return not self.thread.is_alive()
+        return self.finished or not self.thread.is_alive()
 
 
 def _feed(stdin: IO[bytes], data: bytes) -> None:
@@ -176,27 +186,86 @@ def _feed(stdin: IO[bytes], data: bytes) -> None:
             pass
 
 
+#: How often a ``stop()`` callback (a spent token budget) is asked while the agent runs.
+STOP_CHECK_S = 0.05
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfd on this kernel or Python: the polling fallback
+        return None
+
+
 async def _wait_exit(proc: subprocess.Popen[bytes], timeout: float,
                      stop: Callable[[], bool] | None = None) -> bool:
-    """Wait for the child itself to exit, polling ``waitpid`` (a grandchild holding its pipes does not
-    delay this). Returns False on timeout, or as soon as ``stop()`` says the harness wants it stopped."""
+    """Wait for the child itself to exit (a grandchild holding its pipes does not delay this): woken by
+    its pidfd the moment it ends. Returns False on timeout, or as soon as ``stop()`` says the harness wants
+    it stopped (asked every ``STOP_CHECK_S``)."""
+    if proc.poll() is not None:
+        return True
     deadline = time.monotonic() + timeout
-    delay = 0.002
+    fd = _pidfd(proc.pid)
+    if fd is None:
+        return await _poll_exit(proc, deadline, stop)
+    loop = asyncio.get_running_loop()
+    ended = loop.create_future()
+    loop.add_reader(fd, lambda: ended.done() or ended.set_result(None))
+    try:
+        while proc.poll() is None:
+            left = deadline - time.monotonic()
+            if left <= 0 or (stop is not None and stop()):
+                return False
+            try:
+                await asyncio.wait_for(asyncio.shield(ended), min(left, STOP_CHECK_S) if stop else left)
+            except asyncio.TimeoutError:
+                pass
+        return True
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+async def _poll_exit(proc: subprocess.Popen[bytes], deadline: float, stop: Callable[[], bool] | None) -> bool:
+    delay = 0.001
     while proc.poll() is None:
         left = deadline - time.monotonic()
         if left <= 0 or (stop is not None and stop()):
             return False
         await asyncio.sleep(min(delay, left))
-        delay = min(delay * 2, 0.05)
+        delay = min(delay * 2, 0.01)
     return True
 
 
-async def _wait_threads(captures: list[_Capture], timeout: float) -> bool:
+class _AllDone:
+    """Wakes the loop when every capture thread has ended (they call :meth:`one_done` from their thread)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop, self.event = loop, asyncio.Event()
+
+    def one_done(self) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.event.set)
+        except RuntimeError:  # the loop is closed
+            pass
+
+
+async def _wait_threads(captures: list[_Capture], timeout: float, woken: _AllDone | None = None) -> bool:
     deadline = time.monotonic() + timeout
     while not all(c.done for c in captures):
-        if time.monotonic() >= deadline:
+        left = deadline - time.monotonic()
+        if left <= 0:
             return False
-        await asyncio.sleep(0.01)
+        if woken is None:
+            await asyncio.sleep(min(0.01, left))
+            continue
+        woken.event.clear()
+        if all(c.done for c in captures):
+            break
+        try:
+            await asyncio.wait_for(woken.event.wait(), left)
+        except asyncio.TimeoutError:
+            pass
     return True
 
 
@@ -253,8 +322,9 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
     pgid = proc.pid  # start_new_session: the child leads its own group
     assert proc.stdout is not None and proc.stderr is not None
     talk = await _open_session(proc) if session is not None else None
-    captures = [_Capture(proc.stdout, stdout_path, cap_bytes, talk[0] if talk else None),
-                _Capture(proc.stderr, stderr_path, cap_bytes)]
+    woken = _AllDone(asyncio.get_running_loop())
+    captures = [_Capture(proc.stdout, stdout_path, cap_bytes, talk[0] if talk else None, woken.one_done),
+                _Capture(proc.stderr, stderr_path, cap_bytes, on_done=woken.one_done)]
     for c in captures:
         c.start()
     if stdin is not None and proc.stdin is not None:
@@ -289,6 +359,7 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
             if stop is not None and stop[0]():
                 stopped_why = stop[1]
             await _terminate_tree(proc, pgid, token)
+        t_end = time.monotonic()  # the agent's time ends here; draining its pipes is the harness's
         if task is not None and not task.done():  # the agent left first (or timed out): the session hears EOF
             try:
                 await asyncio.wait_for(asyncio.shield(task), DRAIN_AFTER_EXIT_S)
@@ -302,10 +373,10 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
         if talk is not None:
             await _close_writer(talk[1])
         # The agent is gone; a straggler may still hold the pipes. Drain briefly, then kill the tree.
-        drained = await _wait_threads(captures, DRAIN_AFTER_EXIT_S)
+        drained = await _wait_threads(captures, DRAIN_AFTER_EXIT_S, woken)
         await asyncio.to_thread(_kill_tree, pgid, token, signal.SIGKILL)
         if not drained:  # what still holds a pipe was just killed: its pipe closes, its capture thread ends
-            await _wait_threads(captures, KILL_GRACE_S)
+            await _wait_threads(captures, KILL_GRACE_S, woken)
     except asyncio.CancelledError:
         if task is not None:
             task.cancel()
@@ -317,7 +388,7 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
     exit_code = rc if rc is not None and rc >= 0 else None
     killed_by = -rc if rc is not None and rc < 0 else None
     fields: dict[str, Any] = dict(
-        exit_code=exit_code, signal=killed_by, duration_s=round(time.monotonic() - t0, 4), finished_at=utc_now_iso(),
+        exit_code=exit_code, signal=killed_by, duration_s=round(t_end - t0, 4), finished_at=utc_now_iso(),
         stdout_bytes=out.written, stderr_bytes=err.written, stdout_truncated=out.truncated,
         stderr_truncated=err.truncated, command=list(argv), started_at=started_at,
     )
