@@ -12,7 +12,8 @@ The contract (benchmarks/run_all.py collects what it asks for):
       RESULT <name> <value> <unit> target=<target or -> baseline=<baseline value> ratio=<ratio or -> load=<1-min loadavg>
 
   A target is an upper bound (``60`` or ``<=60``: the figure is met when it is at most that), or a lower
-  bound written ``>=N``. The benchmark itself says MET or MISSED per figure (:func:`verdict`).
+  bound written ``>=N``; ``ratio<=N`` bounds the ratio instead. The benchmark itself says MET or MISSED
+  per figure (:func:`verdict`); a word ``MET`` or ``MISSED`` after the line's fields is read as its verdict.
 
 ``python3`` must resolve to the same interpreter inside the sandbox and outside it: the sandbox mounts the
 system folders and the project's own interpreter, never a user's shims (a pyenv shim is a bash script that
@@ -103,27 +104,46 @@ def ratio(subject: float, baseline: float) -> float | None:
 
 
 def parse_target(target: str | float | None) -> tuple[str, float] | None:
-    """``60``/``<=60`` → ("<=", 60.0); ``>=5`` → (">=", 5.0); None or ``-`` → None."""
+    """``60``/``<=60`` → ("<=", 60.0); ``>=5`` → (">=", 5.0); None or ``-`` → None (``≤``/``≥`` too).
+    A target on the ratio (``ratio<=1.2``) gives its operator and bound the same way (see :func:`target_of`)."""
+    got = target_of(target)
+    return None if got is None else (got[1], got[2])
+
+
+def target_of(target: str | float | None) -> tuple[str, str, float] | None:
+    """(what it bounds: ``value`` or ``ratio``, operator, bound) of a target; None for none.
+    Raises ValueError for a target that is none of these forms."""
     if target is None:
         return None
     if isinstance(target, (int, float)):
-        return "<=", float(target)
-    t = target.strip()
+        return "value", "<=", float(target)
+    t = target.strip().replace("≤", "<=").replace("≥", ">=")
     if t in ("", "-"):
         return None
+    field = "value"
+    for name in ("ratio", "value"):
+        if t.startswith(name):
+            field, t = name, t[len(name):].lstrip()
+            break
     for op in ("<=", ">="):
         if t.startswith(op):
-            return op, float(t[len(op):])
-    return "<=", float(t)
+            return field, op, float(t[len(op):])
+    if field != "value" or not t:
+        raise ValueError(f"not a target: {target!r}")
+    return field, "<=", float(t)
 
 
-def verdict(value: float, target: str | float | None) -> str:
-    """``MET``/``MISSED`` against ``target`` (see :func:`parse_target`); ``-`` when there is none."""
-    parsed = parse_target(target)
+def verdict(value: float, target: str | float | None, ratio: float | None = None) -> str:
+    """``MET``/``MISSED`` against ``target`` (see :func:`target_of`: on the value, or on ``ratio``);
+    ``-`` when there is none (or it bounds a ratio that is not known)."""
+    parsed = target_of(target)
     if parsed is None:
         return "-"
-    op, bound = parsed
-    ok = value <= bound if op == "<=" else value >= bound
+    field, op, bound = parsed
+    x = value if field == "value" else ratio
+    if x is None:
+        return "-"
+    ok = x <= bound if op == "<=" else x >= bound
     return "MET" if ok else "MISSED"
 
 
@@ -142,7 +162,7 @@ def result_line(name: str, value: float, unit: str, *, target: str | float | Non
     """One figure as the contract's ``RESULT`` line."""
     if not name or any(c.isspace() for c in name) or not unit or any(c.isspace() for c in unit):
         raise ValueError(f"a RESULT name and unit are single words: {name!r} {unit!r}")
-    tgt = "-" if parse_target(target) is None else (num(float(target)) if isinstance(target, (int, float))
+    tgt = "-" if target_of(target) is None else (num(float(target)) if isinstance(target, (int, float))
                                                      else str(target).strip())
     return (f"RESULT {name} {num(value)} {unit} target={tgt} baseline={num(baseline)} ratio={num(ratio)} "
             f"load={num(load1() if load is None else load)}")
@@ -165,7 +185,7 @@ def report(figures: list[Figure]) -> None:
     """Each figure's verdict as a sentence, then the RESULT lines, last (the contract)."""
     load = load1()
     for f in figures:
-        v = verdict(f.value, f.target)
+        v = verdict(f.value, f.target, f.ratio)
         tgt = "" if v == "-" else f", target {f.target}: {v}"
         print(f"{f.name}: {num(f.value)} {f.unit}{tgt}" + (f"  ({f.what})" if f.what else ""))
     for f in figures:

@@ -24,7 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _bench import load1, num, parse_target, verdict  # noqa: E402
+from _bench import load1, num, target_of, verdict  # noqa: E402
 
 COLUMNS = ("name", "value", "unit", "baseline", "ratio", "target", "MET/MISSED", "load")
 
@@ -41,10 +41,12 @@ class Result:
     ratio: float | None = None
     load: float | None = None
     script: str = ""
+    stated: str | None = None
+    """The script's own verdict (a word MET or MISSED after the fields), which stands: it knows its target."""
 
     @property
     def verdict(self) -> str:
-        return verdict(self.value, self.target)
+        return self.stated or verdict(self.value, self.target, self.ratio)
 
 
 def _opt_float(text: str | None) -> float | None:
@@ -59,7 +61,7 @@ def _opt_float(text: str | None) -> float | None:
 def parse_result(line: str, script: str = "") -> Result | None:
     """A ``RESULT <name> <value> <unit> key=value ...`` line, or None when the line is not one (or is
     malformed: a value that is no number, a missing unit). Keys may come in any order; unknown keys and
-    trailing words are ignored; ``-`` is no value."""
+    other words are ignored but a trailing ``MET``/``MISSED`` (the script's verdict); ``-`` is no value."""
     words = line.strip().split()
     if len(words) < 4 or words[0] != "RESULT":
         return None
@@ -69,11 +71,12 @@ def parse_result(line: str, script: str = "") -> Result | None:
     keys = dict(w.split("=", 1) for w in words[4:] if "=" in w)
     target = keys.get("target", "-").strip() or "-"
     try:
-        parse_target(target)
+        target_of(target)
     except ValueError:
         target = "-"
+    stated = next((w for w in reversed(words[4:]) if w in ("MET", "MISSED")), None)
     return Result(words[1], value, words[3], target, _opt_float(keys.get("baseline")), _opt_float(keys.get("ratio")),
-                  _opt_float(keys.get("load")), script)
+                  _opt_float(keys.get("load")), script, stated)
 
 
 @dataclass

@@ -37,6 +37,8 @@ RESULT harness_cost_n48 169.2 ms target=60 baseline=585 ratio=1.29 load=2.40
 RESULT harness_ratio_n48 1.29 x target=<=1.1 baseline=585 ratio=1.29 load=2.40
 RESULT loop_lag_p99_excess 2.2 ms target=10 baseline=7.3 ratio=1.3 load=3.1
 RESULT throughput 40 req/s target=>=25 baseline=- ratio=- load=-
+RESULT ray_throughput 2.1 cases/s target=2 baseline=2.3 ratio=0.91 load=2.10 MET
+RESULT sandbox_none_cpu 90.5 ms target=ratio<=1.2 baseline=60.1 ratio=1.506 load=3
 RESULT broken notanumber ms target=1 baseline=1 ratio=1 load=1
 not a RESULT line
 """
@@ -58,11 +60,20 @@ def test_parse_result_refuses_what_is_not_one(line: str) -> None:
     assert run_all.parse_result(line) is None
 
 
-@pytest.mark.parametrize("value,target,expected", [(60, "60", "MET"), (60.01, "60", "MISSED"), (1.1, "<=1.1", "MET"),
-                                                   (24, ">=25", "MISSED"), (25, ">=25", "MET"), (3, "-", "-"),
-                                                   (3, None, "-")])
-def test_verdict(value: float, target: str | None, expected: str) -> None:
-    assert bench.verdict(value, target) == expected
+@pytest.mark.parametrize("value,target,ratio,expected", [
+    (60, "60", None, "MET"), (60.01, "60", None, "MISSED"), (1.1, "<=1.1", None, "MET"), (9, "≤10", None, "MET"),
+    (24, ">=25", None, "MISSED"), (25, ">=25", None, "MET"), (3, "-", None, "-"), (3, None, None, "-"),
+    (500, "ratio<=1.2", 1.19, "MET"), (1, "ratio<=1.2", 1.21, "MISSED"), (1, "ratio>=2", None, "-"),
+])
+def test_verdict(value: float, target: str | None, ratio: float | None, expected: str) -> None:
+    assert bench.verdict(value, target, ratio) == expected
+
+
+@pytest.mark.parametrize("target", ["fast", "ratio", "ratio<1", "<=x"])
+def test_a_target_of_no_known_form_is_refused(target: str) -> None:
+    with pytest.raises(ValueError):
+        bench.target_of(target)
+    assert run_all.parse_result(f"RESULT a 1 ms target={target} baseline=- ratio=- load=1").target == "-"
 
 
 def test_result_line_round_trips_through_the_parser() -> None:
@@ -81,7 +92,8 @@ def test_result_line_round_trips_through_the_parser() -> None:
 def test_collect_and_table_on_sample_output() -> None:
     good = run_all.collect("harness_overhead.py", SAMPLE.splitlines(), 0)
     assert [r.name for r in good.results] == ["harness_cost_n6", "harness_cost_n48", "harness_ratio_n48",
-                                              "loop_lag_p99_excess", "throughput"]
+                                              "loop_lag_p99_excess", "throughput", "ray_throughput",
+                                              "sandbox_none_cpu"]
     assert good.crash is None
     crashed = run_all.collect("ray_overhead.py", ["starting", "Traceback (most recent call last):", "  ...",
                                                   "RuntimeError: boom"], 1)
@@ -95,6 +107,8 @@ def test_collect_and_table_on_sample_output() -> None:
     assert rows["harness_ratio_n48"][6] == "MISSED"
     assert rows["loop_lag_p99_excess"][6] == "MET"
     assert rows["throughput"][3:8] == ["-", "-", ">=25", "MET", "-"]
+    assert rows["ray_throughput"][6] == "MET"  # the script's own verdict stands (its target is a lower bound)
+    assert rows["sandbox_none_cpu"][5:7] == ["ratio<=1.2", "MISSED"]
     assert rows["ray_overhead.py"][6] == "CRASHED: traceback (exit 1)"
     assert rows["old.py"][6] == "no RESULT line"
     assert len({len(ln) for ln in lines}) == 1  # columns aligned
