@@ -95,6 +95,16 @@ def stored(run_dir: Path) -> tuple[dict[str, list[str]], float]:
     return commands, recorded
 
 
+def failed_phases(run_dir: Path) -> list[str]:
+    """The phases of a stored run whose agent did not exit 0 (both sides must run the same work)."""
+    bad = []
+    for path in run_dir.glob("cases/*/case.json"):
+        case = json.loads(path.read_text())
+        bad += [f"{case['case_id']}/{ph['phase']}: {ph['process'].get('status')} exit {ph['process'].get('exit_code')}"
+                for ph in case.get("phases", []) if ph["process"].get("exit_code") != 0]
+    return bad
+
+
 def inner_command(argv: list[str]) -> list[str]:
     """The agent's own argv inside the sandbox's wrapper (bwrap … sandbox_init.py … -- argv), else argv."""
     init = next((i for i, a in enumerate(argv) if a.endswith("sandbox_init.py")), None)
@@ -189,6 +199,8 @@ def measure(n: int, rounds: int, tmp: Path) -> list[Figure]:
             raise SystemExit(f"N={n}: the helper ran {helper['processes']} agents, exits {helper['exits']}")
         base.append(helper["agent_s"])
         wall, last_run = subject(n, tmp / f"run-{n}-{r}")
+        if bad := failed_phases(last_run):
+            raise SystemExit(f"N={n}: agents failed under the harness: {bad[:3]}")
         subj.append(wall)
         recorded.append(stored(last_run)[1])
         print(f"N={n} round {r + 1}/{rounds}: agents alone {helper['agent_s']:.2f} s, gripprobe run {wall:.2f} s "
