@@ -1,162 +1,233 @@
-"""Aggregate scale: `gripprobe aggregate-reports` over 10,000 synthetic cases in 20 runs.
+"""Reading stored results at scale, against a plain read of the same files (issue 21 item 5; docs/aggregate.md
+"Scale", docs/export.md "Scale").
 
-Writes valid CaseResult dumps (5 agents × 2 versions, 8 models, 2 formats, 18 tests, 2 hardware profiles,
-every status) into a temporary results root — generation is not timed — then runs the real command in a
-child process and prints its wall time and peak memory (the child's own ru_maxrss), with two baselines
-measured in the same run, each in its own child: merely json-loading every case.json, and starting Python
-and importing the CLI. Target: <= 10 s wall and <= 500 MB peak.
+Setup (not timed): one real case of the reference agent on the oracle (``gripprobe run``) is the template;
+its case.json, events, ground truth, prompt and final text are cloned into synthetic runs with varied keys
+(5 agents x 2 versions, 8 models, 2 formats, 18 tests, 2 hardware profiles, every status), case.json
+rewritten and checked as a valid result, the other files with their ids replaced. The runs are unsigned.
 
-    .venv/bin/python benchmarks/aggregate_scale.py [--cases 10000] [--runs 20]
+Measured, whole commands from outside, each against a baseline in alternating rounds (baseline, subject, ...):
+
+* ``gripprobe aggregate-reports`` over 10,000 cases in 20 runs;
+* ``gripprobe compare`` of two runs of 504 cases each;
+* ``gripprobe export --format junit`` and ``--format atif`` of one run of 1,008 cases;
+
+the baseline of each a plain Python script (``python3 -c``, the same interpreter) that reads every file the
+command reads, in the same order, with ``json.loads`` (a JSON lines file line by line). The figures: the
+median wall time of each and their ratio, and the peak RSS of each command (``ru_maxrss`` from ``os.wait4``:
+``getrusage(RUSAGE_CHILDREN)`` of that one child; the plain ``RUSAGE_CHILDREN`` keeps only the largest child
+so far). A child's ``ru_maxrss`` starts at its parent's size when it was forked, so this process imports
+nothing of gripprobe and stays ~10 MB, below every figure. Targets (issue 21): the aggregate within 1.5x its plain read and <= 100 MB peak; compare and the
+exports are reported without a target (on ~1k cases the command's start-up, item 4, dominates the ratio).
+
+    .venv/bin/python benchmarks/aggregate_scale.py [--quick] [--rounds 3] [--cases 10000]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-TARGET_S = 10.0
-TARGET_MB = 500.0
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench import (  # noqa: E402
+    Figure, Spread, add_contract_args, alternate, bench_env, gripprobe_cli, load1, report, rounds_of, verdict)
+
+RATIO_TARGET = 1.5
+RSS_TARGET_MB = 100.0
 STATUS_WEIGHTS = {"PASS": 40, "PASS_WITH_POLICY_VIOLATION": 10, "FAIL": 15, "NO_TOOL_CALL": 15, "TIMEOUT": 5,
                   "TOOL_UNSUPPORTED": 3, "SHELL_ERROR": 4, "HARNESS_ERROR": 3, "SKIPPED": 5}
+#: The files of a case that are cloned (all the commands measured here read; nothing else is written).
+CASE_FILES = ("case.json", "prompt.txt", "artifacts/events.measured.jsonl", "artifacts/oracle.measured.jsonl",
+              "artifacts/measured.final.txt")
+#: What each command reads of a case (the baseline reads the same), besides each run's manifest.json.
+READS = {"aggregate": ("case.json", "artifacts/events.measured.jsonl", "artifacts/oracle.measured.jsonl"),
+         "compare": ("case.json",), "junit": ("case.json",),
+         "atif": ("case.json", "prompt.txt", "artifacts/measured.final.txt", "artifacts/events.measured.jsonl")}
 
-# Each child prints one JSON line last: its own time for the measured step and its peak RSS.
-CHILD_AGGREGATE = """
-import json, resource, sys, time
-t0 = time.perf_counter()
-from gripprobe_core.cli.main import main
-try:
-    main(["aggregate-reports", "--runs-root", sys.argv[1], "--output", sys.argv[2]])
-except SystemExit as exc:
-    rc = exc.code
-print(json.dumps({"rc": rc, "s": time.perf_counter() - t0,
-                  "kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+# The baseline: every run folder given, its manifest, then each case folder (sorted) and the files named.
+PLAIN_READ = r"""
+import json, os, sys
+runs, names = sys.argv[1].split(os.pathsep), sys.argv[2].split(",")
+n = 0
+for run in runs:
+    with open(os.path.join(run, "manifest.json"), "rb") as fh:
+        json.loads(fh.read())
+    cases = os.path.join(run, "cases")
+    for case in sorted(os.listdir(cases)):
+        for name in names:
+            with open(os.path.join(cases, case, name), "rb") as fh:
+                data = fh.read()
+            if name.endswith(".json"):
+                json.loads(data)
+            elif name.endswith(".jsonl"):
+                for line in data.splitlines():
+                    if line.strip():
+                        json.loads(line)
+        n += 1
+print(n)
 """
-CHILD_JSON_LOAD = """
-import json, resource, sys, time
-from pathlib import Path
-t0 = time.perf_counter()
-n = sum(1 for p in Path(sys.argv[1]).glob("runs/*/cases/*/case.json") if json.loads(p.read_bytes()))
-print(json.dumps({"rc": 0, "n": n, "s": time.perf_counter() - t0,
-                  "kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
-"""
-CHILD_IMPORT = """
-import json, resource, time
-t0 = time.perf_counter()
-import gripprobe_core.cli.main, gripprobe_core.reports.aggregate, gripprobe_core.reports.html
-print(json.dumps({"rc": 0, "s": time.perf_counter() - t0,
-                  "kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
-"""
 
 
-def template() -> dict:
-    """One realistic case.json (two phases, command lines, validators), as a JSON-ready dict."""
-    from gripprobe_core.models import (
-        CaseKey, CaseResult, PhaseRecord, ProcessResult, TelemetrySummary, ValidatorResult, Verdict)
-
-    summary = TelemetrySummary(event_capture_status="collected", telemetry_proxy_status="collected",
-                               telemetry_source_tier="A", telemetry_event_count=6, telemetry_tool_call_count=1,
-                               telemetry_tool_result_count=1, telemetry_invoked_confidence=1.0,
-                               tool_event_verdict="confirmed_tool_use", tool_event_verdict_reason="none",
-                               tool_kinds_observed=["write"], tiers_present=["A", "B"])
-    phases = [PhaseRecord(phase=ph, summary=summary, process=ProcessResult(
-        status="ok", exit_code=0, duration_s=1.234, started_at="2026-01-01T00:00:00.000Z",
-        finished_at="2026-01-01T00:00:01.234Z", stdout_bytes=2048, stderr_bytes=64,
-        command=["/opt/agents/bin/agent", "--base-url", "http://127.0.0.1:40000/v1", "--model", "m",
-                 "--workspace", f"/tmp/results/runs/R/cases/C/{ph}/workspace", "--prompt", "Write the file. " * 20]),
-        proxy={"mode": "auto", "status": "collected", "record": f"proxy.{ph}.http.jsonl"})
-        for ph in ("warmup", "measured")]
-    verdict = Verdict(status="PASS", evaluator_reason_code="none", evaluator_reason_text="validators passed",
-                      failure_reason=None, trajectory="clean", invoked="yes", artifact_match=1.0,
-                      tool_invocation_match=1.0, protocol_match=1.0, strict_pass_score=1.0, overall_score=1.0,
-                      tool_event_verdict="confirmed_tool_use", tool_event_verdict_reason="none")
-    case = CaseResult(run_id="R", case_id="C", key=CaseKey(agent="a", model="m", backend="b", format="tool", test="t"),
-                      tags=["sanity"], started_at="2026-01-01T00:00:00.000Z", finished_at="2026-01-01T00:00:03.000Z",
-                      duration_s=3.0, run_values={"today": "2026-01-01"}, phases=phases, verdict=verdict,
-                      telemetry=summary,
-                      validators=[ValidatorResult(kind="file_equals", passed=True, expected="Hello\n" * 5,
-                                                  observed="Hello\n" * 5, message="ok")])
-    return case.model_dump(mode="json")
+def real_case(tmp: Path) -> Path:
+    """The folder of one real case (the reference agent on oracle-perfect, save_file)."""
+    res = subprocess.run([*gripprobe_cli(), "run", "-a", "reference", "-m", "oracle-perfect", "-t", "save_file",
+                          "--results", str(tmp / "template")], capture_output=True, text=True, env=bench_env(),
+                         timeout=300)
+    if res.returncode != 0:
+        sys.exit(f"the template run failed ({res.returncode}): {res.stderr[-2000:]}")
+    (case,) = (Path(res.stdout.strip().splitlines()[-1]) / "cases").iterdir()
+    return case
 
 
-def generate(root: Path, cases: int, runs: int, seed: int = 7) -> None:
+def generate(case: Path, root: Path, runs: list[tuple[str, int]], seed: int = 7) -> list[Path]:
+    """Runs ``(run_id, cases)`` under ``root/runs`` cloned from the real ``case``; their folders."""
     rng = random.Random(seed)
-    base = template()
+    base = json.loads((case / "case.json").read_bytes())
+    old_run, old_case = base["run_id"], base["case_id"]
+    other = {rel: (case / rel).read_bytes() for rel in CASE_FILES[1:]}
     agents = [(f"agent-{i}", f"{i}.{v}.0") for i in range(5) for v in range(2)]
     models = [(f"model-{i}", "sha256:" + f"{i:02d}" * 32) for i in range(8)]
     tests = [f"test_{i:02d}" for i in range(18)]
     statuses, weights = list(STATUS_WEIGHTS), list(STATUS_WEIGHTS.values())
-    per_run = -(-cases // runs)
-    written = 0
-    for r in range(runs):
-        run_id = f"20260101T{r:02d}0000Z"
+    folders = []
+    for r, (run_id, count) in enumerate(runs):
         run_dir = root / "runs" / run_id
         (run_dir / "cases").mkdir(parents=True)
         (run_dir / "manifest.json").write_text(json.dumps({
             "run_id": run_id, "status": "complete", "started_at": "2026-01-01T00:00:00.000Z", "suite": "scale",
-            "hardware_profile": "ci-2core" if r % 2 else "gpu-box"}))
-        for i in range(min(per_run, cases - written)):
+            "hardware_profile": "ci-2core" if r % 2 else "gpu-box"}, indent=2))
+        for i in range(count):
             (agent, version), (model, digest) = rng.choice(agents), rng.choice(models)
             fmt, test, status = rng.choice(("tool", "text")), rng.choice(tests), rng.choices(statuses, weights)[0]
             case_id = f"{agent}__{model}__oracle__{fmt}__{test}__{i}"
             d = dict(base, run_id=run_id, case_id=case_id, agent_version=version, model_hash=digest,
-                     key={"agent": agent, "model": model, "backend": "oracle", "format": fmt, "test": test},
+                     key=dict(base["key"], agent=agent, model=model, backend="oracle", format=fmt, test=test),
                      verdict=dict(base["verdict"], status=status, strict_pass_score=float(status == "PASS"),
                                   overall_score={"PASS": 1.0, "PASS_WITH_POLICY_VIOLATION": 0.8}.get(status, 0.0)))
-            (run_dir / "cases" / case_id).mkdir()
-            (run_dir / "cases" / case_id / "case.json").write_text(json.dumps(d, indent=2))
-            written += 1
+            data = json.dumps(d, indent=2, ensure_ascii=False).encode()
+            if r == 0 and i == 0:  # the clone is a valid result (checked in a child: this process stays small)
+                subprocess.run([sys.executable, "-c", "import sys; from gripprobe_core.models import CaseResult; "
+                                "CaseResult.model_validate_json(sys.stdin.buffer.read())"], input=data, check=True)
+            folder = run_dir / "cases" / case_id
+            (folder / "artifacts").mkdir(parents=True)
+            (folder / "case.json").write_bytes(data)
+            for rel, raw in other.items():
+                (folder / rel).write_bytes(raw.replace(old_run.encode(), run_id.encode())
+                                           .replace(old_case.encode(), case_id.encode()))
+        folders.append(run_dir)
+    return folders
 
 
-def child(code: str, *args: str) -> tuple[float, dict]:
-    t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if res.returncode != 0:
-        sys.exit(f"child failed ({res.returncode}): {res.stderr[-2000:]}")
-    return wall, json.loads(res.stdout.strip().splitlines()[-1])
+def timed(cmd: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS in MB (ru_maxrss of this one child) and stdout of ``cmd``; exits when it fails."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=bench_env())
+        _, status, usage = os.wait4(proc.pid, 0)  # reaped here: its own rusage, not the children's maximum
+        wall = time.perf_counter() - t0
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if code != 0:
+            sys.exit(f"{' '.join(cmd[:4])} ... failed ({code}): {err.read().decode(errors='replace')[-2000:]}")
+        return wall, usage.ru_maxrss / 1024, out.read().decode(errors="replace")
+
+
+def measure(label: str, what: str, reads: tuple[str, ...], runs: list[Path], cases: int,
+            subject: list[str], fresh: Path, rounds: int, target: float | None, rss_target: float | None,
+            check=None) -> list[Figure]:
+    """Alternating rounds of the plain read and ``subject`` (``fresh`` emptied before each of its rounds)."""
+    plain = [sys.executable, "-c", PLAIN_READ, os.pathsep.join(map(str, runs)), ",".join(reads)]
+
+    def base(_r: int) -> tuple[float, float]:
+        wall, mb, out = timed(plain)
+        assert int(out.strip()) == cases, (out, cases)
+        return wall, mb
+
+    def subj(_r: int) -> tuple[float, float]:
+        shutil.rmtree(fresh, ignore_errors=True)
+        wall, mb, out = timed(subject)
+        if check is not None:
+            check(fresh, out)
+        return wall, mb
+
+    b, s = alternate(base, subj, rounds)
+    bw, sw = Spread.of(x[0] for x in b), Spread.of(x[0] for x in s)
+    bm, sm = Spread.of(x[1] for x in b), Spread.of(x[1] for x in s)
+    print(f"{label} ({cases} cases, {rounds} round(s), load {load1():.2f}): {what} {sw.show('s', 2)}; plain read "
+          f"{bw.show('s', 2)}; peak RSS {sm.show('MB', 0)} (plain {bm.show('MB', 0)})", file=sys.stderr)
+    r = sw.median / bw.median
+    return [Figure(f"{label}_ratio", r, "x", target=target, baseline=bw.median, ratio=r,
+                   what=f"{what}, median {sw.median:.2f} s against a plain json.loads of the same files"),
+            Figure(f"{label}_s", sw.median, "s", baseline=bw.median, ratio=r, what=f"{what}, median wall"),
+            Figure(f"{label}_peak_rss", sm.max, "MB", target=rss_target, baseline=bm.max, ratio=sm.max / bm.max,
+                   what=f"{what}, largest peak RSS of the rounds")]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", type=int, default=10_000)
-    ap.add_argument("--runs", type=int, default=20)
+    add_contract_args(ap, rounds=3, quick_rounds=1)
+    ap.add_argument("--cases", type=int, default=None, help="aggregate's cases (default 10000, 2000 with --quick)")
+    ap.add_argument("--per-run", type=int, default=None, help="cases of each compared/exported run (default 504, "
+                                                              "100 with --quick; the export run holds twice as many)")
     args = ap.parse_args(argv)
+    rounds = rounds_of(args)
+    cases = args.cases or (2000 if args.quick else 10_000)
+    per_run = args.per_run or (100 if args.quick else 504)
+    cli = gripprobe_cli()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        root, out = Path(tmp) / "results", Path(tmp) / "aggregate"
+    with tempfile.TemporaryDirectory(prefix="gp-aggscale-") as tmp_s:
+        tmp = Path(tmp_s)
         t0 = time.perf_counter()
-        generate(root, args.cases, args.runs)
-        gen_s = time.perf_counter() - t0
-        size_mb = sum(p.stat().st_size for p in root.glob("runs/*/cases/*/case.json")) / 2**20
-        print(f"generated {args.cases} case.json files ({size_mb:.1f} MB) in {args.runs} runs in {gen_s:.1f} s "
-              f"(not timed)")
-        imp_wall, imp = child(CHILD_IMPORT)
-        load_wall, load = child(CHILD_JSON_LOAD, str(root))
-        agg_wall, agg = child(CHILD_AGGREGATE, str(root), str(out))
-        if agg["rc"] not in (0, None):
-            sys.exit(f"aggregate-reports exited {agg['rc']}")
-        data = json.loads((out / "aggregate.json").read_text())
-        seen = sum(sum(r["counts"].values()) for r in data["rows"])
-        assert seen == args.cases == load["n"], (seen, load["n"])
-        html_kb = (out / "index.html").stat().st_size / 1024
+        case = real_case(tmp)
+        n_runs = 20
+        sizes = [cases // n_runs + (1 if i < cases % n_runs else 0) for i in range(n_runs)]
+        agg_runs = generate(case, tmp / "agg", [(f"20260101T{i:02d}0000Z", n) for i, n in enumerate(sizes)])
+        pair = generate(case, tmp / "cmp", [("20260102T000000Z", per_run), ("20260102T010000Z", per_run)], seed=8)
+        (one,) = generate(case, tmp / "exp", [("20260103T000000Z", 2 * per_run)], seed=9)
+        mb = sum(f.stat().st_size for f in tmp.rglob("*") if f.is_file()) / 2**20
+        print(f"setup: {cases} + {2 * per_run} + {2 * per_run} cases cloned from a real one ({mb:.0f} MB) in "
+              f"{time.perf_counter() - t0:.1f} s (not timed)", file=sys.stderr)
+        out = tmp / "out"
 
-    agg_mb, load_mb, imp_mb = agg["kb"] / 1024, load["kb"] / 1024, imp["kb"] / 1024
-    print(f"aggregate-reports: {agg_wall:.2f} s wall (child process, incl. startup; {agg['s']:.2f} s in the "
-          f"command), peak RSS {agg_mb:.0f} MB; {len(data['rows'])} rows × {len(data['tests'])} tests, "
-          f"index.html {html_kb:.0f} KB")
-    print(f"baseline, json.loads of every case.json: {load_wall:.2f} s wall ({load['s']:.2f} s reading), "
-          f"peak RSS {load_mb:.0f} MB -> aggregate/baseline = {agg_wall / load_wall:.2f}x time, "
-          f"{agg_mb / load_mb:.2f}x memory")
-    print(f"baseline, python start + CLI imports: {imp_wall:.2f} s wall, peak RSS {imp_mb:.0f} MB")
-    ok = agg_wall <= TARGET_S and agg_mb <= TARGET_MB
-    print(f"target: <= {TARGET_S:.0f} s and <= {TARGET_MB:.0f} MB peak: {'met' if ok else 'NOT met'}")
-    return 0 if ok else 1
+        def aggregate_ok(folder: Path, _stdout: str) -> None:
+            data = json.loads((folder / "aggregate.json").read_text())
+            seen = sum(sum(r["counts"].values()) for r in data["rows"])
+            assert seen == cases and data["unreadable"] == 0, (seen, data["unreadable"])
+            assert any(r["fidelity"]["A_vs_truth"]["cases"] for r in data["rows"]), "no fidelity was read"
+
+        def files_ok(n: int):
+            def check(folder: Path, _stdout: str) -> None:
+                assert sum(1 for _ in folder.rglob("*.json")) >= n, f"expected {n} files in {folder}"
+            return check
+
+        def junit_ok(folder: Path, _stdout: str) -> None:
+            assert (folder / "junit.xml").read_bytes().count(b"<testcase ") == 2 * per_run
+
+        figures = measure("aggregate_10k" if cases == 10_000 else f"aggregate_{cases}", "aggregate-reports",
+                          READS["aggregate"], agg_runs, cases,
+                          [*cli, "aggregate-reports", "--runs-root", str(tmp / "agg"), "--output", str(out)],
+                          out, rounds, RATIO_TARGET, RSS_TARGET_MB, aggregate_ok)
+        figures += measure("compare_1k", "compare", READS["compare"], pair, 2 * per_run,
+                           [*cli, "compare", str(pair[0]), str(pair[1]), "--output", str(out)], out, rounds, None,
+                           None, files_ok(1))
+        figures += measure("export_junit_1k", "export --format junit", READS["junit"], [one], 2 * per_run,
+                           [*cli, "export", str(one), "--format", "junit", "--out", str(out / "junit.xml")], out,
+                           rounds, None, None, junit_ok)
+        figures += measure("export_atif_1k", "export --format atif", READS["atif"], [one], 2 * per_run,
+                           [*cli, "export", str(one), "--format", "atif", "--out", str(out)], out, rounds, None,
+                           None, files_ok(2 * per_run))
+    report(figures)
+    return 1 if any(f.target is not None and verdict(f.value, f.target) == "MISSED" for f in figures) else 0
 
 
 if __name__ == "__main__":

@@ -231,6 +231,7 @@ class Timeline:
 
 _EVENT_TYPES = ("model_response", "tool_call_start", "tool_call_result", "thought", "permission_request",
                 "permission_response")
+_EVENT_WORDS = tuple(t.encode() for t in _EVENT_TYPES)
 _STATUSES = ("started", "success", "error", "timeout", "unknown")
 
 
@@ -248,7 +249,9 @@ def read_timeline(case_dir: Stored | Path, phase: str = PHASE) -> Timeline:
     except OSError:
         return Timeline(state="unreadable")
     lines = sum(1 for raw in data.splitlines() if raw.strip())
-    raw_events = [obj for _, obj in json_lines(data) if obj.get("event_type") in _EVENT_TYPES]
+    # only lines that can hold one of the event types are parsed (json_lines' ``only``): the others are bad lines
+    # either way, and a line that spells a type with an escape is still parsed
+    raw_events = [obj for _, obj in json_lines(data, _EVENT_WORDS) if obj.get("event_type") in _EVENT_TYPES]
     timeline = build_timeline(raw_events)
     timeline.bad_lines = lines - len(raw_events)
     timeline.state = "ok" if not timeline.bad_lines else ("partial" if raw_events else "unreadable")

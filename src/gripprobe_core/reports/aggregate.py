@@ -29,9 +29,10 @@ from typing import Any
 from ..errors import UserError
 from ..models.results import STATUSES, CaseResult
 from ..store import RunFolder, Stored, atomic_write_json, atomic_write_text, check_readable_root, read_case
-from ..store.files import json_kind
+from ..store.files import OpenFolder, json_kind
+from ..store.layout import STORED_JSON_LIMIT, parse_case
 from ..store.runs import iter_run_dirs
-from ..telemetry.fidelity import PAIRS, Tally, phase_fidelity, wire_text_count
+from ..telemetry.fidelity import EVENT_WORDS, PAIRS, Tally, phase_fidelity, wire_text_count
 from ..timeutil import utc_now_iso
 from ..textsafe import safe_cell, safe_name
 from .sanitize import Sanitizer, current_sanitizer
@@ -131,14 +132,27 @@ def read_facts(path: Stored | Path, hardware_default: str | None = None) -> Case
     res = read_case(path)
     if res is None:
         return None
+    return facts_of(res, hardware_default, Path(path.path if isinstance(path, Stored) else path).parent.name)
+
+
+def facts_of(res: CaseResult, hardware_default: str | None, folder_name: str) -> CaseFacts:
+    """The aggregate's fields of a validated result (``folder_name``: the case folder, when the result has no id)."""
     key, verdict = res.key, res.verdict
     return CaseFacts(key.agent, res.agent_version or None, key.model, res.model_hash or None, key.format, key.test,
                      res.hardware_profile or hardware_default, tuple(res.tags), verdict.status,
                      overall_of(verdict.status, verdict.overall_score),
                      res.usage.model_dump() if res.usage is not None else None, _agent_seconds(res),
-                     res.duration_s, key.backend, key.trial,
-                     res.case_id or Path(path.path if isinstance(path, Stored) else path).parent.name,
+                     res.duration_s, key.backend, key.trial, res.case_id or folder_name,
                      res.interaction is not None and res.interaction.excluded_from_scores)
+
+
+def read_case_in(folder: OpenFolder) -> CaseResult | None:
+    """The validated case.json of an open case folder (as :func:`~gripprobe_core.store.read_case` reads it)."""
+    try:
+        data = folder.read("case.json", STORED_JSON_LIMIT + 1)
+    except OSError:
+        return None
+    return parse_case(data)
 
 
 def _agent_seconds(res: CaseResult) -> float | None:
@@ -147,6 +161,30 @@ def _agent_seconds(res: CaseResult) -> float | None:
         if p.phase == "measured":
             return p.process.duration_s
     return None
+
+
+def run_cases(run_dir: Path) -> Iterator[tuple[str, OpenFolder | None]]:
+    """Each case folder of a run (sorted) with the folder held open while the caller looks at it (None when it
+    cannot be opened): ``cases/`` walked once without following a link, each case folder opened below it."""
+    try:
+        cases = (RunFolder(run_dir).stored / "cases").opened()
+    except OSError:
+        return
+    with cases:
+        for name in cases.folders():
+            try:
+                folder = cases.child(name)
+            except OSError:
+                yield name, None
+                continue
+            with folder:
+                yield name, folder
+
+
+def read_facts_in(folder: OpenFolder | None, hardware_default: str | None, name: str) -> CaseFacts | None:
+    """:func:`read_facts` of an open case folder (``name``: its folder name)."""
+    res = None if folder is None else read_case_in(folder)
+    return None if res is None else facts_of(res, hardware_default, name)
 
 
 def case_files(run_dir: Path) -> Iterator[Stored]:
@@ -161,27 +199,33 @@ def case_files(run_dir: Path) -> Iterator[Stored]:
 FIDELITY_READ_LIMIT = 64 * 1024 * 1024
 
 
-def _stored_lines(path: Stored) -> list[dict] | None:
-    """The JSON object lines of a stored file, None when it is not there or cannot be read."""
+def _stored_lines(folder: OpenFolder, rel: str, only: tuple[bytes, ...] = ()) -> list[dict] | None:
+    """The JSON object lines of a stored file (those holding one of ``only``, when given: the rest are never
+    parsed), None when it is not there or cannot be read."""
     from ..jsonl import json_lines
 
     try:
-        data = path.read(FIDELITY_READ_LIMIT)
+        data = folder.read(rel, FIDELITY_READ_LIMIT)
     except OSError:
         return None
-    return [obj for _, obj in json_lines(data)]
+    return [obj for _, obj in json_lines(data, only)]
 
 
-def case_fidelity(case_dir: Stored, phase: str = "measured") -> dict[str, Tally] | None:
+def case_fidelity(case_dir: Stored | OpenFolder, phase: str = "measured") -> dict[str, Tally] | None:
     """Tool-call fidelity of one stored case's phase (:func:`~gripprobe_core.telemetry.fidelity.phase_fidelity`
     on its events, its oracle ground truth when there is one, its proxy records when calls were written as
-    text), as tallies; None when the phase left no events (a case not run)."""
-    art = case_dir / "artifacts"
-    events = _stored_lines(art / f"events.{phase}.jsonl")
-    if events is None:
+    text), as tallies; None when the phase left no events (a case not run). Of the events only the lines that
+    can count are parsed (:data:`~gripprobe_core.telemetry.fidelity.EVENT_WORDS`)."""
+    try:
+        art = (case_dir / "artifacts").opened() if isinstance(case_dir, Stored) else case_dir.child("artifacts")
+    except OSError:
         return None
-    truth = _stored_lines(art / f"oracle.{phase}.jsonl")
-    text = (_stored_lines(art / f"proxy.{phase}.http.jsonl") or []) if wire_text_count(events) else []
+    with art:
+        events = _stored_lines(art, f"events.{phase}.jsonl", EVENT_WORDS)
+        if events is None:
+            return None
+        truth = _stored_lines(art, f"oracle.{phase}.jsonl")
+        text = (_stored_lines(art, f"proxy.{phase}.http.jsonl") or []) if wire_text_count(events) else []
     return {k: c.tally() for k, c in phase_fidelity(events, truth, text).items()}
 
 
@@ -261,12 +305,12 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
         manifest = RunFolder(run_dir).read_manifest()
         hw_default = manifest.get("hardware_profile") if isinstance(manifest.get("hardware_profile"), str) else None
         used = 0
-        for path in case_files(run_dir):
-            if excluded or path.parent.name in changed:
+        for case_name, folder in run_cases(run_dir):  # case.json, then the fidelity's files, below the open folder
+            if excluded or case_name in changed:
                 left_out += 1
                 continue
-            facts = read_facts(path, hw_default)
-            if facts is None:
+            facts = read_facts_in(folder, hw_default, case_name)  # only the facts are kept, never the result
+            if folder is None or facts is None:
                 unreadable += 1
                 continue
             if not filters.case_ok(facts):
@@ -279,7 +323,7 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
                      _opt(name, facts.model_hash), name(facts.format), _opt(name, facts.hardware))
             board.add(ident, name(facts.test), facts.status, facts.overall, usage=facts.usage,
                       agent_s=facts.agent_s, case_s=facts.case_s)
-            got = case_fidelity(path.parent)
+            got = case_fidelity(folder)
             if got is not None:
                 row_fid = fidelity.setdefault(ident, {})
                 for key, tally in got.items():

@@ -39,7 +39,7 @@ from ..store import RunFolder, atomic_write_json, atomic_write_text
 from ..store.files import json_kind
 from ..textsafe import safe_cell, safe_name
 from ..timeutil import utc_now_iso
-from .aggregate import CaseFacts, case_files, read_facts, run_integrity, run_signature_text
+from .aggregate import CaseFacts, read_facts_in, run_cases, run_integrity, run_signature_text
 from .scores import OUT_OF_N, Spend, overall_of, score_text, usage_text
 
 __all__ = ["KIND", "OUTPUT_FILES", "Side", "compare_sides", "pairs_needed", "regressed_cells", "render_compare_md",
@@ -114,24 +114,24 @@ def _load(side: Side, fields: Sequence[str], keys: set[str] | None, key_label: s
         out.run_ids.append(safe_name(run_dir.name))
         integrity, changed = run_integrity(run_dir, keys, key_label)
         out.signatures.append({"run_id": safe_name(run_dir.name), **integrity})
-        for path in case_files(run_dir):
-            if path.parent.name in changed:  # changed after its run: never paired
-                out.left_out.append(f"{safe_name(run_dir.name)}/{safe_name(path.parent.name)}")
+        for case_name, folder in run_cases(run_dir):  # each case.json read once, below the case folder held open
+            if case_name in changed:  # changed after its run: never paired
+                out.left_out.append(f"{safe_name(run_dir.name)}/{safe_name(case_name)}")
                 continue
-            f = read_facts(path, hw)
+            f = read_facts_in(folder, hw, case_name)
             if f is None:
                 out.unreadable += 1
                 continue
             if not side.selects(f):
                 continue
             if f.manual:  # answered by an operator: not reproducible, never paired (docs/interaction.md)
-                out.left_out.append(f"{safe_name(run_dir.name)}/{safe_name(path.parent.name)}")
+                out.left_out.append(f"{safe_name(run_dir.name)}/{safe_name(case_name)}")
                 continue
             out.cases += 1
             row = tuple(getattr(f, k) for k in fields)
             out.cells.setdefault((*row, f.test), []).append(
                 _Trial(run_dir.name, f.case_id, f.trial, f.status, overall_of(f.status, f.overall),
-                       _case_page(run_dir, path.parent.name)))
+                       _case_page(run_dir, case_name)))
             out.builds.setdefault(row, set()).add(f.model_hash)
             out.spend.setdefault(row, Spend()).add(f.usage, agent_s=f.agent_s, case_s=f.case_s)
             out.versions.setdefault(row, set()).update(

@@ -23,7 +23,7 @@ from typing import Any
 from ..jsonl import dumps
 from ..models.results import CaseResult
 from ..timeutil import run_id_stamp
-from .files import Stored, read_regular
+from .files import OpenFolder, Stored, read_regular
 from .roots import ResultsPathError, explain_os_error
 
 #: Largest case.json / manifest.json read back (a bigger one is treated as unreadable).
@@ -202,7 +202,12 @@ class RunFolder:
 
     def case_entries(self) -> list[tuple[str, CaseResult | None]]:
         """Every case directory with its result (None when case.json is missing or unreadable), sorted."""
-        return [(name, read_case(self.stored_case(name) / "case.json")) for name in self.case_names()]
+        try:  # cases/ opened once, each case.json read below it (no link followed anywhere below the run folder)
+            cases = (self.stored / "cases").opened()
+        except OSError:
+            return []
+        with cases:
+            return [(name, _read_case_below(cases, name)) for name in cases.folders()]
 
     def case_results(self) -> list[CaseResult]:
         """Every readable case.json, sorted by case id (unreadable ones are skipped)."""
@@ -216,8 +221,28 @@ def read_case(path: Path | Stored) -> CaseResult | None:
     try:
         limit = STORED_JSON_LIMIT + 1
         data = path.read(limit) if isinstance(path, Stored) else read_regular(path, limit)
-        if len(data) > STORED_JSON_LIMIT:
-            return None
+    except OSError:
+        return None
+    return parse_case(data)
+
+
+def _read_case_below(cases: OpenFolder, name: str) -> CaseResult | None:
+    try:
+        data = cases.read(f"{name}/case.json", STORED_JSON_LIMIT + 1)
+    except OSError:
+        return None
+    return parse_case(data)
+
+
+def parse_case(data: bytes) -> CaseResult | None:
+    """The validated result in the bytes of a case.json (:func:`read_case` once the file is read), or None.
+
+    Parsed and checked in one pass by the model's own parser (pydantic-core's, in Rust: as strict as the
+    stored-value rules want: no ``NaN``/``Infinity``, no number past its range, the whole file validated;
+    tests/test_stored_values.py), never ``json.loads`` first and validated after (twice the time)."""
+    if len(data) > STORED_JSON_LIMIT:
+        return None
+    try:
         return CaseResult.model_validate_json(data)
-    except (OSError, ValueError, RecursionError):
+    except (ValueError, RecursionError):
         return None
