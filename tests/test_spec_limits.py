@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -17,17 +18,19 @@ from gripprobe_core.errors import SpecError
 from gripprobe_core.specs import load_yaml_file
 from gripprobe_core.specs.yaml_source import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, read_yaml
 
-#: The bound the issue asks for, CLI start-up included.
+#: The bound the issue asks for, CLI start-up included: CPU seconds (what a hostile file can make the parser
+#: burn), not wall time, so that a loaded machine (CI's two workers beside real agents) does not fail it.
 SECONDS = 5.0
 
 
 def validate(root: Path) -> tuple[subprocess.CompletedProcess, float]:
-    """``python -m gripprobe_core.cli validate --root ROOT`` from ROOT's parent, timed."""
+    """``python -m gripprobe_core.cli validate --root ROOT`` from ROOT's parent; the CPU seconds it used."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
-    started = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-m", "gripprobe_core.cli", "validate", "--root", "specs", "--no-shipped"],
                           cwd=root.parent, capture_output=True, text=True, env=env, timeout=120)
-    return done, time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return done, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def spec_tree(tmp_path: Path, name: str, content: bytes) -> Path:
@@ -58,7 +61,7 @@ def assert_refused(done: subprocess.CompletedProcess, seconds: float, pattern: s
     lines = done.stderr.splitlines()
     assert lines[-1] == "1 spec error(s)", lines
     assert re.fullmatch(pattern, lines[0]), lines[0]
-    assert seconds < SECONDS, f"took {seconds:.1f}s"
+    assert seconds < SECONDS, f"used {seconds:.1f} CPU seconds"
 
 
 # --------------------------------------------------------------------------- through the real CLI
@@ -153,9 +156,9 @@ def test_alias_repeats_count_against_the_node_limit(tmp_path):
 def test_files_under_the_size_limit_without_many_nodes_are_quick(tmp_path, content):
     path = tmp_path / "c.yaml"
     path.write_bytes(content[:MAX_FILE_BYTES])
-    started = time.monotonic()
+    started = time.process_time()
     read_yaml(path)
-    assert time.monotonic() - started < SECONDS
+    assert time.process_time() - started < SECONDS
 
 
 def test_a_fifo_is_not_read(tmp_path):
