@@ -14,6 +14,7 @@ exit with no RESULT line (a non-zero exit after RESULT lines is a script saying 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import threading
@@ -117,7 +118,8 @@ def run_script(path: Path, extra: list[str], timeout_s: float) -> ScriptRun:
     """Run one benchmark script (its stdout and stderr echoed to our stderr, prefixed)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(path), *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1)
+                            stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})  # its lines as they come
     lines: list[str] = []
 
     def pump() -> None:
