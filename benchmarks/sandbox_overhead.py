@@ -1,23 +1,32 @@
-"""The sandbox's added cost per phase: the same cases run with --sandbox bwrap and --sandbox none.
+"""The sandbox's added cost per phase, and the CPU a case burns with and without it, measured from outside.
 
-Runs 20 real cases (40 phases: reference agent × oracle perfect/lazy × 10 tests) through the real CLI once per
-mode and round, alternating which mode goes first, and pairs each phase with its unsandboxed twin:
-the added cost is the median of (agent process time under bwrap − the same phase's time without), plus
-what a sandboxed phase spends outside its process: starting and closing its network bridge (the Unix
-sockets behind its own network namespace, runner/netbridge.py), measured on its own. Also printed,
-measured in the same run: the whole command's wall time per case in each mode (what a user waits for,
-including the workspace copy, evidence digests and reports), and the bare cost of starting a process under
-bwrap (its own PID and network namespaces, GripProbe's init as PID 1, with and without a forwarded port)
-against starting it directly, and what the sandbox's network adds to a request's round trip (the init's relay,
-the Unix socket, the harness's bridge). Target: median added cost ≤ 20 ms per phase.
+Three figures, each against a baseline measured in the same run, in alternating rounds:
 
-    ./dev bench            # or: .venv/bin/python benchmarks/sandbox_overhead.py [--cases 20] [--rounds 2]
+1. **Added per phase**: the reference agent's real command (one phase of ``save_file`` on a fresh oracle
+   server) run bare, and the same command under the harness's own bubblewrap command line
+   (``Sandbox.wrap``: the harness's mounts, GripProbe's init as PID 1, its forwarded port and the
+   harness's network bridge, started and closed inside the timed span, as a phase does). Both get the same
+   environment (the harness's ``base_env``: the same ``PATH``) and the same absolute executable, so nothing
+   resolves differently inside and out. Target: ≤ 10 ms per phase (median subject − median baseline).
+2. **bwrap's floor**: ``bwrap --ro-bind / / true`` against ``true`` alone: what any bubblewrap exec costs here.
+3. **CPU per case**: ``gripprobe run`` of the same cases with ``--sandbox none`` and ``--sandbox bwrap``,
+   the CPU time of the whole command and everything it waited for (``RUSAGE_CHILDREN``), per case.
+   Target: ``none`` burns no more than ``bwrap`` (ratio ≤ 1.05: the sandboxed run also runs bwrap and an
+   init per phase, so ``none`` should come out lower).
+
+Also printed, not targets: where the sandboxed phase's time goes (the full command line with /bin/true
+and without its init, its network, its /dev, its /proc), measured in the same alternating rounds.
+
+    .venv/bin/python benchmarks/sandbox_overhead.py [--quick] [--rounds N] [--cases N]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import asyncio
+import os
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -26,167 +35,211 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGET_MS = 20.0
+ADDED_TARGET_MS = 10.0
+CPU_RATIO_TARGET = 1.05
 
 
-def _ms(values: list[float]) -> str:
-    return f"{statistics.median(values):7.1f} ms (p90 {sorted(values)[int(0.9 * (len(values) - 1))]:.1f})"
+def _load() -> str:
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "-"
 
 
-def bare_start_ms(n: int = 20) -> dict[str, float]:
-    """Medians: /bin/true directly; under the sandbox's full bwrap command line; the same with one forwarded
-    port (its bridge started, the process run, the bridge closed); the bridge alone (started and closed)."""
-    import asyncio
+def _stats(xs: list[float]) -> str:
+    return f"min {min(xs):7.1f}  median {statistics.median(xs):7.1f}  max {max(xs):7.1f} ms  (n={len(xs)})"
 
+
+def result(name: str, value: float, unit: str, target: str, baseline: float | None, ratio: float | None) -> str:
+    return (f"RESULT {name} {value:.1f} {unit} target={target} "
+            f"baseline={'-' if baseline is None else f'{baseline:.1f}'} "
+            f"ratio={'-' if ratio is None else f'{ratio:.3f}'} load={_load()}")
+
+
+async def _timed_exec(argv: list[str], env: dict[str, str], cwd: Path, out: Path) -> float:
+    with open(out, "wb") as fh:
+        t0 = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(*argv, env=env, cwd=str(cwd), stdin=subprocess.DEVNULL,
+                                                    stdout=fh, stderr=subprocess.STDOUT)
+        rc = await proc.wait()
+        dt = (time.perf_counter() - t0) * 1000
+    if rc != 0:
+        raise SystemExit(f"{argv[:3]}… exited {rc}: {out.read_text(errors='replace')[-2000:]}")
+    return dt
+
+
+async def phase_rounds(rounds: int) -> tuple[list[float], list[float]]:
+    """(bare, sandboxed) wall ms of one reference-agent phase, alternating which goes first."""
+    from gripprobe_core.oracle.server import OracleServer
+    from gripprobe_core.pluginmanager import make_plugin_manager
+    from gripprobe_core.runner.env import base_env
     from gripprobe_core.runner.netbridge import NetBridge
+    from gripprobe_core.runner.phase import resolve_executable
     from gripprobe_core.runner.sandbox import resolve_sandbox
+    from gripprobe_core.specs import load_specs
 
     box = resolve_sandbox("bwrap")
+    specs = load_specs(ROOT / "specs", registry=make_plugin_manager().registry)
+    test = specs.tests["save_file"]
+    exe = resolve_executable("gripprobe-refagent", os.environ.get("PATH", ""))
+    bare: list[float] = []
+    boxed: list[float] = []
 
-    def median_ms(fn) -> float:
-        times = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1000)
-        return statistics.median(times)
-
-    async def bridged(ws: Path, run: bool) -> None:
-        async with NetBridge([40000]) as bridge:
-            if run:
-                argv = box.wrap(["/bin/true"], cwd=ws, rw=[ws], forwards=bridge.forwards)
-                proc = await asyncio.create_subprocess_exec(*argv)
-                await proc.wait()
-
-    with tempfile.TemporaryDirectory() as d:
-        ws = Path(d)
-        wrapped = box.wrap(["/bin/true"], cwd=ws, rw=[ws])
-        return {"direct": median_ms(lambda: subprocess.run(["/bin/true"], check=True)),
-                "bwrap": median_ms(lambda: subprocess.run(wrapped, check=True)),
-                "bwrap+forward": median_ms(lambda: asyncio.run(bridged(ws, True))),
-                "bridge": median_ms(lambda: asyncio.run(bridged(ws, False))) - median_ms(lambda: asyncio.run(asyncio.sleep(0)))}
-
-
-CLIENT = r"""
-import json, socket, sys, time
-port, n = int(sys.argv[1]), int(sys.argv[2])
-s = socket.create_connection(("127.0.0.1", port))
-s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-req = f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{{}}".encode()
-times = []
-for _ in range(n):
-    t0 = time.perf_counter()
-    s.sendall(req)
-    buf = b""
-    while b"\r\n\r\n" not in buf or not buf.endswith(b"ok"):
-        buf += s.recv(65536)
-    times.append((time.perf_counter() - t0) * 1000)
-print(json.dumps(sorted(times)[len(times) // 2]))
-"""
-
-
-def request_latency_ms(n: int = 500) -> tuple[float, float]:
-    """Median round trip of a small HTTP request on a kept-alive connection: from a process on the host
-    straight to a server on 127.0.0.1, and from inside the sandbox through its network (the init's relay,
-    the Unix socket, the harness's bridge)."""
-    import asyncio
-
-    from aiohttp import web
-
-    from gripprobe_core.runner.netbridge import NetBridge
-    from gripprobe_core.runner.sandbox import resolve_sandbox
-
-    box = resolve_sandbox("bwrap")
-
-    async def ok(request: web.Request) -> web.Response:
-        await request.read()
-        return web.Response(text="ok")
-
-    async def main() -> tuple[float, float]:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", ok)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    async def one(scratch: Path, sandboxed: bool) -> float:
+        ws, home, tmp = scratch / "workspace", scratch / "home", scratch / "tmp"
+        for d in (ws, home, tmp):
+            d.mkdir(parents=True)
+        env = base_env(home, tmp, {})
+        env["OPENAI_API_KEY"] = "oracle"
+        server = OracleServer(list(test.reference), default_profile="perfect")
+        await server.start()
         try:
-            async def client(argv: list[str]) -> float:
-                proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
-                out, _ = await proc.communicate()
-                return float(out)
-            argv = [sys.executable, "-c", CLIENT, str(port), str(n)]
-            direct = await client(argv)
-            with tempfile.TemporaryDirectory() as d:
-                async with NetBridge([port]) as bridge:
-                    boxed = await client(box.wrap(argv, cwd=Path(d), rw=[Path(d)], forwards=bridge.forwards))
-            return direct, boxed
+            argv = [exe, "--base-url", f"{server.base_url}/v1", "--model", "perfect", "--workspace", str(ws),
+                    "--prompt", test.prompt]
+            if not sandboxed:
+                return await _timed_exec(argv, env, ws, scratch / "out")
+            port = int(server.base_url.rsplit(":", 1)[1])
+            t0 = time.perf_counter()
+            async with NetBridge([port]) as bridge:
+                wrapped = box.wrap(argv, cwd=ws, rw=[ws, home, tmp], forwards=bridge.forwards)
+                await _timed_exec(wrapped, env, ws, scratch / "out")
+            return (time.perf_counter() - t0) * 1000
         finally:
-            await runner.cleanup()
+            await server.stop()
+            if not (ws / "greeting.txt").is_file():
+                raise SystemExit(f"the agent did not do its task ({'bwrap' if sandboxed else 'bare'}): "
+                                 f"{(scratch / 'out').read_text(errors='replace')[-2000:]}")
 
-    return asyncio.run(main())
+    with tempfile.TemporaryDirectory(prefix="gp-bench-sandbox-") as d:
+        await one(Path(d) / "warm-bare", False)  # bytecode, page cache: warm for both
+        await one(Path(d) / "warm-box", True)
+        for r in range(rounds):
+            order = (False, True) if r % 2 == 0 else (True, False)
+            for sandboxed in order:
+                ms = await one(Path(d) / f"{r}-{int(sandboxed)}", sandboxed)
+                (boxed if sandboxed else bare).append(ms)
+    return bare, boxed
 
 
-def run_once(mode: str, tests: list[str], out: Path) -> tuple[float, dict[tuple[str, str], float]]:
-    argv = [sys.executable, "-m", "gripprobe_core.cli", "run", "--specs", str(ROOT / "specs"), "--results", str(out),
-            "--sandbox", mode, "-a", "reference", "-m", "oracle-perfect", "-m", "oracle-lazy"]
-    for t in tests:
-        argv += ["-t", t]
+def _wall_ms(argv: list[str], cwd: str = "/") -> float:
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"gripprobe run --sandbox {mode} failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    run_dir = Path(proc.stdout.strip().splitlines()[-1])
-    phases = {}
-    for case in run_dir.glob("cases/*/case.json"):
-        data = json.loads(case.read_text())
-        assert data["sandbox"] == mode, (case, data["sandbox"])
-        for ph in data["phases"]:
-            phases[(data["case_id"], ph["phase"])] = ph["process"]["duration_s"] * 1000
-    return wall, phases
+    subprocess.run(argv, check=True, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    return (time.perf_counter() - t0) * 1000
+
+
+def _drop(argv: list[str], flag: str, n_args: int) -> list[str]:
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == flag:
+            i += 1 + n_args
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
+def exec_rounds(rounds: int) -> dict[str, list[float]]:
+    """Wall ms of starting ``true`` bare, under the minimal bwrap, and under the harness's command line in
+    pieces (the breakdown of where a sandboxed phase's fixed cost goes), all alternating."""
+    from gripprobe_core.runner.sandbox import resolve_sandbox
+
+    box = resolve_sandbox("bwrap")
+    bwrap = box.bwrap or "bwrap"
+    true = shutil.which("true") or "/bin/true"
+    with tempfile.TemporaryDirectory(prefix="gp-bench-exec-") as d:
+        ws = Path(d)
+        full = box.wrap([true], cwd=ws, rw=[ws], forwards={40000: ws / "40000.sock"})
+        cut = full.index("--as-pid-1")
+        mounts = full[:cut]  # bwrap and its mounts, no init: the command run directly by bwrap's own init
+        variants = {
+            "true": [true],
+            "floor: bwrap --ro-bind / / true": [bwrap, "--ro-bind", "/", "/", true],
+            "harness line, init + forward": full,
+            "harness line, no init": [*mounts, "--", true],
+            "  … and no network namespace": [*_drop(mounts, "--unshare-all", 0)[:1], "--unshare-user",
+                                              "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup",
+                                              *_drop(mounts, "--unshare-all", 0)[1:], "--", true],
+            "  … and no --dev": [*_drop(mounts, "--dev", 1), "--", true],
+            "  … and no --proc": [*_drop(mounts, "--proc", 1), "--", true],
+            "init alone, no bwrap": [*full[cut + 4:cut + 8], "-C", "/", "--", true],
+        }
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        names = list(variants)
+        for name in names:  # warm
+            _wall_ms(variants[name])
+        for r in range(rounds):
+            for name in (names if r % 2 == 0 else names[::-1]):
+                times[name].append(_wall_ms(variants[name]))
+    return times
+
+
+def cpu_rounds(rounds: int, tests: list[str]) -> dict[str, dict[str, list[float]]]:
+    """Per mode: CPU ms per case (the command and all it waited for) and wall ms per case, alternating."""
+    out: dict[str, dict[str, list[float]]] = {m: {"cpu": [], "wall": []} for m in ("none", "bwrap")}
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="gp-bench-cpu-") as tmp:
+        for r in range(rounds):
+            for mode in (("none", "bwrap") if r % 2 == 0 else ("bwrap", "none")):
+                argv = [sys.executable, "-m", "gripprobe_core.cli", "run", "--specs", str(ROOT / "specs"),
+                        "--results", str(Path(tmp) / f"{mode}-{r}"), "--sandbox", mode, "-a", "reference",
+                        "-m", "oracle-perfect", *[x for t in tests for x in ("-t", t)]]
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t0 = time.perf_counter()
+                proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env)
+                wall = (time.perf_counter() - t0) * 1000
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                if proc.returncode != 0:
+                    raise SystemExit(f"gripprobe run --sandbox {mode} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+                cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
+                out[mode]["cpu"].append(cpu / len(tests))
+                out[mode]["wall"].append(wall / len(tests))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="few rounds (CI smoke)")
+    ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per figure (default 20; quick 3)")
+    ap.add_argument("--cases", type=int, default=None, help="cases per `gripprobe run` for the CPU figure "
+                                                             "(default 6; quick 2)")
     args = ap.parse_args(argv)
+    rounds = args.rounds or (3 if args.quick else 20)
+    ncases = args.cases or (2 if args.quick else 6)
 
     from gripprobe_core.pluginmanager import make_plugin_manager
     from gripprobe_core.specs import load_specs
 
     specs = load_specs(ROOT / "specs", registry=make_plugin_manager().registry)
-    tests = sorted(t.id for t in specs.tests.values() if t.challenge is None)[: max(1, args.cases // 2)]
-    added: list[float] = []
-    walls: dict[str, list[float]] = {"none": [], "bwrap": []}
-    times: dict[str, list[float]] = {"none": [], "bwrap": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        for r in range(args.rounds):
-            seen: dict[str, dict] = {}
-            for mode in (("none", "bwrap") if r % 2 == 0 else ("bwrap", "none")):
-                wall, phases = run_once(mode, tests, Path(tmp) / f"{mode}-{r}")
-                walls[mode].append(wall / max(1, len(phases) // 2))
-                times[mode] += phases.values()
-                seen[mode] = phases
-            added += [seen["bwrap"][k] - seen["none"][k] for k in seen["none"] if k in seen["bwrap"]]
-    bare = bare_start_ms()
-    direct_rtt, boxed_rtt = request_latency_ms()
-    added = [a + bare["bridge"] for a in added]
-    med = statistics.median(added)
-    print(f"phases paired: {len(added)} ({args.rounds} round(s) of {len(added) // max(1, args.rounds)})")
-    print(f"agent phase, none:    {_ms(times['none'])}")
-    print(f"agent phase, bwrap:   {_ms(times['bwrap'])}")
-    print(f"added by the sandbox: {_ms(added)} per phase, mean {statistics.fmean(added):.1f} ms, its network "
-          f"bridge's {bare['bridge']:.1f} ms included  (target ≤ {TARGET_MS:.0f} ms: {'met' if med <= TARGET_MS else 'NOT met'})")
-    print(f"whole run per case (wall, from outside): none {statistics.median(walls['none']) * 1000:.0f} ms, "
-          f"bwrap {statistics.median(walls['bwrap']) * 1000:.0f} ms")
-    print(f"bare start of /bin/true: direct {bare['direct']:.1f} ms, under bwrap {bare['bwrap']:.1f} ms "
-          f"(+{bare['bwrap'] - bare['direct']:.1f} ms), with a forwarded port and its bridge "
-          f"{bare['bwrap+forward']:.1f} ms")
-    print(f"a request's round trip (median of 500, kept alive): from the host {direct_rtt:.3f} ms, from inside the "
-          f"sandbox through its network {boxed_rtt:.3f} ms (+{boxed_rtt - direct_rtt:.3f} ms)")
-    return 0 if med <= TARGET_MS else 1
+    tests = sorted(t.id for t in specs.tests.values() if t.challenge is None)[:ncases]
+
+    print(f"load at start: {_load()}; {rounds} alternating rounds")
+    bare, boxed = asyncio.run(phase_rounds(rounds))
+    print(f"reference agent, one phase, bare:            {_stats(bare)}")
+    print(f"reference agent, one phase, harness's bwrap: {_stats(boxed)}")
+    execs = exec_rounds(max(rounds, 10))
+    print("starting /bin/true (where the fixed cost goes):")
+    base = statistics.median(execs["true"])
+    for name, xs in execs.items():
+        print(f"  {name:34s} {_stats(xs)}   +{statistics.median(xs) - base:5.1f} ms")
+    cpu = cpu_rounds(max(2, rounds // 4), tests)
+    for mode in ("none", "bwrap"):
+        print(f"gripprobe run --sandbox {mode:5s} per case: CPU {_stats(cpu[mode]['cpu'])}; "
+              f"wall {_stats(cpu[mode]['wall'])}")
+
+    added = statistics.median(boxed) - statistics.median(bare)
+    floor = statistics.median(execs["floor: bwrap --ro-bind / / true"]) - base
+    cpu_none, cpu_box = statistics.median(cpu["none"]["cpu"]), statistics.median(cpu["bwrap"]["cpu"])
+    met_added = added <= ADDED_TARGET_MS
+    met_cpu = cpu_none <= cpu_box * CPU_RATIO_TARGET
+    print(f"added per phase {added:.1f} ms (target ≤ {ADDED_TARGET_MS:g}): {'MET' if met_added else 'MISSED'}; "
+          f"bwrap's floor here {floor:.1f} ms")
+    print(f"CPU per case, none/bwrap {cpu_none / cpu_box:.3f} (target ≤ {CPU_RATIO_TARGET}): "
+          f"{'MET' if met_cpu else 'MISSED'}")
+    print(result("sandbox_added_per_phase", added, "ms", f"{ADDED_TARGET_MS:g}", statistics.median(bare),
+                 statistics.median(boxed) / statistics.median(bare)))
+    print(result("sandbox_bwrap_floor", floor, "ms", "-", base, statistics.median(execs["floor: bwrap --ro-bind / / true"]) / base))
+    print(result("sandbox_none_cpu_per_case", cpu_none, "ms", f"ratio<={CPU_RATIO_TARGET}", cpu_box, cpu_none / cpu_box))
+    return 0 if met_added and met_cpu else 1
 
 
 if __name__ == "__main__":

@@ -186,3 +186,21 @@ def test_spec_keys_choose_the_sandbox_and_the_command_line_wins(box, tmp_path):
     assert sandbox_of("--suite", "boxed") == "bwrap"
     assert sandbox_of("--sandbox", "bwrap") == "bwrap"
     assert sandbox_of("--suite", "boxed", "--sandbox", "none") == "none"
+
+
+def test_shown_path_keeps_only_folders_the_sandbox_shows(box, tmp_path):
+    """python3 must resolve alike with and without the sandbox: a pyenv shim folder (not shown inside) is dropped
+    from PATH for none as for bwrap, the system's, the runtime's and the agent's install folders stay, in order."""
+    shims = tmp_path / "pyenv" / "shims"
+    install = tmp_path / "agent-install"
+    runtime_bin = Path(os.path.realpath(sys.executable)).parent
+    path = os.pathsep.join([str(shims), "/usr/local/bin", str(install / "bin"), str(runtime_bin), "/usr/bin", "/bin"])
+    want = os.pathsep.join(["/usr/local/bin", str(install / "bin"), str(runtime_bin), "/usr/bin", "/bin"])
+    assert box.shown_path(path, binds=[install]) == want
+    assert Sandbox("none").shown_path(path, binds=[install]) == want
+    # what it keeps is what a sandboxed shell finds: the shim folder is not there inside
+    shims.mkdir(parents=True)
+    (shims / "python3").write_text("#!/bin/sh\necho SHIM\n")
+    (shims / "python3").chmod(0o755)
+    res, out, err, _ws = _run(box, tmp_path, f"PATH='{path}'; command -v python3")
+    assert res.status == "ok" and "shims" not in out and out.strip().endswith("python3"), (out, err)

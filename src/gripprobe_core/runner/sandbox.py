@@ -106,6 +106,28 @@ class Sandbox:
         # workspace, as gptme does, would find a PID 1 there) and starts the command in its directory.
         return [*args, "--as-pid-1", "--chdir", "/", "--", *init, "-C", str(cwd), "--", *argv]
 
+    def shown_path(self, path_env: str, binds: Iterable[Path] = ()) -> str:
+        """``PATH`` with only the folders a sandboxed process sees (the system's, the harness's Python runtime,
+        ``binds``: what :meth:`wrap` is given besides, the agent's install and the phase's folders), in order: the same for ``none`` as for ``bwrap``, so a command such as
+        ``python3`` resolves to the same program with and without the sandbox.
+
+        Measured (docs/sandbox.md, Cost): with pyenv's shims first on ``PATH``, ``python3`` outside the
+        sandbox is pyenv's bash shim (a bash and pyenv's scripts, about 0.1 s of CPU a call) and inside it
+        ``/usr/bin/python3`` (the shims' folder is not shown): that, not the sandbox, was the extra CPU of
+        ``--sandbox none``. Folders the sandbox does not show lead nowhere inside it, so for ``bwrap`` this
+        changes no lookup."""
+        roots = [Path(s) for s in SYSTEM_PATHS if os.path.lexists(s)]
+        roots += [Path(os.path.abspath(p)) for p in (*(self.runtime or _runtime_paths()), *binds)]
+        kept: list[str] = []
+        for entry in path_env.split(os.pathsep):
+            if not entry.startswith("/"):  # relative: the working directory's, the same in both
+                kept.append(entry)
+                continue
+            at = Path(os.path.abspath(entry))
+            if any(at == r or r in at.parents for r in roots):
+                kept.append(entry)
+        return os.pathsep.join(kept)
+
     def _args(self, *, rw: Iterable[Path], ro: Iterable[Path]) -> list[str]:
         args = [self.bwrap or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
                 "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
