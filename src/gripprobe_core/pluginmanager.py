@@ -84,7 +84,7 @@ class GripProbePluginManager:
         for name, plugin in self.pm.list_name_plugin():
             if plugin is None:
                 continue
-            dist, ver = self.origins.get(name, ("gripprobe-core", _version("gripprobe-core")))
+            dist, ver = self.origins.get(name) or ("gripprobe-core", _version("gripprobe-core"))
             hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])
             out.append(PluginRecord(name, dist, ver, hooks, name in DEFAULT_PLUGINS))
         return out
@@ -124,7 +124,10 @@ def _distributions() -> dict[str, list[str]]:
 
 
 def _distribution_of(module: str) -> str:
-    return (_distributions().get(module.split(".")[0]) or [module.split(".")[0]])[0]
+    top = module.split(".")[0]
+    if top == __package__:  # the core's own objects: no scan of every installed distribution's files (~70 ms)
+        return "gripprobe-core"
+    return (_distributions().get(top) or [top])[0]
 
 
 def _async_hooks(pm: pluggy.PluginManager, plugin: Any) -> list[str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import sys
+from collections.abc import Iterator, MutableMapping
+from importlib import import_module
 
 import click
 
@@ -11,29 +13,71 @@ from ..errors import SpecError, UserError
 from ..textsafe import safe_name, safe_text
 
 
+#: command name → (module under ``gripprobe_core.cli``, attribute). A command's module is imported only when
+#: that command runs (or ``--help`` lists them all), so ``gripprobe validate`` never imports the runner,
+#: the proxy or aiohttp, and ``gripprobe --version`` imports none of them.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("run_cmd", "run_command"),
+    "run-suite": ("run_cmd", "run_suite_command"),
+    "rebuild-reports": ("runs_cmd", "rebuild_reports_command"),
+    "list-runs": ("runs_cmd", "list_runs_command"),
+    "backfill-model-hashes": ("runs_cmd", "backfill_command"),
+    "compare": ("compare_cmd", "compare_command"),
+    "verify": ("verify_cmd", "verify_command"),
+    "view": ("view_cmd", "view_command"),
+    "validate": ("validate_cmd", "validate_command"),
+    "schema": ("validate_cmd", "schema_command"),
+    "plugins": ("plugins_cmd", "plugins_command"),
+    "agents": ("agents_cmd", "agents_group"),
+    "doctor": ("agents_cmd", "doctor_command"),
+    "aggregate-reports": ("aggregate_cmd", "aggregate_command"),
+    "export": ("export_cmd", "export_command"),
+}
+
+
+class _LazyCommands(MutableMapping):
+    """The group's ``commands``: names known up front, each command imported on first lookup.
+
+    click reads a group's commands only through ``commands.get(name)``, ``commands[name] = cmd`` and
+    ``sorted(commands)``, so a mapping that imports on ``__getitem__`` keeps every click behaviour."""
+
+    def __init__(self, where: dict[str, tuple[str, str]]):
+        self._where = dict(where)
+        self._loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            module, attr = self._where[name]  # KeyError for an unknown name, as a dict
+            cmd = getattr(import_module(f"{__package__}.{module}"), attr)
+            if cmd.name != name:
+                raise RuntimeError(f"cli.{module}.{attr} is named {cmd.name!r}, listed as {name!r}")
+            self._loaded[name] = cmd
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, cmd: click.Command) -> None:
+        self._loaded[name] = cmd
+        self._where.setdefault(name, ("", ""))
+
+    def __delitem__(self, name: str) -> None:
+        del self._where[name]
+        self._loaded.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:  # without importing the command
+        return name in self._where
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+
 def make_cli() -> click.Group:
-    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    @click.group(context_settings={"help_option_names": ["-h", "--help"]}, commands=_LazyCommands(COMMANDS))
     @click.version_option(package_name="gripprobe-core", prog_name="gripprobe")
     def cli() -> None:
         """GripProbe: did the CLI agent really do the job with its tools?"""
 
-    from .agents_cmd import agents_group, doctor_command
-    from .aggregate_cmd import aggregate_command
-    from .compare_cmd import compare_command
-    from .export_cmd import export_command
-    from .plugins_cmd import plugins_command
-    from .run_cmd import run_command, run_suite_command
-    from .runs_cmd import backfill_command, list_runs_command, rebuild_reports_command
-    from .validate_cmd import schema_command, validate_command
-    from .verify_cmd import verify_command
-    from .view_cmd import view_command
-
-    for cmd in (run_command, run_suite_command, rebuild_reports_command, list_runs_command, backfill_command,
-                compare_command, verify_command, view_command):
-        cli.add_command(cmd)
-    for cmd in (validate_command, schema_command, plugins_command, agents_group, doctor_command, aggregate_command,
-                export_command):
-        cli.add_command(cmd)
     return cli
 
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 
-from ..store.names import path_problem
 
 __all__ = ["FiniteFloat", "PathArg"]
 
@@ -40,6 +39,8 @@ class PathArg(click.Path):
     all (``ENAMETOOLONG`` later, anywhere) with one line."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from ..store.names import path_problem  # the store package imports the models: only when a path is given
+
         problem = path_problem(value) if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__") else None
         if problem is not None:
             self.fail(f"this path cannot be used: {problem}", param, ctx)

@@ -232,7 +232,6 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
                                         else None)
     from ..runner.executors import Executor, LocalExecutor
     from ..runner.preflight import preflight
-    from ..runner.rayexec import RayExecutor  # imports Ray only when it runs
 
     judge = (resumed_judge if isinstance(resumed_judge, str) and resumed_judge else None) \
         or (s.judge if s is not None else None)
@@ -243,12 +242,15 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     if executor != "ray" and (ray_address or ray_max_attempts):
         raise UserError(f"{'--ray-address' if ray_address else '--ray-max-attempts'} needs --executor ray")
     # the Ray executor joins its cluster here: Ray missing or a head that does not answer is one line, exit 2
-    runner: Executor = (RayExecutor.connect(ray_address, jobs=jobs, max_attempts=ray_max_attempts)
-                        if executor == "ray" else LocalExecutor(jobs))
+    cluster = None
+    if executor == "ray":
+        from ..runner.rayexec import RayExecutor  # the module only with --executor ray (it imports Ray when it runs)
+
+        cluster = RayExecutor.connect(ray_address, jobs=jobs, max_attempts=ray_max_attempts)
+    runner: Executor = cluster if cluster is not None else LocalExecutor(jobs)
     try:
         locate = lambda case: specs.where("model", case.model.id, "backends",  # noqa: E731
                                           case.model.backends.index(case.backend), "base_url")
-        cluster = runner if isinstance(runner, RayExecutor) else None
         if cluster is not None:
             cluster.check_placement(cases)
         # Before anything is installed or written: a dead backend is exit 2 with the fix, not a matrix of errors.

@@ -16,6 +16,9 @@ Layers: :func:`load_specs` takes one root or several; later roots win by id (a s
 the same kind and id below it; hardware profiles by profile id). The commands load :func:`spec_layers`:
 the specs shipped inside the package first, then each ``--specs`` folder (or ``$GRIPPROBE_SPECS``, or the
 nearest ``specs/`` folder) on top. ``SpecSet.origin`` says which layer each id came from.
+
+Each file's parse (its plain data and line map) is cached by the sha256 of its bytes (specs/cache.py):
+a command parses only the files that changed; validation and the cross checks always run.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from ..models.specs import CliAgentSpec, HardwareProfiles, ModelSpec, SuiteSpec,
 from .crossref import KnownIds, check_references, check_test_plugins
 from .error_map import issues_from_validation
 from .issues import SpecIssue, display_path, make_issue
-from .yaml_source import SourceMap, read_yaml
+from .cache import ParseCache, content_key, enabled as _cache_enabled
+from .yaml_source import ParsedFile, SourceMap, _read_bounded, read_yaml
 
 #: kind name → (directory under the root, model). Kind names are the ``kind`` in ``SpecSet.files`` keys.
 KIND_DIRS: dict[str, tuple[str, type[BaseModel]]] = {
@@ -136,11 +140,12 @@ def load_specs(root: Path | Sequence[Path], *, registry: Any = None) -> SpecSet:
     specs = SpecSet(root=roots[-1], layers=roots)
     known = KnownIds()
     issues: list[SpecIssue] = []
+    cache = ParseCache() if _cache_enabled() else None
     for layer in roots:
         layer_known = KnownIds()
         for kind, (dirname, model) in KIND_DIRS.items():
             for path in spec_files(layer / dirname):
-                issues.extend(_load_one(specs, known, layer_known, kind, model, path, registry))
+                issues.extend(_load_one(specs, known, layer_known, kind, model, path, registry, cache))
         hardware_files = [layer / f"{HARDWARE_STEM}{suffix}" for suffix in YAML_SUFFIXES]
         hardware_files = [p for p in hardware_files if p.is_file()]
         for i, path in enumerate(hardware_files):
@@ -148,7 +153,9 @@ def load_specs(root: Path | Sequence[Path], *, registry: Any = None) -> SpecSet:
                 issues.append(make_issue(path, 1, "", f"{display_path(hardware_files[0])} already holds the "
                                                       f"hardware profiles; keep one of the two files"))
                 continue
-            issues.extend(_load_hardware(specs, path))
+            issues.extend(_load_hardware(specs, path, cache))
+    if cache is not None and cache.written:
+        cache.prune()
     issues.extend(check_references(specs, known, registry))
     if issues:
         raise SpecError([i.format() for i in sorted(set(issues))])
@@ -156,8 +163,8 @@ def load_specs(root: Path | Sequence[Path], *, registry: Any = None) -> SpecSet:
 
 
 def _load_one(specs: SpecSet, known: KnownIds, layer_known: KnownIds, kind: str, model: type[BaseModel],
-              path: Path, registry: Any) -> list[SpecIssue]:
-    parsed = read_yaml(path)
+              path: Path, registry: Any, cache: ParseCache | None = None) -> list[SpecIssue]:
+    parsed = _read(path, cache)
     issues = list(parsed.issues)
     data = parsed.data
     if data is None:
@@ -198,6 +205,24 @@ def _load_one(specs: SpecSet, known: KnownIds, layer_known: KnownIds, kind: str,
     return issues
 
 
+def _read(path: Path, cache: ParseCache | None) -> ParsedFile:
+    """``read_yaml(path)``, or what it gave for the same bytes before (specs/cache.py). Only a clean parse
+    is cached, and only when the file still holds the bytes that were hashed once it has been parsed."""
+    if cache is None:
+        return read_yaml(path)
+    raw = _read_bounded(path)
+    if not isinstance(raw, bytes):  # unreadable, too big, not a regular file: the parser says why
+        return read_yaml(path)
+    key = content_key(raw)
+    hit = cache.get(key)
+    if hit is not None:
+        return ParsedFile(path, hit.data, SourceMap(path, hit.lines), [])
+    parsed = read_yaml(path)
+    if parsed.data is not None and not parsed.issues and _read_bounded(path) == raw:
+        cache.put(key, parsed.data, parsed.source.lines)
+    return parsed
+
+
 def _validate(model: type[BaseModel], data: dict[Any, Any], source: SourceMap,
               issues: list[SpecIssue]) -> Any:
     """The validated spec, or None with its problems added to ``issues``.
@@ -219,8 +244,8 @@ def _validate(model: type[BaseModel], data: dict[Any, Any], source: SourceMap,
         return None
 
 
-def _load_hardware(specs: SpecSet, path: Path) -> list[SpecIssue]:
-    parsed = read_yaml(path)
+def _load_hardware(specs: SpecSet, path: Path, cache: ParseCache | None = None) -> list[SpecIssue]:
+    parsed = _read(path, cache)
     issues = list(parsed.issues)
     if parsed.data is None:
         return issues
