@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from gripprobe_core.plugin import (
     SESSION_TRANSCRIPT, AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, InteractionSupport,
@@ -30,7 +30,9 @@ from .config import (
 )
 from .dialect import AbsolutePathDialect
 from .parse import parse_transcript
-from .session import AcpSession
+
+if TYPE_CHECKING:  # the acp library (~0.7 s of imports) loads only when a phase talks to an agent
+    from .session import AcpSession
 
 #: npm's name for this machine's CPU in the agents' platform packages (``claude-code-linux-x64``).
 NPM_ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower(), "x64")
@@ -51,6 +53,8 @@ class AcpDriver(BaseAgentDriver):
         raise NotImplementedError
 
     def session(self, ctx: PhaseContext) -> AcpSession:
+        from .session import AcpSession  # the acp library (~0.4 s of pydantic models) only when a phase runs
+
         return AcpSession(mode=self.session_mode, config=dict(self.session_config), tool_names=self.tool_names)
 
     def command(self, ctx: PhaseContext) -> AgentCommand:
@@ -188,6 +192,8 @@ class CodexAcpDriver(AcpDriver):
     def session(self, ctx: PhaseContext) -> AcpSession:
         """With a title: else, after the first turn, the adapter names the session with a model call of its own
         to ``gpt-5.6-luna`` (hard-coded), which the recording proxy refuses (model_not_under_test)."""
+        from .session import AcpSession
+
         return AcpSession(tool_names=self.tool_names, title=f"GripProbe {ctx.test.id}")
 
     def interaction_support(self, ctx: PhaseContext) -> InteractionSupport:
