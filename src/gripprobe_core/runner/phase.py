@@ -251,10 +251,14 @@ def phase_timeout(case: PlannedCase, run: ActiveRun) -> float:
 async def launch(setup: PhaseSetup, run: ActiveRun, case_dir: Path) -> ProcessResult:
     """Run the agent, sandboxed (as the case settled), until it exits or its timeout ends it."""
     ctx, command, box = setup.ctx, setup.command, setup.sandbox
-    argv = [resolve_executable(command.argv[0], setup.env.get("PATH", "")), *command.argv[1:]]
     installed = getattr(run.settings.installed.get(ctx.agent.id), "path", None)
     cwd = command.cwd or ctx.workspace
     needs = [*([installed] if installed else []), *command.read_only]
+    # The PATH the sandbox shows, with and without it: `python3` is then the same program in both (outside,
+    # a pyenv shim first on PATH cost about 0.1 s of CPU a call: the extra CPU of --sandbox none).
+    env = {**setup.env, "PATH": box.shown_path(setup.env.get("PATH", ""),
+                                               binds=[*needs, ctx.workspace, ctx.home, ctx.tmpdir])}
+    argv = [resolve_executable(command.argv[0], env["PATH"]), *command.argv[1:]]
     argv = box.wrap(argv, cwd=cwd, rw=[ctx.workspace, ctx.home, ctx.tmpdir], ro=needs, forwards=setup.forwards)
     budget = setup.proxy.token_budget
     session = None
@@ -264,7 +268,7 @@ async def launch(setup: PhaseSetup, run: ActiveRun, case_dir: Path) -> ProcessRe
 
         async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await talk.run(SessionChannel(reader, writer, responder, transcript, ctx))
-    return await run_process(argv, cwd=cwd, env=setup.env, stdin=command.stdin, timeout_s=ctx.timeout_s,
+    return await run_process(argv, cwd=cwd, env=env, stdin=command.stdin, timeout_s=ctx.timeout_s,
                              stdout_path=case_dir / f"{ctx.phase}.stdout", stderr_path=case_dir / f"{ctx.phase}.stderr",
                              cap_bytes=run.settings.capture_cap, sandboxed=box.confined,
                              stop=(setup.proxy.token_budget_exceeded, f"the phase's token budget of {budget} tokens is spent")

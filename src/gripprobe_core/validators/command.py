@@ -62,7 +62,8 @@ def _run(argv: list[str], workspace: Path, cwd_rel: PurePosixPath, timeout_s: fl
         if sandbox is not None:  # confined; unconfined only where the run chose none; never where none is here
             inside = Path(seen_at or work) if sandbox.confined else work
             argv = sandbox.wrap(argv, cwd=inside / cwd_rel, rw=[home], rw_at=[(work, inside)])
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(home),
+        path = os.environ.get("PATH", "/usr/bin:/bin")
+        env = {"PATH": sandbox.shown_path(path, binds=[home, work]) if sandbox is not None else path, "HOME": str(home), "TMPDIR": str(home),
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
         if "TZ" in os.environ:
             env["TZ"] = os.environ["TZ"]
