@@ -209,8 +209,13 @@ async def _wait_exit(proc: subprocess.Popen[bytes], timeout: float,
     if fd is None:
         return await _poll_exit(proc, deadline, stop)
     loop = asyncio.get_running_loop()
-    ended = loop.create_future()
-    loop.add_reader(fd, lambda: ended.done() or ended.set_result(None))
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    loop.add_reader(fd, readable)
     try:
         while proc.poll() is None:
             left = deadline - time.monotonic()
