@@ -1,28 +1,28 @@
-"""The Ray executor's cost per case against the local executor, and throughput with one node vs two.
+"""What ``--executor ray`` adds to a case, against ``--executor local``, measured from outside.
 
-The same 48 oracle cases (reference agent × 4 oracle profiles × the 6 sanity tests × 2 trials) run through
-the real CLI, timed from outside the process (start-up, cluster join, every case, results and reports):
+The same oracle cases (reference agent × oracle profiles × the sanity tests × trials) run as whole
+``gripprobe run`` commands (start-up, cluster join, every case, results and reports), timed from outside
+the process, on a real two-node Ray cluster started on this machine (tests/raycluster.py: a head and a
+second node, 2 CPUs each, every node a ``ray start`` of its own). Rounds alternate the baseline and the
+subject (local, ray; then ray, local; ...):
 
-* **overhead**: ``--executor local --jobs 1`` against ``--executor ray --jobs 1`` on a one-node cluster
-  (one case at a time on both sides, so the difference is what Ray adds to each case: task submission,
-  the worker's own run folder, packing the case directory and writing it back). Printed per case with and
-  without the one-off cluster join (a driver's ``ray.init`` + shutdown, timed alone). Target: ≤ 50 ms per
-  case, join excluded.
-* **throughput**: cases per second with no in-flight cap on a one-node cluster (head, 2 CPUs) and a
-  two-node cluster (head + second node, 2 CPUs each) on this machine, and the local executor at
-  ``--jobs 2`` and ``--jobs 4`` for comparison; then the same for 24 latency-bound cases
-  (``oracle-slow-stream``: replies take time, as a model server's do). Every node is a real
-  ``ray start`` (tests/raycluster.py).
+* **per case** (the figure with a target): ``--executor local --jobs 1`` against ``--executor ray --jobs 1``
+  (one case at a time on both sides), ``(ray − local − join) / cases`` from the medians; the join (a
+  driver's ``ray.init`` + ``ray.shutdown``, what every Ray run pays once whatever its size) is timed alone
+  in the same rounds and reported with and without. Target: ≤ 50 ms per case, join excluded.
+* **throughput** (``--throughput``): cases per second with no in-flight cap on the two nodes against the
+  local executor at ``--jobs 4``, for the CPU-bound oracle cases and for latency-bound ones
+  (``oracle-slow-stream``: replies take time, as a model server's do).
 
-Rounds alternate the order of the local and Ray runs.
+Every figure is printed as min / median / max of the rounds, then one ``RESULT`` line per figure
+(benchmarks/run_all.py collects them). ``--quick``: 12 cases, 2 rounds (CI smoke).
 
-    ./dev bench            # or: .venv/bin/python benchmarks/ray_overhead.py [--rounds 2]
+    .venv/bin/python benchmarks/ray_overhead.py [--rounds 3] [--quick] [--throughput]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -34,12 +34,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 TARGET_MS = 50.0
-SELECTION = ["-a", "reference", "-m", "oracle-perfect", "-m", "oracle-lazy", "-m", "oracle-error-then-recover",
-             "-m", "oracle-text-tools", "-t", "tag:sanity", "--trials", "2", "--specs", str(ROOT / "specs")]
-CASES = 48
-SLOW = ["-a", "reference", "-m", "oracle-slow-stream", "-t", "tag:sanity", "--trials", "4",
-        "--specs", str(ROOT / "specs")]
-SLOW_CASES = 24
+SPECS = ["--specs", str(ROOT / "specs")]
+FULL = (["-a", "reference", "-m", "oracle-perfect", "-m", "oracle-lazy", "-m", "oracle-error-then-recover",
+         "-m", "oracle-text-tools", "-t", "tag:sanity", "--trials", "2", *SPECS], 48)
+QUICK = (["-a", "reference", "-m", "oracle-perfect", "-m", "oracle-lazy", "-t", "tag:sanity", *SPECS], 12)
+SLOW = (["-a", "reference", "-m", "oracle-slow-stream", "-t", "tag:sanity", "--trials", "4", *SPECS], 24)
+
+
+def load() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -48,11 +51,12 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def timed_run(args: list[str], env: dict[str, str], selection: list[str] = SELECTION, cases: int = CASES) -> float:
+def timed_run(args: list[str], env: dict[str, str], selection: tuple[list[str], int]) -> float:
     """Wall seconds of one whole ``gripprobe run``, checked to have run every case."""
+    sel, cases = selection
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "gripprobe_core.cli", "run", *selection, *args, "--results", out],
+        p = subprocess.run([sys.executable, "-m", "gripprobe_core.cli", "run", *sel, *args, "--results", out],
                            capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
         wall = time.perf_counter() - t0
         if p.returncode != 0:
@@ -65,70 +69,100 @@ def timed_run(args: list[str], env: dict[str, str], selection: list[str] = SELEC
 
 
 def join_cost(address: str, env: dict[str, str]) -> float:
-    """Seconds a driver takes to join the cluster and leave it (what every Ray run pays once)."""
-    code = ("import logging, time, ray\nt=time.perf_counter()\n"
+    """Seconds a driver takes to join the cluster and leave it (what every Ray run pays once), from outside:
+    the same interpreter start and ``import ray`` a run pays, minus the bare interpreter's start."""
+    code = ("import logging, ray\n"
             f"ray.init(address={address!r}, _node_ip_address='127.0.0.1', logging_level=logging.ERROR, "
-            "log_to_driver=False)\nray.shutdown()\nprint(time.perf_counter()-t)\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    return float(p.stdout.strip().splitlines()[-1])
+            "log_to_driver=False)\nray.shutdown()\n")
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    joined = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+    return joined - (time.perf_counter() - t0)
 
 
-def main() -> int:
+def spread(xs: list[float], scale: float = 1.0, unit: str = "s") -> str:
+    return (f"min {min(xs) * scale:7.2f} / median {statistics.median(xs) * scale:7.2f} / "
+            f"max {max(xs) * scale:7.2f} {unit}")
+
+
+def result(name: str, value: float, unit: str, target: float | None, baseline: float | None,
+           ratio: float | None, load_1m: float, better: str = "lower") -> str:
+    met = "" if target is None else (" MET" if (value <= target if better == "lower" else value >= target)
+                                     else " MISSED")
+    fmt = lambda v: "-" if v is None else f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"  # noqa: E731
+    return (f"RESULT {name} {value:.1f} {unit} target={fmt(target)} baseline={fmt(baseline)} "
+            f"ratio={fmt(ratio)} load={load_1m:.2f}{met}")
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=2)
-    args = ap.parse_args()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="12 cases, 2 rounds, no throughput (CI smoke)")
+    ap.add_argument("--throughput", action="store_true", help="also cases per second with no in-flight cap")
+    args = ap.parse_args(argv)
     from raycluster import new_cluster
 
+    selection = QUICK if args.quick else FULL
+    rounds = 2 if args.quick else args.rounds
+    cases = selection[1]
+    fig: dict[str, list[float]] = {k: [] for k in ("local", "ray", "join", "local4", "ray_all", "slow_local4",
+                                                   "slow_ray_all")}
+    loads: list[float] = []
     cluster = new_cluster()
-    figures: dict[str, list[float]] = {k: [] for k in ("local1", "ray1", "join", "local2", "local4", "one", "two",
-                                                        "slow_one", "slow_two")}
     try:
         cluster.start({"bench": 1})
+        cluster.add_node("two", {"bench": 1})
         cluster.wait_for()
         env = _env({k: cluster.env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_USAGE_STATS_ENABLED")})
         ray = ["--executor", "ray", "--ray-address", cluster.address]
-        timed_run(ray + ["--jobs", "1"], env)  # warm-up: the node's worker processes and imports
-        for r in range(args.rounds):
-            order = [("local1", ["--jobs", "1"]), ("ray1", ray + ["--jobs", "1"])]
+        timed_run(["--jobs", "1"], env, selection)  # warm-up of both: disk caches, the nodes' first workers
+        timed_run(ray + ["--jobs", "1"], env, selection)
+        for r in range(rounds):
+            loads.append(load())
+            order = [("local", ["--jobs", "1"]), ("ray", ray + ["--jobs", "1"])]
             for name, a in (order if r % 2 == 0 else order[::-1]):
-                figures[name].append(timed_run(a, env))
-            figures["join"].append(join_cost(cluster.address, env))
-            figures["one"].append(timed_run(ray, env))
-            figures["local2"].append(timed_run(["--jobs", "2"], env))
-            figures["local4"].append(timed_run(["--jobs", "4"], env))
-            figures["slow_one"].append(timed_run(ray, env, SLOW, SLOW_CASES))
-        cluster.add_node("second", {"bench": 1})
-        cluster.wait_for()
-        timed_run(ray, env)  # warm-up of the second node
-        for _ in range(args.rounds):
-            figures["two"].append(timed_run(ray, env))
-            figures["slow_two"].append(timed_run(ray, env, SLOW, SLOW_CASES))
+                fig[name].append(timed_run(a, env, selection))
+            fig["join"].append(join_cost(cluster.address, env))
+            if args.throughput and not args.quick:
+                order = [("local4", ["--jobs", "4"]), ("ray_all", ray)]
+                for name, a in (order if r % 2 == 0 else order[::-1]):
+                    fig[name].append(timed_run(a, env, selection))
+                order = [("slow_local4", ["--jobs", "4"]), ("slow_ray_all", ray)]
+                for name, a in (order if r % 2 == 0 else order[::-1]):
+                    fig[name].append(timed_run(a, env, SLOW))
+        loads.append(load())
     finally:
         cluster.stop()
 
-    med = {k: statistics.median(v) for k, v in figures.items()}
-    per_case = (med["ray1"] - med["local1"]) / CASES * 1000
-    per_case_no_join = (med["ray1"] - med["join"] - med["local1"]) / CASES * 1000
-    print(f"{CASES} oracle cases, {args.rounds} round(s), medians of whole commands (wall, from outside):")
-    print(f"  local --jobs 1            {med['local1']:6.2f} s  ({med['local1'] / CASES * 1000:5.0f} ms/case)")
-    print(f"  ray one node, --jobs 1    {med['ray1']:6.2f} s  ({med['ray1'] / CASES * 1000:5.0f} ms/case)")
-    print(f"  cluster join + leave      {med['join']:6.2f} s  (once per run)")
-    print(f"  Ray overhead per case: {per_case:+.1f} ms with the join, {per_case_no_join:+.1f} ms without "
-          f"(target <= {TARGET_MS:.0f} ms): {'OK' if per_case_no_join <= TARGET_MS else 'OVER'}; ratio ray/local "
-          f"{med['ray1'] / med['local1']:.2f}x")
-    print("throughput (cases per second, no in-flight cap on Ray):")
-    for name, label in (("local2", "local --jobs 2"), ("local4", "local --jobs 4"),
-                        ("one", "ray, 1 node (2 CPUs)"), ("two", "ray, 2 nodes (2 CPUs each)")):
-        print(f"  {label:28} {CASES / med[name]:5.2f} /s  ({med[name]:6.2f} s)")
-    print(f"  two nodes vs one: {med['one'] / med['two']:.2f}x (this machine has {os.cpu_count()} cores: "
-          f"the agent and oracle processes of these cases compete for them)")
-    print(f"latency-bound ({SLOW_CASES} cases on oracle-slow-stream, whose replies take time the way a model "
-          f"server's do):")
-    print(f"  ray, 1 node                  {SLOW_CASES / med['slow_one']:5.2f} /s  ({med['slow_one']:6.2f} s)")
-    print(f"  ray, 2 nodes                 {SLOW_CASES / med['slow_two']:5.2f} /s  ({med['slow_two']:6.2f} s)")
-    print(f"  two nodes vs one: {med['slow_one'] / med['slow_two']:.2f}x")
-    print(json.dumps({"figures": figures, "per_case_ms": per_case, "per_case_ms_without_join": per_case_no_join}))
-    return 0 if per_case_no_join <= TARGET_MS else 1
+    lo = statistics.median(loads)
+    med = {k: statistics.median(v) for k, v in fig.items() if v}
+    per_case = (med["ray"] - med["local"] - med["join"]) / cases * 1000
+    with_join = (med["ray"] - med["local"]) / cases * 1000
+    paired = [(r - l) / cases * 1000 for l, r in zip(fig["local"], fig["ray"])]
+    print(f"{cases} oracle cases, {rounds} alternating round(s), whole commands timed from outside, "
+          f"two-node cluster, load {min(loads):.2f}-{max(loads):.2f}:")
+    print(f"  local --jobs 1        {spread(fig['local'])}  ({med['local'] / cases * 1000:.0f} ms/case)")
+    print(f"  ray --jobs 1          {spread(fig['ray'])}  ({med['ray'] / cases * 1000:.0f} ms/case)")
+    print(f"  cluster join + leave  {spread(fig['join'])}  (once per run)")
+    print(f"  ray - local per case, paired by round: {spread(paired, unit='ms')}")
+    print(f"  Ray's added cost per case: {per_case:+.1f} ms without the join, {with_join:+.1f} ms with it "
+          f"(target <= {TARGET_MS:.0f} ms without); ratio ray/local {med['ray'] / med['local']:.2f}x")
+    lines = [result("ray_added_per_case", per_case, "ms", TARGET_MS, med["local"] / cases * 1000,
+                    med["ray"] / med["local"], lo),
+             result("ray_added_per_case_with_join", with_join, "ms", None, med["local"] / cases * 1000,
+                    med["ray"] / med["local"], lo),
+             result("ray_join", med["join"] * 1000, "ms", None, None, None, lo)]
+    if fig["ray_all"]:
+        for name, base, n, label in (("ray_all", "local4", cases, "oracle cases"),
+                                     ("slow_ray_all", "slow_local4", SLOW[1], "latency-bound cases")):
+            print(f"  {label}: local --jobs 4 {spread(fig[base])}; ray, no cap, 2 nodes {spread(fig[name])}")
+            rate, base_rate = n / med[name], n / med[base]
+            lines.append(result(f"{name}_throughput", rate, "cases/s", None, base_rate, rate / base_rate, lo,
+                                better="higher"))
+    print("\n".join(lines))
+    return 0 if per_case <= TARGET_MS else 1
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ as the local executor does (sandboxed phases, proxy, validators, verdict) into a
 folder; and sends the finished case directory back as bytes (:mod:`..store.archive`). The driver writes
 it into the run directory as it arrives, checks its evidence against the worker's digests, signs it with
 the run's key (which never leaves the driver: workers sign nothing) and writes case.json last, with the
-case's :class:`Placement` (node and attempts).
+case's :class:`Placement` (node and attempts). What a worker does is :mod:`.raywork`: its process keeps
+its imports, plugins, the run's shared inputs (put in the object store once per run) and the agents it
+found installed across the run's cases, and is warmed up before the first case reaches its node.
+``--jobs N`` caps the cases on the cluster; a delivered case is written while the next one runs.
 
 Placement: a case asks for its agent spec's and its backend spec's ``resources`` (``CPU`` default 1,
 ``GPU``, and custom ones such as ``ollama-qwen3-8b``), so it runs only where they are offered and at most
@@ -24,26 +27,27 @@ resumable with either executor. See docs/scale.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import UserError
 from ..models.results import Attempt, CaseResult, Placement
 from ..integrity.seal import write_case_json
-from ..store import RunFolder
-from ..store.archive import ArchiveError, pack_case, unpack_case
-from ..store.trees import scratch_folder
+from ..store.archive import ArchiveError, unpack_case
 from .evidence import evidence_digests
-from .executors import case_failed, guarded_case, run_each, write_not_run
+from .executors import case_failed, run_each
 from .matrix import PlannedCase
-from .settings import ActiveRun, RunSettings
+from .raywork import (RAY_MISSING, CaseJob, Delivery, Lost, RunInputs, first_line as _first_line, import_ray,
+                      probe_on_node, run_job, versions_of, warm_up)
+from .settings import ActiveRun
 
-RAY_MISSING = ("--executor ray needs Ray, which is not installed: pip install 'gripprobe-core[ray]' "
-               "(on this machine and on every node of the cluster)")
+__all__ = ["RAY_MISSING", "RayExecutor", "fits", "import_ray", "needed", "requirement", "requirement_of"]
+
 MAX_ATTEMPTS = 3
 """Tries per case when its worker or node is lost (``--ray-max-attempts``)."""
 WATCH_PERIOD_S = 1.0
@@ -55,53 +59,6 @@ CANCEL_GRACE_S = 5.0
 """After Ctrl-C: how long cancelled tasks get to kill their agents before their workers are killed."""
 NODE_INFO_TTL_S = 1.0
 CONNECT_TIMEOUT_S = 5.0
-ERROR_TEXT_MAX = 500
-
-
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise UserError(RAY_MISSING) from None
-    return ray
-
-
-# --------------------------------------------------------------------------- what travels
-
-@dataclass(frozen=True)
-class CaseJob:
-    """Everything a worker needs to run one case (pickled by Ray; no path of the driver's machine)."""
-
-    case: PlannedCase
-    run_id: str
-    run_values: dict[str, str]
-    settings: RunSettings
-    """The run's settings with nothing of the driver's machine: no results root, installs or environment."""
-    api_keys: dict[str, str]
-    """The driver's value of the case's ``api_key_env``, when set there."""
-    versions: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """What a worker sends back: the case directory (case.json inside) and where it ran."""
-
-    archive: bytes
-    node: dict[str, str | None] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Lost:
-    """Why an attempt delivered nothing, and whether another attempt could."""
-
-    error: str
-    retry: bool
-
-
-def versions_of(plugins: Any) -> dict[str, Any]:
-    from .. import __version__
-    return {"gripprobe": __version__,
-            "plugins": sorted([p.name, p.distribution, p.version] for p in plugins.records())}
 
 
 def requirement(case: PlannedCase) -> dict[str, Any]:
@@ -143,87 +100,6 @@ def describe_need(need: Mapping[str, float]) -> str:
     return ", ".join(f"{k}: {v:g}" for k, v in sorted(need.items()))
 
 
-# --------------------------------------------------------------------------- the worker side
-
-_WORKER: dict[str, Any] = {}
-
-
-def _worker_plugins() -> Any:
-    if "plugins" not in _WORKER:
-        from ..pluginmanager import make_plugin_manager
-        _WORKER["plugins"] = make_plugin_manager()
-    return _WORKER["plugins"]
-
-
-def _node_facts() -> dict[str, str | None]:
-    ray = import_ray()
-    try:
-        ip = ray.util.get_node_ip_address()
-    except Exception:
-        ip = None
-    return {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ip, "hostname": socket.gethostname()}
-
-
-def run_job(job: CaseJob) -> Delivery:
-    """Run one case on this node (the body of the Ray task) and pack its directory."""
-    from .case import skipped
-    from .eventloop import run as run_loop
-
-    node = _node_facts()
-    plugins = _worker_plugins()
-    with scratch_folder(f"gripprobe-{job.run_id}-") as root:  # agents' homes: removed whatever they hold
-        (root / "scratch").mkdir()
-
-        def open_run(installed: dict) -> ActiveRun:
-            settings = replace(job.settings, results_root=root, installed=installed, durable=False,
-                               source_env={**os.environ, **job.api_keys})
-            return ActiveRun(id=job.run_id, folder=RunFolder(root / "runs" / job.run_id), plugins=plugins,
-                             values=job.run_values, scratch=root / "scratch", settings=settings)
-
-        mine = versions_of(plugins)
-        if mine != job.versions:
-            run = open_run({})
-            case_failed(job.case, run, "executor_mismatch",
-                        f"node {node['hostname']} ({node['node_ip']}) runs {_short(mine)}, the driver "
-                        f"{_short(job.versions)}: install the same versions on every node")
-        else:
-            try:
-                run = open_run(_install(plugins, job))
-            except Exception as exc:  # the install failed on this node: the case says so, nothing is lost
-                run = open_run({})
-                write_not_run(job.case, run, **skipped(f"agent {job.case.agent.id!r} could not be installed on "
-                                                       f"node {node['hostname']}: {_first_line(exc)}"))
-            else:
-                run_loop(guarded_case(job.case, run))
-        return Delivery(pack_case(run.folder.case(job.case.case_id)), node)
-
-
-def probe_on_node(targets: list, api_keys: dict[str, str], timeout_s: float) -> list:
-    """The backend preflight from this node (the body of a Ray task): what :func:`.preflight.probe_targets`
-    sees from here."""
-    from .eventloop import run as run_loop
-    from .preflight import probe_targets
-
-    env = {**os.environ, **api_keys}
-    return run_loop(probe_targets(targets, _worker_plugins().registry.backends, env, timeout_s))
-
-
-def _install(plugins: Any, job: CaseJob) -> dict:
-    """The case's agent from this node's cache, installed first when the run installs."""
-    from ..agents import AgentCache
-    from ..agents import ensure_agents_installed, find_installed_agents
-
-    cache = AgentCache.default()
-    if job.settings.install_missing:
-        return ensure_agents_installed(plugins.registry, [job.case.agent], cache, log=lambda m: None)
-    return find_installed_agents(plugins.registry, [job.case.agent], cache)
-
-
-def _short(v: Mapping[str, Any]) -> str:
-    plugins = ", ".join(f"{p[1]} {p[2]}" for p in v.get("plugins", []) if p[1] != "gripprobe-core")
-    return f"gripprobe {v.get('gripprobe')}" + (f" with {plugins}" if plugins else "")
-
-
 # --------------------------------------------------------------------------- the driver side
 
 def check_address(address: str) -> None:
@@ -252,6 +128,8 @@ class RayExecutor:
         self.started_here = started_here
         self._nodes: tuple[float, list[dict[str, float]]] = (0.0, [])
         self._task: Any = None
+        self._runs = 0
+        self._warming: list[Any] = []
         self._closed = False
 
     @classmethod
@@ -291,7 +169,8 @@ class RayExecutor:
         return nodes
 
     def check_placement(self, cases: list[PlannedCase], where: Callable[[PlannedCase], str] | None = None) -> None:
-        """Exit 2 before anything runs when a case needs what no live node offers."""
+        """Exit 2 before anything runs when a case needs what no live node offers; else start warming the
+        worker processes that will run the cases (:meth:`warm_up`) while the driver prepares the run."""
         nodes = self.live_nodes(fresh=True)
         bad: dict[str, str] = {}
         for case in cases:
@@ -305,6 +184,33 @@ class RayExecutor:
                      f"with `ray start --address {self.address} --resources '{{...}}'` (docs/scale.md)"
                      for need, who in bad.items()]
             raise UserError("\nerror: ".join(lines))
+        self.warm_up(cases)
+
+    def warm_up(self, cases: list[PlannedCase]) -> None:
+        """Warm the worker processes that will run ``cases`` while the driver still prepares the run: each
+        live node that can run some of them gets as many warm-up tasks as it will run cases at once (its
+        CPUs, at most ``--jobs``, at most its cases), each making a worker process import the harness and
+        load its plugins (:class:`WarmWorker`). Together they hold all of the node's CPUs, so its first
+        cases wait for them and then run in those warm processes instead of starting cold ones beside
+        them. Nothing waits for them; one that fails changes nothing."""
+        try:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            task = self.ray.remote(max_retries=0)(warm_up)
+            needs = [needed(requirement(case)) for case in cases]
+            for node in self.ray.nodes():
+                res = dict(node.get("Resources") or {})
+                cpus = int(res.get("CPU", 0))
+                mine = sum(1 for need in needs if fits(need, [res]))
+                count = min(mine, cpus, self.jobs or mine)
+                if not node.get("Alive") or count < 1:
+                    continue
+                where = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+                for i in range(count):
+                    share = cpus - (count - 1) if i == 0 else 1  # whole CPUs (Ray's rule above 1), all of them
+                    self._warming.append(task.options(num_cpus=share, scheduling_strategy=where).remote())
+        except Exception:  # only an optimisation: the cases warm their workers themselves
+            pass
 
     def probe(self, targets: list, backends: Mapping[str, Any], env: Mapping[str, str],
               timeout_s: float | None = None) -> list:
@@ -342,43 +248,49 @@ class RayExecutor:
                         on_done: Callable[[CaseResult], None], results: list[CaseResult]) -> None:
         shipped = replace(run.settings, results_root=Path("."), installed={}, source_env={}, preflight=None,
                           argv=None, specs_layers=())
-        versions = versions_of(run.plugins)
+        inputs = RunInputs(run_id=run.id, run_values=dict(run.values), settings=shipped,
+                           versions=versions_of(run.plugins))
+        ref = await asyncio.to_thread(self.ray.put, inputs)  # once per run, not in every task
+        self._runs += 1
+        key = f"{run.id}/{self._runs}"
         live: dict[str, Any] = {}
+        # --jobs caps the cases on the cluster; a delivered case is written while the next one runs
+        slot = asyncio.Semaphore(self.jobs) if self.jobs > 0 else None
 
         def job(case: PlannedCase) -> CaseJob:
             env_name = case.backend.api_key_env
             keys = {env_name: run.settings.source_env[env_name]} if env_name and env_name in run.settings.source_env else {}
-            return CaseJob(case=case, run_id=run.id, run_values=dict(run.values), settings=shipped, api_keys=keys,
-                           versions=versions)
+            return CaseJob(case=case, api_keys=keys, inputs_key=key, inputs=[ref])
 
         try:
-            await run_each(cases, self.jobs, lambda case: self._one(case, run, job, live), on_done, results)
+            await run_each(cases, 0, lambda case: self._one(case, run, job, live, slot), on_done, results)
         finally:
             if live:
                 await asyncio.to_thread(self._cancel, list(live.values()))
 
     async def _one(self, case: PlannedCase, run: ActiveRun, job: Callable[[PlannedCase], CaseJob],
-                   live: dict[str, Any]) -> CaseResult:
+                   live: dict[str, Any], slot: asyncio.Semaphore | None) -> CaseResult:
         """One case through the cluster; whatever goes wrong on the way ends as a classified case."""
         try:
-            return await self._attempts(case, run, job, live)
+            return await self._attempts(case, run, job, live, slot)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug on either side, a write that failed: a HARNESS_ERROR case, never a lost one
             return await asyncio.to_thread(case_failed, case, run, "harness_exception", _first_line(exc))
 
     async def _attempts(self, case: PlannedCase, run: ActiveRun, job: Callable[[PlannedCase], CaseJob],
-                        live: dict[str, Any]) -> CaseResult:
+                        live: dict[str, Any], slot: asyncio.Semaphore | None) -> CaseResult:
         opts = requirement(case)
         need = needed(opts)
         attempts: list[Attempt] = []
         for n in range(1, self.max_attempts + 1):
-            ref = self._remote().options(**opts, scheduling_strategy="SPREAD").remote(job(case))
-            live[case.case_id] = ref
-            try:
-                got = await self._wait(ref, need)
-            finally:
-                live.pop(case.case_id, None)
+            async with slot if slot is not None else contextlib.nullcontext():
+                ref = self._remote().options(**opts, scheduling_strategy="SPREAD").remote(job(case))
+                live[case.case_id] = ref
+                try:
+                    got = await self._wait(ref, need)
+                finally:
+                    live.pop(case.case_id, None)
             if isinstance(got, Delivery):
                 return await asyncio.to_thread(self._deliver, case, run, got, attempts)
             attempts.append(Attempt(attempt=n, error=got.error))
@@ -466,6 +378,3 @@ class WorkerFailed(RuntimeError):
     """The case's task raised on its node (a harness bug there, not a lost node): not tried again."""
 
 
-def _first_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"[:ERROR_TEXT_MAX]
