@@ -16,8 +16,8 @@ the baseline of each a plain Python script (``python3 -c``, the same interpreter
 command reads, in the same order, with ``json.loads`` (a JSON lines file line by line). The figures: the
 median wall time of each and their ratio, and the peak RSS of each command (``ru_maxrss`` from ``os.wait4``:
 ``getrusage(RUSAGE_CHILDREN)`` of that one child; the plain ``RUSAGE_CHILDREN`` keeps only the largest child
-so far). A child's ``ru_maxrss`` starts at its parent's size when it was forked, so this process imports
-nothing of gripprobe and stays ~10 MB, below every figure. Targets (issue 21): the aggregate within 1.5x its plain read and <= 100 MB peak; compare and the
+so far). A child's ``ru_maxrss`` starts at its parent's size when it was forked, so the setup runs in a child
+of its own and this process stays ~10 MB, below every figure. Targets (issue 21): the aggregate within 1.5x its plain read and <= 100 MB peak; compare and the
 exports are reported without a target (on ~1k cases the command's start-up, item 4, dominates the ratio).
 
     .venv/bin/python benchmarks/aggregate_scale.py [--quick] [--rounds 3] [--cases 10000]
@@ -179,23 +179,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=None, help="aggregate's cases (default 10000, 2000 with --quick)")
     ap.add_argument("--per-run", type=int, default=None, help="cases of each compared/exported run (default 504, "
                                                               "100 with --quick; the export run holds twice as many)")
+    ap.add_argument("--setup-into", type=Path, help=argparse.SUPPRESS)  # the setup, run in a child of its own
     args = ap.parse_args(argv)
     rounds = rounds_of(args)
     cases = args.cases or (2000 if args.quick else 10_000)
     per_run = args.per_run or (100 if args.quick else 504)
     cli = gripprobe_cli()
+    n_runs = 20
+    sizes = [cases // n_runs + (1 if i < cases % n_runs else 0) for i in range(n_runs)]
+    agg_ids = [(f"20260101T{i:02d}0000Z", n) for i, n in enumerate(sizes)]
+    pair_ids = [("20260102T000000Z", per_run), ("20260102T010000Z", per_run)]
+    one_ids = [("20260103T000000Z", 2 * per_run)]
+    if args.setup_into is not None:
+        tmp = args.setup_into
+        case = real_case(tmp)
+        generate(case, tmp / "agg", agg_ids)
+        generate(case, tmp / "cmp", pair_ids, seed=8)
+        generate(case, tmp / "exp", one_ids, seed=9)
+        mb = sum(f.stat().st_size for f in tmp.rglob("*") if f.is_file()) / 2**20
+        print(f"setup: {mb:.0f} MB of case files", file=sys.stderr)
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="gp-aggscale-") as tmp_s:
         tmp = Path(tmp_s)
         t0 = time.perf_counter()
-        case = real_case(tmp)
-        n_runs = 20
-        sizes = [cases // n_runs + (1 if i < cases % n_runs else 0) for i in range(n_runs)]
-        agg_runs = generate(case, tmp / "agg", [(f"20260101T{i:02d}0000Z", n) for i, n in enumerate(sizes)])
-        pair = generate(case, tmp / "cmp", [("20260102T000000Z", per_run), ("20260102T010000Z", per_run)], seed=8)
-        (one,) = generate(case, tmp / "exp", [("20260103T000000Z", 2 * per_run)], seed=9)
-        mb = sum(f.stat().st_size for f in tmp.rglob("*") if f.is_file()) / 2**20
-        print(f"setup: {cases} + {2 * per_run} + {2 * per_run} cases cloned from a real one ({mb:.0f} MB) in "
+        # the setup runs in a child: a child's ru_maxrss starts at its parent's size, so this process stays small
+        subprocess.run([sys.executable, __file__, "--setup-into", str(tmp), "--cases", str(cases), "--per-run",
+                        str(per_run)], check=True)
+        agg_runs = [tmp / "agg" / "runs" / r for r, _ in agg_ids]
+        pair = [tmp / "cmp" / "runs" / r for r, _ in pair_ids]
+        one = tmp / "exp" / "runs" / one_ids[0][0]
+        print(f"setup: {cases} + {2 * per_run} + {2 * per_run} cases cloned from a real one in "
               f"{time.perf_counter() - t0:.1f} s (not timed)", file=sys.stderr)
         out = tmp / "out"
 

@@ -174,6 +174,8 @@ EVENT_WORDS = (b"tool_call_start", b"tool_call_result", b"model_response")
 
 
 def _get(event: Any, name: str) -> Any:
+    if type(event) is dict:  # events as stored: no ABC check (a third of the aggregate's fidelity time)
+        return event.get(name)
     if isinstance(event, Mapping):
         return event.get(name)
     return getattr(event, name, None)
