@@ -160,8 +160,9 @@ def test_a_local_run_never_imports_ray(tmp_path):
                     str(tmp_path), env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
-    assert {"gripprobe_core.runner.executors", "gripprobe_core.runner.rayexec"} <= imported
-    assert not {m for m in imported if m == "ray" or m.startswith("ray.")}
+    assert "gripprobe_core.runner.executors" in imported
+    # the Ray executor's module itself is imported only with --executor ray (start-up), and Ray never
+    assert not {m for m in imported if m == "ray" or m.startswith("ray.") or m.startswith("gripprobe_core.runner.ray")}
 
 
 # --------------------------------------------------------------------------- caps
