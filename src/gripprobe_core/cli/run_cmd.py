@@ -77,7 +77,7 @@ def _common_options(fn):
         click.option("--proxy-max-body", "proxy_max_body", type=_ByteSize(), default=None,
                      help="Largest request body the recording proxy accepts: bytes, or K/M/G (KiB/MiB/GiB), at most 4G. "
                           "A larger request gets 413 and is recorded as request_body_too_large. Default: 64M."),
-        click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Cases run at once (default 1)."),
+        click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Cases whose agents run at once (default 1)."),
         click.option("--trials", type=click.IntRange(1, 100), default=None,
                      help="Run each cell (agent × model × format × test) N times; reports give pass@k and pass^k "
                           "and mark cells whose trials disagree. Default: the suite's `trials`, else 1."),

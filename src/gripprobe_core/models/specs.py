@@ -57,7 +57,7 @@ class _Strict(BaseModel):
 
 
 JOBS_MAX = 64
-"""Cases run at once (a suite's ``jobs``, ``--jobs``)."""
+"""Cases whose agents run at once (a suite's ``jobs``, ``--jobs``); the harness prepares the next case and judges the last beside them."""
 RESOURCE_AMOUNT_MAX = 1_000_000
 MEMORY_GB_MAX = 1_000_000
 Timeout = Annotated[float, Field(gt=0, le=TIMEOUT_MAX_S, allow_inf_nan=False)]

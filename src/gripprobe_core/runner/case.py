@@ -26,13 +26,16 @@ from .backfill import run_time_hash
 from .evidence import evidence_digests
 from .judge import CASE_INPUTS, CaseEvidence, Judgement, evaluate, judge_case, write_events
 from .matrix import PlannedCase, missing_tool_kinds
-from .phase import PHASES, PhaseResult, run_phase
+from .phase import PHASES, AgentSlots, PhaseResult, run_phase
 from .sandbox import resolve_sandbox
 from .settings import ActiveRun
 
 
-async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
-    """Run one case and write everything it produced. Returns the case result (also in case.json)."""
+async def run_case(case: PlannedCase, run: ActiveRun, slots: AgentSlots | None = None) -> CaseResult:
+    """Run one case and write everything it produced. Returns the case result (also in case.json).
+
+    With ``slots`` (the local executor's ``--jobs``) the case's agents run only while it holds a slot
+    (:class:`~.phase.AgentSlots`); its ``duration_s`` leaves out the time it queued for one."""
     started_at, t0 = utc_now_iso(), time.monotonic()
     case_dir = run.folder.case(case.case_id)
     await asyncio.to_thread((case_dir / "artifacts").mkdir, parents=True, exist_ok=True)
@@ -43,8 +46,11 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
         agent_version=getattr(run.settings.installed.get(case.agent.id), "version", None) or case.agent.version,
         hardware_profile=run.settings.hardware_profile, telemetry_proxy_mode=case.proxy_mode)
 
+    hold = slots.hold() if slots is not None else None
+
     def result(**kw: Any) -> CaseResult:
-        return CaseResult(finished_at=utc_now_iso(), duration_s=round(time.monotonic() - t0, 4), **base, **kw)
+        queued = hold.waited_s if hold is not None else 0.0
+        return CaseResult(finished_at=utc_now_iso(), duration_s=round(time.monotonic() - t0 - queued, 4), **base, **kw)
 
     not_run = why_not_run(case, run)
     if not_run is not None:
@@ -60,10 +66,12 @@ async def run_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
     phases: list[PhaseResult] = []
     try:
         for phase in PHASES:
-            phases.append(await run_phase(case, run, phase, case_dir))
+            phases.append(await run_phase(case, run, phase, case_dir, slot=hold, last=phase == PHASES[-1]))
             if phases[-1].harness_error:
                 break
     finally:  # homes may hold keys: never kept, and nothing the agent left there stops the removal
+        if hold is not None:
+            hold.give_back()
         left = await asyncio.to_thread(remove_tree, run.scratch / case.case_id)
     judged = await asyncio.to_thread(judge, case, run, phases, case_dir)
     warnings = [w for p in phases for w in p.warnings] + [f"scratch_not_removed: {problem}" for problem in left]

@@ -16,6 +16,7 @@ from ..timeutil import utc_now_iso
 from .case import run_case, write_case
 from .judge import harness_error_verdict
 from .matrix import PlannedCase
+from .phase import AgentSlots
 from .settings import ActiveRun
 
 class Executor(Protocol):
@@ -55,10 +56,10 @@ def case_failed(case: PlannedCase, run: ActiveRun, reason: str, detail: str) -> 
     return write_not_run(case, run, verdict=verdict, telemetry=summary, harness_error=detail)
 
 
-async def guarded_case(case: PlannedCase, run: ActiveRun) -> CaseResult:
+async def guarded_case(case: PlannedCase, run: ActiveRun, slots: AgentSlots | None = None) -> CaseResult:
     """run_case, but a bug in the harness becomes a HARNESS_ERROR case instead of a lost result."""
     try:
-        return await run_case(case, run)
+        return await run_case(case, run, slots)
     except asyncio.CancelledError:
         raise
     except Exception as exc:
@@ -91,7 +92,11 @@ async def run_each(cases: list[PlannedCase], limit: int, one: Callable[[PlannedC
 
 
 class LocalExecutor:
-    """Cases in this process, ``jobs`` at once."""
+    """Cases in this process, ``jobs`` agents at once.
+
+    Up to twice ``jobs`` cases are under way: while a case's agents hold one of the ``jobs`` agent slots
+    (:class:`~.phase.AgentSlots`), the next case prepares its first phase and the last one is judged and
+    written, so the harness's own work per case runs beside an agent instead of between two."""
 
     name = "local"
 
@@ -103,7 +108,8 @@ class LocalExecutor:
 
     async def run_cases(self, cases: list[PlannedCase], run: ActiveRun,
                         on_done: Callable[[CaseResult], None], results: list[CaseResult]) -> None:
-        await run_each(cases, self.jobs, lambda case: guarded_case(case, run), on_done, results)
+        slots = AgentSlots(self.jobs)
+        await run_each(cases, 2 * self.jobs, lambda case: guarded_case(case, run, slots), on_done, results)
 
     def close(self) -> None:
         from ..proxy import close_recorder

@@ -21,6 +21,7 @@ import asyncio
 import os
 import shutil
 import sys
+import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -63,6 +64,41 @@ class PhaseResult:
         return self.evidence.never_ran
 
 
+class AgentSlots:
+    """The agents one executor lets run at once (``--jobs``), and each case's hold on one.
+
+    A case holds its slot from its first agent's start to its last agent's exit, so its phases run back to
+    back (the warmup warms the backend's caches for the measured phase; no other case's agent comes
+    between them). Preparing its first phase, and collecting, judging and writing after its last, happen
+    outside the slot: while the next case's agent runs, on another core when there is one."""
+
+    def __init__(self, slots: int):
+        self._sem = asyncio.Semaphore(max(1, slots))
+
+    def hold(self) -> "SlotHold":
+        return SlotHold(self._sem)
+
+
+class SlotHold:
+    """One case's hold on an agent slot: taken before its first launch, given back after its last or on any
+    way out (both idempotent); ``waited_s`` is how long it queued for the slot."""
+
+    def __init__(self, sem: asyncio.Semaphore | None):
+        self._sem, self._held, self.waited_s = sem, False, 0.0
+
+    async def take(self) -> None:
+        if self._sem is None or self._held:
+            return
+        t0 = time.monotonic()
+        await self._sem.acquire()
+        self._held, self.waited_s = True, self.waited_s + time.monotonic() - t0
+
+    def give_back(self) -> None:
+        if self._held:
+            self._held = False
+            self._sem.release()  # type: ignore[union-attr]
+
+
 @dataclass(frozen=True)
 class PhaseSetup:
     """A phase ready to launch (the answer of :func:`prepare`)."""
@@ -84,14 +120,20 @@ class PhaseSetup:
     """How the driver meets the case's interaction policy (asked before its environment and command)."""
 
 
-async def run_phase(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Path) -> PhaseResult:
-    """Run one phase of ``case`` and return what it left (its files are in ``case_dir``)."""
+async def run_phase(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Path, *,
+                    slot: SlotHold | None = None, last: bool = True) -> PhaseResult:
+    """Run one phase of ``case`` and return what it left (its files are in ``case_dir``). With ``slot``
+    the agent starts only once the case holds an agent slot, given back after the case's ``last`` launch."""
     scratch = run.scratch / case.case_id / phase
     async with AsyncExitStack() as servers:  # challenge, backend and proxy stop on the way out, even on error
         setup = await prepare(case, run, phase, case_dir, scratch, servers)
         if isinstance(setup, PhaseResult):  # the proxy was required and is not available: the agent never runs
             return setup
+        if slot is not None:
+            await slot.take()
         process = await launch(setup, run, case_dir)
+        if slot is not None and last:
+            slot.give_back()
         probe = await _probe_backend(setup)
     return await collect(setup, run, process, probe, case_dir)
 
