@@ -1,6 +1,8 @@
 """What the command line imports before it knows which command runs: only the command that runs is
 imported (cli/main.py), so a bare start never pulls in aiohttp, the proxy, the oracle, the runner or the
-reports."""
+reports. Then what each command pays for: the plugin API loads its names on first use, so ``validate``
+(every plugin registered, every spec checked) imports no web server, runner or report; and a one-case run
+imports only what its case uses (no challenge server, no Ray, no aggregate, compare or export)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,10 @@ HEAVY = ("aiohttp", "gripprobe_core.proxy", "gripprobe_core.oracle", "gripprobe_
          "gripprobe_core.reports", "gripprobe_core.export", "pydantic")
 
 
-def imported_after(code: str) -> list[str]:
-    """The HEAVY modules in ``sys.modules`` after running ``code`` in a fresh interpreter."""
+def imported_after(code: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    """The ``heavy`` modules in ``sys.modules`` after running ``code`` in a fresh interpreter."""
     probe = (f"import sys, json\n{code}\n"
-             f"print(json.dumps(sorted(m for m in {list(HEAVY)!r} if m in sys.modules)))")
+             f"print(json.dumps(sorted(m for m in {list(heavy)!r} if m in sys.modules)))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120,
                          stdin=subprocess.DEVNULL)
@@ -50,3 +52,80 @@ def test_every_listed_command_loads_under_its_name():
     cli = make_cli()
     for name in COMMANDS:
         assert cli.commands[name].name == name
+
+
+#: What registering every plugin and checking every spec needs none of: a web server (the oracle's, a challenge
+#: server's, aiohttp), the runner, the reports and their templates, the signing library, the ACP library.
+NOT_FOR_VALIDATE = ("aiohttp", "gripprobe_core.oracle.server", "gripprobe_core.oracle.profiles",
+                    "gripprobe_core.challenges.http", "gripprobe_core.challenges.nonce",
+                    "gripprobe_core.challenges.search", "gripprobe_core.runner", "gripprobe_core.reports",
+                    "gripprobe_core.export", "jinja2", "uvloop", "cryptography", "acp")
+
+#: What a one-case run of the reference agent on the oracle (save_file: no challenge) does not use.
+NOT_FOR_ONE_CASE = ("gripprobe_core.challenges.http", "gripprobe_core.challenges.nonce",
+                    "gripprobe_core.challenges.search", "gripprobe_core.runner.rayexec",
+                    "gripprobe_core.runner.raywork", "ray", "gripprobe_core.reports.aggregate",
+                    "gripprobe_core.reports.compare", "gripprobe_core.export", "gripprobe_core.view", "acp")
+
+CALL_MAIN = ("from gripprobe_core.cli.main import main\n"
+             "try:\n    main({argv!r})\nexcept SystemExit as e:\n    assert e.code == 0, e.code")
+
+
+def test_the_plugin_api_loads_its_names_on_first_use():
+    """Importing the plugin API imports nothing heavy; a name loads its own module only (a dialect's
+    helpers never start the oracle's server or aiohttp)."""
+    assert imported_after("import gripprobe_core.plugin") == []
+    heavy = ("aiohttp", "gripprobe_core.oracle.server", "gripprobe_core.challenges.http", "pydantic")
+    assert imported_after("from gripprobe_core.plugin import ChatRequest, ToolsDialect, ChallengeServer",
+                          heavy) == ["pydantic"]  # the reference actions are models; no server
+    assert imported_after("from gripprobe_core.plugin import hookimpl, json_lines, utc_now_iso", heavy) == []
+
+
+def test_the_lazy_packages_give_every_public_name():
+    """plugin, oracle, models and challenges load names on first use: each name in ``__all__`` resolves, to
+    the object its own module defines, and an unknown name is an AttributeError."""
+    import importlib
+
+    import pytest
+
+    for package in ("gripprobe_core.plugin", "gripprobe_core.oracle", "gripprobe_core.models",
+                    "gripprobe_core.challenges"):
+        mod = importlib.import_module(package)
+        for name in mod.__all__:
+            assert getattr(mod, name) is not None, f"{package}.{name}"
+        assert sorted(dir(mod)) == sorted(mod.__all__) or package == "gripprobe_core.challenges"
+        with pytest.raises(AttributeError):
+            getattr(mod, "NoSuchName")
+
+
+def test_the_plugin_apis_lazy_table_matches_what_type_checkers_see():
+    """plugin.py lists its names twice (the imports a type checker reads, the table loaded at run time):
+    the two must agree name for name and module for module."""
+    import ast
+
+    import gripprobe_core.plugin as api
+
+    tree = ast.parse(open(api.__file__, encoding="utf-8").read())
+    guarded = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    seen = {(a.asname or a.name): ("." * n.level + (n.module or ""), a.name)
+            for n in guarded.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert seen == api._WHERE
+    assert set(api.__all__) == set(seen) | {"hookimpl"}
+
+
+def test_validate_imports_no_web_server_runner_or_report():
+    assert imported_after(CALL_MAIN.format(argv=["validate"]), NOT_FOR_VALIDATE) == []
+
+
+def test_a_one_case_run_imports_only_what_its_case_uses(tmp_path):
+    argv = ["run", "-a", "reference", "-m", "oracle-perfect", "-t", "save_file", "--results", str(tmp_path)]
+    assert imported_after(CALL_MAIN.format(argv=argv), NOT_FOR_ONE_CASE) == []
+    [case] = list((tmp_path / "runs").glob("*/cases/*/case.json"))
+    assert '"status": "PASS"' in case.read_text() or '"status":"PASS"' in case.read_text()
+
+
+def test_the_recorder_process_imports_no_model():
+    """The proxies' recorder child (``python -m gripprobe_core.proxy.recorder``) imports what observing an
+    exchange needs, not pydantic or the models: it starts with the first model call of a run."""
+    code = "import gripprobe_core.proxy.recorder, gripprobe_core.proxy.observe"
+    assert imported_after(code, ("pydantic", "gripprobe_core.models.events", "aiohttp")) == []

@@ -77,3 +77,70 @@ def test_code_text_keeps_code_and_drops_comments_docstrings_and_layout():
     assert code_text(a) == code_text(b) == 'def f ( x ) :\n  return x + 1\nY = f"{1}a"\n'
     assert code_text(a) != code_text(a.replace("x + 1", "x + 2"))
     assert code_text(a) != code_text(a.replace('f"{1}a"', 'f"{1}b"'))
+
+
+# ------------------------------------------------------------------------ the digest's cache (by raw bytes)
+
+def test_the_cached_digest_is_the_computed_one_and_is_read_back(tmp_path):
+    from gripprobe_core.oracle.fingerprint import cached_digest
+
+    copy = shutil.copytree(ORACLE_SRC, tmp_path / "oracle", ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    assert cached_digest(copy, str(cache)) == code_digest(copy) == code_digest()
+    [entry] = list(cache.iterdir())
+    assert entry.read_text().strip() == code_digest()
+    # the entry is what a second call answers with (a planted value shows it was read, not recomputed)
+    entry.write_text("0" * 64 + "\n")
+    assert cached_digest(copy, str(cache)) == "0" * 64
+
+
+@pytest.mark.parametrize("content", ["", "not a digest", "A" * 64, "0" * 65, "0" * 63, "\xff" * 64, "0" * 64 + "x" * 9000])
+def test_an_entry_that_is_not_a_digest_is_recomputed_and_rewritten(tmp_path, content):
+    from gripprobe_core.oracle.fingerprint import cached_digest
+
+    cache = tmp_path / "cache"
+    cached_digest(ORACLE_SRC, str(cache))
+    [entry] = list(cache.iterdir())
+    entry.write_bytes(content.encode("latin-1"))
+    assert cached_digest(ORACLE_SRC, str(cache)) == code_digest()
+    assert entry.read_text().strip() == code_digest()
+
+
+def test_an_entry_behind_a_link_is_not_read(tmp_path):
+    from gripprobe_core.oracle.fingerprint import cached_digest
+
+    cache = tmp_path / "cache"
+    cached_digest(ORACLE_SRC, str(cache))
+    [entry] = list(cache.iterdir())
+    planted = tmp_path / "planted"
+    planted.write_text("1" * 64)
+    entry.unlink()
+    entry.symlink_to(planted)
+    assert cached_digest(ORACLE_SRC, str(cache)) == code_digest()
+
+
+def test_an_edit_to_any_module_is_another_entry(tmp_path):
+    """Prose edits keep the digest but are new bytes: a new key, computed again (the same digest); a code edit
+    gives its own digest, never the cached one of the old bytes."""
+    from gripprobe_core.oracle.fingerprint import cached_digest
+
+    copy = shutil.copytree(ORACLE_SRC, tmp_path / "oracle", ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    cached_digest(copy, str(cache))
+    wire = copy / "wire.py"
+    wire.write_text(wire.read_text() + "\n# a comment\n")
+    assert cached_digest(copy, str(cache)) == code_digest()
+    wire.write_text(wire.read_text() + "\nEXTRA = 1\n")
+    assert cached_digest(copy, str(cache)) == code_digest(copy) != code_digest()
+    assert len(list(cache.iterdir())) == 3
+
+
+def test_the_package_digest_uses_the_cache_under_xdg_cache_home(tmp_path):
+    """A fresh process computes and stores the package's digest; the next reads it back (both the same)."""
+    code = "from gripprobe_core.oracle.fingerprint import profile_digest as d; print(d('perfect'))"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    entries = list((tmp_path / "gripprobe" / "oracle").iterdir())
+    assert len(entries) == 1 and entries[0].read_text().strip() == code_digest()
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert first.split() == second.split() == [profile_digest("perfect")]

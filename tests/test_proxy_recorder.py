@@ -437,3 +437,41 @@ def test_one_child_per_process_closed_by_close_recorder(tmp_path: Path) -> None:
         os.kill(first[0], 0)  # gone (reaped)
     second = run(phases())
     assert second[0] is not None and second[0] != first[0]
+
+
+
+def test_release_recorder_returns_at_once_and_its_wait_reaps_the_child(tmp_path: Path) -> None:
+    """The runner's end of a run: release_recorder sends EOF and returns without waiting (the reports are
+    written meanwhile); the function it returns waits until the child is gone. Records flushed before the
+    release are intact; the next proxy starts a new child."""
+    import gripprobe_core.proxy.recorder_client as recorder_client
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": []})
+
+    async def phase(name: str) -> int | None:
+        app = web.Application()
+        app.router.add_get("/v1/models", models)
+        async with serving(app) as up:
+            async with proxied(up, tmp_path / f"proxy.{name}.http.jsonl") as proxy:
+                async with aiohttp.ClientSession() as s:
+                    async with s.get(f"{proxy.base_url}/v1/models") as r:
+                        assert r.status == 200
+                        await r.read()
+                return get_recorder().pid
+
+    pid = run(phase("warmup"))
+    child = get_recorder()._child
+    assert pid is not None and child is not None
+    wait = recorder_client.release_recorder()
+    assert recorder_client._CLIENT is None  # detached: a later proxy starts a new one
+    wait(10.0)
+    assert child.dead and child.proc.returncode == 0
+    with pytest.raises(OSError):
+        os.kill(pid, 0)  # gone (reaped)
+    [rec] = read_records(tmp_path / "proxy.warmup.http.jsonl")
+    assert rec["x_gripprobe_path"] == "/v1/models" and rec["x_gripprobe_status"] == 200
+    assert rec["x_gripprobe_error"] is None and rec["x_gripprobe_proxy_error"] is None
+    assert recorder_client.release_recorder()(1.0) is None  # nothing running: nothing to wait for
+    assert run(phase("measured")) not in (None, pid)
+    close_recorder()

@@ -26,56 +26,106 @@ An agent plugin registers a driver::
 Groups below: hooks and drivers; what a phase is made of; specs, events and results; the agent's files
 (read and found without following a link); parsing helpers;
 oracle dialects (how the oracle speaks to an agent); validators, challenges, evaluators.
+
+Every name loads on first use (a module ``__getattr__``): importing this module costs nothing, and a plugin
+that imports a few names pulls in only the modules defining them, never the oracle's server or aiohttp.
 """
 
 from __future__ import annotations
 
-# ------------------------------------------------------------------------------- hooks and drivers
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from . import hookimpl
-from .drivers import (
-    EVERY_FORMAT, AgentDriver, Backend, BackendEndpoint, BackendPhase, BaseAgentDriver, ListedModel, Observability,
-    ProxyHandle, ProxyStatus, ToolCallProbe,
-)
-# ---------------------------------------------------------------------------- what a phase is made of
-from .phase import (
-    SESSION_TRANSCRIPT, AgentCommand, AgentSession, InstallRecipe, MarkerPattern, PhaseCapture, PhaseContext,
-    RouteDecision, SessionChannel, SessionError, Transcript,
-)
-# ------------------------------------------------------------------- answering the agent (interaction)
-from .interaction import (
-    InteractionSupport, PermissionDecision, PermissionOption, PermissionRequest, Responder, StaticPolicy, ToolRef,
-    decide, permission_events, static_policy,
-)
-# ------------------------------------------------------------------------- specs, events and results
-from .errors import GripProbeError, UserError, WrapperParseError
-from .models.events import TIER_ORDER, Event
-from .models.results import BackendProbe, ProcessResult, SourcePointer, ValidatorResult, Verdict
-from .models.specs import (
-    TOOL_KINDS, BackendSpec, CliAgentSpec, InteractionRule, InteractionSpec, ModelSpec, ReferenceAction, ReferenceEdit,
-    ReferenceRead, ReferenceShell, ReferenceWrite, TestSpec,
-)
-# ------------------------------------------------------------- the agent's files (never through a link)
-from .agentfiles import find_agent_files, read_agent_file
-# ---------------------------------------------------------------------------------- parsing helpers
-from .jsonl import json_lines
-from .proxy.text_tools import TextToolCall, find_text_tool_calls, scan_text_tool_calls
-from .telemetry.attempts import detect_retry_loop, tool_attempts
-from .telemetry.builder import EventBuilder, mapping, number, text
-from .telemetry.toolnames import GENERIC as GENERIC_TOOL_NAMES, ToolNames, canonical_key
-from .timeutil import iso, utc_now_iso
-# ------------------------------------------------------------------------------------ oracle dialects
-from .oracle.conversation import (
-    ChatRequest, TextCall, ToolCall, ToolInfo, Turn, action_kind, describe_action, message_text, parse_chat_request,
-)
-from .oracle.responses_api import parse_responses_request
-from .oracle.dialects import (
-    COMMAND_PARAMS, MISSING_FILE, PATH_PARAMS, Dialect, ToolsDialect, accepts_type, fill_required, find_param,
-    known_content, norm, shell_command_for,
-)
-# -------------------------------------------------------------------- validators, challenges, evaluators
-from .challenges import ChallengeFactory, ChallengeServer
-from .evaluator import EvaluationInputs, Evaluator
-from .validators.context import Validator, ValidatorContext, runs_code
+
+if TYPE_CHECKING:  # what a type checker sees; at run time each name loads on first use (below)
+    # ------------------------------------------------------------------------------- hooks and drivers
+    from .drivers import (
+        EVERY_FORMAT, AgentDriver, Backend, BackendEndpoint, BackendPhase, BaseAgentDriver, ListedModel, Observability,
+        ProxyHandle, ProxyStatus, ToolCallProbe,
+    )
+    # ---------------------------------------------------------------------------- what a phase is made of
+    from .phase import (
+        SESSION_TRANSCRIPT, AgentCommand, AgentSession, InstallRecipe, MarkerPattern, PhaseCapture, PhaseContext,
+        RouteDecision, SessionChannel, SessionError, Transcript,
+    )
+    # ------------------------------------------------------------------- answering the agent (interaction)
+    from .interaction import (
+        InteractionSupport, PermissionDecision, PermissionOption, PermissionRequest, Responder, StaticPolicy, ToolRef,
+        decide, permission_events, static_policy,
+    )
+    # ------------------------------------------------------------------------- specs, events and results
+    from .errors import GripProbeError, UserError, WrapperParseError
+    from .models.events import TIER_ORDER, Event
+    from .models.results import BackendProbe, ProcessResult, SourcePointer, ValidatorResult, Verdict
+    from .models.specs import (
+        TOOL_KINDS, BackendSpec, CliAgentSpec, InteractionRule, InteractionSpec, ModelSpec, ReferenceAction, ReferenceEdit,
+        ReferenceRead, ReferenceShell, ReferenceWrite, TestSpec,
+    )
+    # ------------------------------------------------------------- the agent's files (never through a link)
+    from .agentfiles import find_agent_files, read_agent_file
+    # ---------------------------------------------------------------------------------- parsing helpers
+    from .jsonl import json_lines
+    from .proxy.text_tools import TextToolCall, find_text_tool_calls, scan_text_tool_calls
+    from .telemetry.attempts import detect_retry_loop, tool_attempts
+    from .telemetry.builder import EventBuilder, mapping, number, text
+    from .telemetry.toolnames import GENERIC as GENERIC_TOOL_NAMES, ToolNames, canonical_key
+    from .timeutil import iso, utc_now_iso
+    # ------------------------------------------------------------------------------------ oracle dialects
+    from .oracle.conversation import (
+        ChatRequest, TextCall, ToolCall, ToolInfo, Turn, action_kind, describe_action, message_text, parse_chat_request,
+    )
+    from .oracle.responses_api import parse_responses_request
+    from .oracle.dialects import (
+        COMMAND_PARAMS, MISSING_FILE, PATH_PARAMS, Dialect, ToolsDialect, accepts_type, fill_required, find_param,
+        known_content, norm, shell_command_for,
+    )
+    # -------------------------------------------------------------------- validators, challenges, evaluators
+    from .challenges import ChallengeFactory, ChallengeServer
+    from .evaluator import EvaluationInputs, Evaluator
+    from .validators.context import Validator, ValidatorContext, runs_code
+
+#: Where each public name lives: module (relative to this package) → the names it gives (``alias=name`` when
+#: the public name differs). Kept in the groups above; tests/test_public_api.py resolves every one.
+_FROM: dict[str, tuple[str, ...]] = {
+    # hooks and drivers
+    ".drivers": ("EVERY_FORMAT", "AgentDriver", "Backend", "BackendEndpoint", "BackendPhase", "BaseAgentDriver",
+                 "ListedModel", "Observability", "ProxyHandle", "ProxyStatus", "ToolCallProbe"),
+    # what a phase is made of
+    ".phase": ("SESSION_TRANSCRIPT", "AgentCommand", "AgentSession", "InstallRecipe", "MarkerPattern", "PhaseCapture",
+               "PhaseContext", "RouteDecision", "SessionChannel", "SessionError", "Transcript"),
+    # answering the agent (interaction)
+    ".interaction": ("InteractionSupport", "PermissionDecision", "PermissionOption", "PermissionRequest", "Responder",
+                     "StaticPolicy", "ToolRef", "decide", "permission_events", "static_policy"),
+    # specs, events and results
+    ".errors": ("GripProbeError", "UserError", "WrapperParseError"),
+    ".models.events": ("TIER_ORDER", "Event"),
+    ".models.results": ("BackendProbe", "ProcessResult", "SourcePointer", "ValidatorResult", "Verdict"),
+    ".models.specs": ("TOOL_KINDS", "BackendSpec", "CliAgentSpec", "InteractionRule", "InteractionSpec", "ModelSpec",
+                      "ReferenceAction", "ReferenceEdit", "ReferenceRead", "ReferenceShell", "ReferenceWrite", "TestSpec"),
+    # the agent's files (never through a link)
+    ".agentfiles": ("find_agent_files", "read_agent_file"),
+    # parsing helpers
+    ".jsonl": ("json_lines",),
+    ".proxy.text_tools": ("TextToolCall", "find_text_tool_calls", "scan_text_tool_calls"),
+    ".telemetry.attempts": ("detect_retry_loop", "tool_attempts"),
+    ".telemetry.builder": ("EventBuilder", "mapping", "number", "text"),
+    ".telemetry.toolnames": ("GENERIC_TOOL_NAMES=GENERIC", "ToolNames", "canonical_key"),
+    ".timeutil": ("iso", "utc_now_iso"),
+    # oracle dialects
+    ".oracle.conversation": ("ChatRequest", "TextCall", "ToolCall", "ToolInfo", "Turn", "action_kind", "describe_action",
+                             "message_text", "parse_chat_request"),
+    ".oracle.responses_api": ("parse_responses_request",),
+    ".oracle.dialects": ("COMMAND_PARAMS", "MISSING_FILE", "PATH_PARAMS", "Dialect", "ToolsDialect", "accepts_type",
+                         "fill_required", "find_param", "known_content", "norm", "shell_command_for"),
+    # validators, challenges, evaluators
+    ".challenges": ("ChallengeFactory", "ChallengeServer"),
+    ".evaluator": ("EvaluationInputs", "Evaluator"),
+    ".validators.context": ("Validator", "ValidatorContext", "runs_code"),
+}
+_WHERE: dict[str, tuple[str, str]] = {
+    public: (module, attr) for module, names in _FROM.items()
+    for public, _, attr in (n.partition("=") if "=" in n else (n, "", n) for n in names)}
 
 __all__ = [
     "AgentSession", "InteractionRule", "InteractionSpec", "InteractionSupport", "PermissionDecision",
@@ -95,3 +145,16 @@ __all__ = [
     "mapping", "message_text", "norm", "number", "parse_chat_request", "parse_responses_request",
     "read_agent_file", "runs_code", "scan_text_tool_calls", "shell_command_for", "text", "tool_attempts", "utc_now_iso",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(where[0], __package__), where[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

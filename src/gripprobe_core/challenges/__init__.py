@@ -6,20 +6,20 @@ different facts and an agent cannot pass the measured phase from memory. ``facts
 every request the server answered, as ``{ts, method, path, query, status}`` (``ts`` ISO-8601 UTC,
 ``query`` the raw query string), 404s included.
 
-The kinds (``nonce``, ``search``) live in :mod:`.nonce` and :mod:`.search`;
-:mod:`gripprobe_core.defaults.challenges` registers them.
+The kinds (``nonce``, ``search``) live in :mod:`.nonce` and :mod:`.search`, their shared lifecycle
+(:class:`ChallengeHTTPServer`) in :mod:`.http`; :mod:`gripprobe_core.defaults.challenges` registers them.
+This module holds only the protocol a plugin implements, so importing it (as the plugin API does)
+pulls in no web framework; ``ChallengeHTTPServer`` loads (with aiohttp) on first use.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from aiohttp import web
+if TYPE_CHECKING:
+    from .http import ChallengeHTTPServer
 
 __all__ = ["ChallengeFactory", "ChallengeHTTPServer", "ChallengeServer"]
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class ChallengeServer(Protocol):
@@ -37,81 +37,9 @@ ChallengeFactory = Callable[[dict[str, Any], str], ChallengeServer]
 """``factory(options, phase) -> ChallengeServer`` (not started)."""
 
 
-class ChallengeHTTPServer:
-    """Shared lifecycle of a challenge server (implements :class:`ChallengeServer`).
+def __getattr__(name: str) -> Any:
+    if name == "ChallengeHTTPServer":
+        from .http import ChallengeHTTPServer
 
-    Subclasses add routes in :meth:`routes` and fill ``facts`` in :meth:`on_started`.
-    """
-
-    kind = "challenge"
-
-    def __init__(self, options: dict[str, Any] | None = None, phase: str = "measured") -> None:
-        self.options = dict(options or {})
-        self.phase = phase
-        self.url = ""
-        self.facts: dict[str, Any] = {}
-        self.requests: list[dict[str, Any]] = []
-        self._runner: web.AppRunner | None = None
-
-    # -------------------------------------------------------------------------------- subclass API
-
-    def routes(self, app: web.Application) -> None:  # pragma: no cover - abstract
-        """Add the challenge's routes to ``app``."""
-        raise NotImplementedError
-
-    def on_started(self) -> None:
-        """Called once ``self.url`` (``http://127.0.0.1:<port>``) is known; fill URL facts here."""
-
-    # ---------------------------------------------------------------------------------- lifecycle
-
-    async def start(self) -> None:
-        """Bind 127.0.0.1 on a free port and start serving."""
-        if self._runner is not None:
-            return
-        app = web.Application(middlewares=[self._log_middleware])
-        self.routes(app)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        host, port = runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}"
-        self.on_started()
-
-    async def stop(self) -> None:
-        """Stop serving; the facts and the request log stay readable."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
-
-    async def __aenter__(self) -> "ChallengeHTTPServer":
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
-    # ------------------------------------------------------------------------------------ logging
-
-    @web.middleware
-    async def _log_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        entry: dict[str, Any] = {
-            "ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "method": request.method,
-            "path": request.path,
-            "query": request.query_string,
-            "status": 500,
-        }
-        self.requests.append(entry)
-        try:
-            response = await handler(request)
-        except web.HTTPException as exc:
-            entry["status"] = exc.status
-            raise
-        entry["status"] = response.status
-        return response
+        return ChallengeHTTPServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

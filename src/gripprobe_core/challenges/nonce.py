@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import ChallengeHTTPServer
+from .http import ChallengeHTTPServer
 
 __all__ = ["NonceChallenge", "nonce_proof", "make_nonce_challenge"]
 

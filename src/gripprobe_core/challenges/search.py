@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import ChallengeHTTPServer
+from .http import ChallengeHTTPServer
 
 __all__ = ["SearchChallenge", "make_result_set", "make_search_challenge", "right_answer"]
 

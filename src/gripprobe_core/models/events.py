@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .wire import MODEL_PROTOCOLS  # noqa: F401  (re-exported: defined without pydantic, for the recorder)
+
 EventType = Literal["tool_call_start", "tool_call_result", "model_response", "permission_request",
                     "permission_response", "thought"]
 """``permission_request`` / ``permission_response``: one of the agent's requests and the harness's (or its own
@@ -16,11 +18,6 @@ TIER_ORDER: dict[str, int] = {"A": 0, "B": 1, "C": 2, "D": 3}
 EventSource = Literal["wrapper", "proxy", "agent_output"]
 EventStatus = Literal["started", "success", "error", "timeout", "unknown"]
 Phase = Literal["warmup", "measured"]
-
-MODEL_PROTOCOLS = frozenset({"chat_completions", "responses", "ollama_chat", "ollama_generate", "anthropic_messages"})
-"""The wire protocols whose exchanges are model calls (a proxy record's ``x_gripprobe_protocol``, a
-``model_response`` event's ``payload.protocol``): the proxy that records them and the telemetry that
-counts them share this vocabulary."""
 
 
 class ToolCallPayload(BaseModel):

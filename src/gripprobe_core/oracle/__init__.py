@@ -7,18 +7,49 @@ Public API::
 
 It speaks Chat Completions, the Responses API and Ollama's native API. See docs/oracle.md for
 endpoints, profiles and dialect matching.
+
+Names load on first use (a module ``__getattr__``): a plugin's dialect imports :mod:`.conversation` and
+:mod:`.dialects` through this package without the server, its profiles or aiohttp.
 """
 
-from .dialects import Dialect, ToolsDialect, known_content, shell_command_for
-from .conversation import ChatRequest, Reply, TextCall, ToolCall, ToolInfo, Turn, parse_chat_request
-from .profiles import (
-    EXPECTED_REFERENCE_STATUS, LazyProfile, PerfectProfile, Profile, ProfileContext, builtin_profiles,
-)
-from .responses_api import parse_responses_request
-from .server import OracleServer
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .dialects import Dialect, ToolsDialect, known_content, shell_command_for
+    from .conversation import ChatRequest, Reply, TextCall, ToolCall, ToolInfo, Turn, parse_chat_request
+    from .profiles import (
+        EXPECTED_REFERENCE_STATUS, LazyProfile, PerfectProfile, Profile, ProfileContext, builtin_profiles,
+    )
+    from .responses_api import parse_responses_request
+    from .server import OracleServer
 
 __all__ = [
     "ChatRequest", "Dialect", "EXPECTED_REFERENCE_STATUS", "LazyProfile", "OracleServer", "PerfectProfile",
     "Profile", "ProfileContext", "Reply", "TextCall", "ToolCall", "ToolInfo", "ToolsDialect", "Turn",
     "builtin_profiles", "known_content", "parse_chat_request", "parse_responses_request", "shell_command_for",
 ]
+
+_WHERE = {
+    **dict.fromkeys(("Dialect", "ToolsDialect", "known_content", "shell_command_for"), ".dialects"),
+    **dict.fromkeys(("ChatRequest", "Reply", "TextCall", "ToolCall", "ToolInfo", "Turn", "parse_chat_request"),
+                    ".conversation"),
+    **dict.fromkeys(("EXPECTED_REFERENCE_STATUS", "LazyProfile", "PerfectProfile", "Profile", "ProfileContext",
+                     "builtin_profiles"), ".profiles"),
+    "parse_responses_request": ".responses_api",
+    "OracleServer": ".server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_WHERE[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -6,12 +6,22 @@ the wire protocols, the server): comments, docstrings and other string-only stat
 indentation width are left out, so editing prose changes no hash, while any change to what the oracle
 says or how it says it gives every profile a new one. The same gripprobe-core gives the same digest on
 every machine, run after run (nothing in it depends on the Python version, the path or the time).
+
+Reducing the sources to their code (tokenizing them) costs tens of milliseconds, paid by every run on
+the oracle; so the package's digest is kept in a small cache file keyed by the sha256 of the sources'
+raw bytes (and the Python version, whose tokenizer reads them): ``$XDG_CACHE_HOME/gripprobe/oracle/<key>``
+(default ``~/.cache/gripprobe/oracle``). Any edit to any module is another key, so the digest read back is
+always the one computing it would give. An entry is read as untrusted input (a regular file, not through
+a link, exactly 64 hex digits, else recomputed and rewritten); an unwritable cache only means computing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
+import sys
+import tempfile
 import tokenize
 from functools import lru_cache
 from importlib import resources
@@ -75,16 +85,107 @@ def code_digest(folder: Traversable | None = None) -> str:
 
 @lru_cache(maxsize=1)
 def _package_digest() -> str:
-    return _digest(resources.files(PACKAGE))
+    return cached_digest(resources.files(PACKAGE))
+
+
+def _modules(folder: Traversable) -> list[tuple[str, bytes]]:
+    """``(name, raw bytes)`` of every module (``*.py``) of ``folder``, in name order."""
+    return [(entry.name, entry.read_bytes()) for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+            if entry.name.endswith(".py") and entry.is_file()]
 
 
 def _digest(folder: Traversable) -> str:
+    return _digest_of(_modules(folder))
+
+
+def _digest_of(modules: list[tuple[str, bytes]]) -> str:
     h = hashlib.sha256()
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".py") and entry.is_file():
-            h.update(f"{entry.name}\n".encode())
-            h.update(code_text(entry.read_text(encoding="utf-8")).encode())
+    for name, raw in modules:
+        h.update(f"{name}\n".encode())
+        # read as ``read_text`` reads a file (universal newlines): the digest of a module's text, not its bytes
+        h.update(code_text(io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8").read()).encode())
     return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------ the cache
+
+CACHE_FORMAT = 1
+
+
+def cache_dir() -> str:
+    """``$XDG_CACHE_HOME/gripprobe/oracle``, else ``~/.cache/gripprobe/oracle``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "gripprobe", "oracle")
+
+
+def source_key(modules: list[tuple[str, bytes]]) -> str:
+    """The cache key of ``modules``: sha256 of the cache format, the Python version (its tokenizer) and every
+    module's name and raw bytes (lengths included, so no two trees share a key)."""
+    h = hashlib.sha256(f"gripprobe-oracle-digest {CACHE_FORMAT} python {sys.version_info[0]}.{sys.version_info[1]}\n"
+                       .encode())
+    for name, raw in modules:
+        h.update(f"{len(name)}:{name}:{len(raw)}:".encode())
+        h.update(raw)
+    return h.hexdigest()
+
+
+def cached_digest(folder: Traversable, cache: str | None = None) -> str:
+    """:func:`code_digest` of ``folder`` through the cache in ``cache`` (default :func:`cache_dir`): the same
+    digest, computed only when no valid entry holds it for these exact bytes."""
+    modules = _modules(folder)
+    path = os.path.join(cache if cache is not None else cache_dir(), source_key(modules))
+    digest = _read_entry(path)
+    if digest is None:
+        digest = _digest_of(modules)
+        _write_entry(path, digest)
+    return digest
+
+
+def _is_digest(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def _read_entry(path: str) -> str | None:
+    """The digest stored at ``path``: a regular file (not a link) holding 64 hex digits; else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, 66)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        text = data.decode("ascii").strip()
+    except UnicodeDecodeError:
+        return None
+    return text if _is_digest(text) else None
+
+
+def _write_entry(path: str, digest: str) -> None:
+    """Store ``digest`` at ``path`` atomically; OS errors (a read-only home, a full disk) are ignored."""
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".entry-", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as f:
+                f.write(digest + "\n")
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    except OSError:
+        return
 
 
 def profile_digest(model: str) -> str:

@@ -34,7 +34,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..models.events import MODEL_PROTOCOLS
+from ..models.wire import MODEL_PROTOCOLS
 
 __all__ = ["AssembledCall", "MODEL_PROTOCOLS", "ReplyAssembler", "detect_protocol", "iter_text_parts", "json_text",
            "usage_of"]

@@ -42,13 +42,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .recorder import (BEGIN, CHUNK, END, FLUSH, HEADER, META_LEN, WATERMARK, RecordFile, encode_record,
                        minimal_record)
 
 __all__ = ["BATCH_BYTES", "HIGH_WATER", "LOW_WATER", "RecorderChild", "RecorderClient", "RecorderDied",
-           "close_recorder", "credential_headers", "default_command", "get_recorder"]
+           "close_recorder", "credential_headers", "default_command", "get_recorder", "release_recorder"]
 
 log = logging.getLogger(__name__)
 
@@ -296,15 +296,27 @@ class RecorderChild:
     def close(self, timeout: float = 5.0) -> None:
         """Close stdin (the child writes what it has, then exits), wait for it; kill it if it does not
         exit within ``timeout``."""
+        self.begin_close()
+        self.wait_closed(timeout)
+
+    def begin_close(self) -> None:
+        """Ask the child to finish: EOF on its stdin once everything queued is written (the writer thread
+        closes it). Returns at once; :meth:`wait_closed` waits for the child to be gone."""
         with self._lock:
+            if self._closing:
+                return
             self._closing = True
             self._queue.put(None)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill(f"the recorder did not exit within {timeout:g} s of being closed")
-            self.proc.wait()
+
+    def wait_closed(self, timeout: float = 5.0) -> None:
+        """Wait until the child is gone and reaped and what it owed is recorded (the reader thread reaps it
+        when its output closes, and records any exchange it left unconfirmed); kill it if that takes more than
+        ``timeout``. Waits on the reader thread, not by polling the process (Popen.wait with a timeout sleeps
+        in steps up to 50 ms, so the exit was seen up to 50 ms late)."""
         self._reader.join(timeout)
+        if self._reader.is_alive():
+            self.kill(f"the recorder did not exit within {timeout:g} s of being closed")
+            self._reader.join()
         self._writer.join(timeout)
 
     # --------------------------------------------------------------------------------- threads
@@ -492,10 +504,23 @@ class RecorderClient:
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the child once it has written everything queued. The next use starts a new one."""
+        self.release()(timeout)
+
+    def release(self) -> Callable[[float], None]:
+        """Start stopping the child (EOF once everything queued is written) and return at once with the
+        function that waits until it is gone (``wait(timeout=5.0)``; see :meth:`RecorderChild.wait_closed`).
+        The next use starts a new child. A caller with other work overlaps the child's exit with it, and must
+        call the function before relying on the records of exchanges it did not flush itself."""
         with self._lock:
             child, self._child = self._child, None
-        if child is not None:
-            child.close(timeout)
+        if child is None:
+            return _nothing_to_wait
+        child.begin_close()
+        return child.wait_closed
+
+
+def _nothing_to_wait(timeout: float = 5.0) -> None:
+    return None
 
 
 _CLIENT: RecorderClient | None = None
@@ -521,8 +546,15 @@ def get_recorder() -> RecorderClient:
 def close_recorder(timeout: float = 5.0) -> None:
     """Stop the process-wide recorder after it has written every record queued so far (call it once
     no proxy is running, e.g. at the end of a run). A later proxy starts a new one."""
+    release_recorder()(timeout)
+
+
+def release_recorder() -> Callable[[float], None]:
+    """:func:`close_recorder` in two steps: start stopping the process-wide recorder now (a later proxy
+    starts a new one) and return the function that waits until it is gone (``wait(timeout=5.0)``). The
+    runner overlaps the recorder's exit with writing the run's reports; every phase has already flushed its
+    own records by then, so the wait only reaps the process (and records what a dying one owed)."""
     global _CLIENT
     with _CLIENT_LOCK:
         client, _CLIENT = _CLIENT, None
-    if client is not None:
-        client.close(timeout)
+    return client.release() if client is not None else _nothing_to_wait

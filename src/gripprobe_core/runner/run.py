@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from ..models.results import CaseResult
 from ..pluginmanager import GripProbePluginManager
+from ..proxy.recorder_client import release_recorder
 from ..runvalues import make_run_values
 from ..store import RunFolder, allocate_run_dir, atomic_write_json
 from ..store.trees import remove_tree, scratch_folder
@@ -152,16 +153,22 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
             except Terminated:
                 stopped_by = signal.SIGTERM
             finally:
+                # The proxies' recorder process exits while the manifest and reports are written (every phase
+                # flushed its own records already); it is waited for, and reaped, before the run returns.
+                recorder_gone = release_recorder()
                 executor.close()
-            status = "incomplete" if stopped_by or len(results) < len(cases) else "complete"
-            m = manifest(status, utc_now_iso())
-            if stopped_by:
-                m["interrupted_by"] = signal.Signals(stopped_by).name
-            atomic_write_json(folder.manifest, m)
-            from ..reports import write_run_reports
-            reports = write_run_reports(folder)
-            _warn(reseal_run(folder.path, signer, wrote=[folder.manifest, *reports],
-                             cases=[r.case_id for r in results]))
+            try:
+                status = "incomplete" if stopped_by or len(results) < len(cases) else "complete"
+                m = manifest(status, utc_now_iso())
+                if stopped_by:
+                    m["interrupted_by"] = signal.Signals(stopped_by).name
+                atomic_write_json(folder.manifest, m)
+                from ..reports import write_run_reports
+                reports = write_run_reports(folder)
+                _warn(reseal_run(folder.path, signer, wrote=[folder.manifest, *reports],
+                                 cases=[r.case_id for r in results]))
+            finally:
+                recorder_gone(5.0)
     return RunResult(folder, sorted(results, key=lambda r: r.case_id), bool(stopped_by), time.monotonic() - t0,
                      int(stopped_by))
 
