@@ -194,6 +194,11 @@ def report(figures: list[Figure]) -> None:
     sys.stdout.flush()
 
 
+def missed(figures: Iterable[Figure]) -> list[Figure]:
+    """The figures whose target is MISSED (a script may exit 1 after its RESULT lines when any is)."""
+    return [f for f in figures if verdict(f.value, f.target, f.ratio) == "MISSED"]
+
+
 def bench_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment benchmark commands run in: this one without GRIPPROBE_* and PYTHONPATH, PATH reduced
     to :data:`SYSTEM_PATH` (``python3`` the same file inside and outside the sandbox)."""
@@ -215,3 +220,89 @@ def gripprobe_cli() -> list[str]:
     if script.is_file() and os.access(script, os.X_OK):
         return [str(script)]
     return [sys.executable, "-m", "gripprobe_core.cli"]
+
+
+# ------------------------------------------------------------------------------- memory, seen from outside
+
+def status_kib(pid: int, field: str = "VmRSS") -> int:
+    """A ``/proc/<pid>/status`` size field in KiB (``VmRSS``: resident now; ``VmHWM``: the kernel's peak of
+    it so far); 0 when it cannot be read (the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(field.encode() + b":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def child_pids(pid: int) -> list[int]:
+    """The pids of ``pid``'s children (its main thread's), [] when it is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(c) for c in fh.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def cmdline_has(pid: int, needle: bytes) -> bool:
+    """Whether ``pid``'s command line holds ``needle``."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return needle in fh.read()
+    except OSError:
+        return False
+
+
+class MemorySampler:
+    """Samples the memory of processes from outside, on a thread, every ``every_s`` until :meth:`stop`.
+
+    ``pids`` is called on every tick (processes may come and go: a recorder child started late); for each
+    pid it returns, under its name, the peak of the ``VmRSS`` samples and the last ``VmHWM`` read (the
+    kernel's own peak: it also sees what falls between two samples) are kept, in KiB. Use as a context
+    manager around what it should watch."""
+
+    def __init__(self, pids: Callable[[], Mapping[str, int]], every_s: float = 0.02) -> None:
+        import threading
+
+        self._pids, self.every_s = pids, every_s
+        self.rss: dict[str, int] = {}
+        self.hwm: dict[str, int] = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def tick(self) -> None:
+        for name, pid in self._pids().items():
+            rss, hwm = status_kib(pid, "VmRSS"), status_kib(pid, "VmHWM")
+            if rss:
+                self.rss[name] = max(self.rss.get(name, 0), rss)
+            if hwm:
+                self.hwm[name] = max(self.hwm.get(name, 0), hwm)
+        self.samples += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.tick()
+            self._stop.wait(self.every_s)
+
+    def start(self) -> "MemorySampler":
+        self._thread.start()
+        return self
+
+    def stop(self) -> "MemorySampler":
+        self._stop.set()
+        self._thread.join()
+        return self
+
+    def __enter__(self) -> "MemorySampler":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def peak_mib(self, name: str, kernel: bool = True) -> float:
+        """The peak of ``name`` in MiB: the larger of the sampled VmRSS and the last VmHWM read, or with
+        ``kernel=False`` the sampled VmRSS alone (VmHWM holds the process's whole life: its start-up too)."""
+        return max(self.rss.get(name, 0), self.hwm.get(name, 0) if kernel else 0) / 1024

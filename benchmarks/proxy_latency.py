@@ -1,19 +1,24 @@
 """Recording proxy latency: what it adds per request, to the first streamed byte, and to throughput.
 
-Processes besides this client: a minimal aiohttp upstream; the RecordingProxy as it runs by default
-("gripprobe": the relay, plus its recorder child process running the real observer and writing the
-real record file); the same proxy with a do-nothing in-process observer ("relay-only": the relay's
-cost alone, metadata-only records); and, as the peer, mitmproxy in reverse-proxy mode (installed on
-demand into ~/.cache/gripprobe/bench-venv, outside the repo). The client runs here, on its own event
-loop, and measures each target in interleaved rounds (so load from other work hits all alike):
+Processes besides this client: a minimal aiohttp upstream ("direct": the baseline); the RecordingProxy as
+it runs by default ("gripprobe": the relay, plus its recorder child process running the real observer and
+writing the real record file); the same proxy with a do-nothing in-process observer ("relay-only": the
+relay's cost alone, metadata-only records); and, as the peer, mitmproxy in reverse-proxy mode when it is
+installed (on PATH or in ~/.cache/gripprobe/bench-venv, outside the repo; a full run installs it there on
+demand unless ``--no-install``, ``--quick`` never does). The client runs here, on its own event loop, and
+measures every target from outside in alternating rounds (direct first, then each proxy: load from other
+work hits all alike):
 
-* 1,000 non-streaming requests, one at a time → p50/p99 latency added over the direct baseline;
-* 1,000 streaming (SSE) requests → time-to-first-byte overhead;
-* throughput (req/s) with 16 concurrent clients.
+* ``--requests`` non-streaming requests per target (1,000; ``--quick`` 200), one at a time, in ``--rounds``
+  blocks (10; ``--quick`` 4) → p50 added over direct per round (min / median / max over rounds), p99 added
+  over all of them;
+* as many streaming (SSE) requests → time-to-first-byte added, per round;
+* throughput (req/s) with 16 concurrent clients, ``--throughput-requests`` per target (3,000 in 3 rounds;
+  ``--quick`` 600 in 1), also counted until gripprobe's recorder has written every record.
 
-Targets: p50 added ≤ 1 ms and ≤ 25 % of mitmproxy's; first-byte overhead ≤ 2 ms.
+Targets: p50 added ≤ 1 ms and ≤ 25 % of mitmproxy's (when it runs); first-byte added ≤ 2 ms.
 
-    .venv/bin/python benchmarks/proxy_latency.py [--requests 1000] [--no-mitmproxy]
+    .venv/bin/python benchmarks/proxy_latency.py [--quick] [--rounds 10] [--requests 1000] [--no-mitmproxy]
     .venv/bin/python benchmarks/proxy_latency.py --observer gripprobe_core.proxy.observe:ExchangeObserver
         # "gripprobe" with the real observer in-process instead (the design before the recorder)
 
@@ -35,6 +40,10 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench import Figure, Spread, add_contract_args, load1, missed, report, rounds_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_VENV = Path.home() / ".cache" / "gripprobe" / "bench-venv"
@@ -296,31 +305,30 @@ class Recorded:
 
 
 async def interleaved(targets: dict[str, str], n: int, fn: Callable[[Any, str], Awaitable[float]],
-                      settle: dict[str, Recorded], rounds: int = 10) -> dict[str, list[float]]:
-    """``n`` sequential requests per target, in ``rounds`` interleaved blocks (drift hits all alike),
-    one keep-alive connection per target, after a warm-up. After each block of a target in
-    ``settle``, wait until its records are all written (outside any measurement)."""
+                      settle: dict[str, Recorded], rounds: int = 10) -> dict[str, list[list[float]]]:
+    """``n`` sequential requests per target, in ``rounds`` alternating blocks (drift hits all alike),
+    one keep-alive connection per target, after a warm-up: each target's values, one list per round.
+    After each block of a target in ``settle``, wait until its records are all written (outside any
+    measurement)."""
     import aiohttp
 
-    out: dict[str, list[float]] = {name: [] for name in targets}
+    out: dict[str, list[list[float]]] = {name: [] for name in targets}
     sessions = {name: aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) for name in targets}
 
-    async def block(name: str, url: str, count: int, keep: bool) -> None:
-        for _ in range(count):
-            value = await fn(sessions[name], url)
-            if keep:
-                out[name].append(value)
+    async def block(name: str, url: str, count: int) -> list[float]:
+        values = [await fn(sessions[name], url) for _ in range(count)]
         if name in settle:
             settle[name].sent += count
             await settle[name].settle()
+        return values
 
     try:
         for name, url in targets.items():
-            await block(name, url, 50, keep=False)
+            await block(name, url, 50)
         per_round = max(1, n // rounds)
         for _ in range(rounds):
             for name, url in targets.items():
-                await block(name, url, per_round, keep=True)
+                out[name].append(await block(name, url, per_round))
     finally:
         for s in sessions.values():
             await s.close()
@@ -353,81 +361,106 @@ async def throughput(url: str, total: int, concurrency: int, recorded: Recorded 
         return done / relayed, done / caught_up
 
 
-def verdict(ok: bool) -> str:
-    return "met" if ok else "NOT met"
+def ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None
 
 
-def ratio(a: float, b: float) -> float:
-    return a / b if b > 0 else float("inf")
+def flat(rounds: list[list[float]]) -> list[float]:
+    return [v for values in rounds for v in values]
 
 
-async def measure(targets: dict[str, str], n: int, total: int, concurrency: int,
-                  settle: dict[str, Recorded] | None = None) -> int:
+async def measure(targets: dict[str, str], n: int, rounds: int, total: int, tp_rounds: int, concurrency: int,
+                  settle: dict[str, Recorded] | None = None) -> dict:
+    """Every measurement, alternating between the targets: latency, first byte, throughput."""
     settle = settle or {}
-    lat = await interleaved(targets, n, one_json, settle)
-    ttfb = await interleaved(targets, n, one_stream, settle)
-    both = {name: await throughput(url, total, concurrency, settle.get(name)) for name, url in targets.items()}
-    rps = {name: v[0] for name, v in both.items()}
-    base = lat["direct"]
-    print(f"non-streaming, {len(base)} sequential requests per target (p50 / p99 ms):")
-    added: dict[str, tuple[float, float]] = {}
-    for name, values in lat.items():
-        line = f"  {name:<11} {pct(values, .5):7.3f} / {pct(values, .99):7.3f}"
+    lat = await interleaved(targets, n, one_json, settle, rounds)
+    ttfb = await interleaved(targets, n, one_stream, settle, rounds)
+    tp: dict[str, list[tuple[float, float]]] = {name: [] for name in targets}
+    for _ in range(tp_rounds):
+        for name, url in targets.items():
+            tp[name].append(await throughput(url, max(concurrency, total // tp_rounds), concurrency,
+                                             settle.get(name)))
+    return {"lat": lat, "ttfb": ttfb, "tp": tp, "concurrency": concurrency}
+
+
+def per_round(data: dict[str, list[list[float]]], name: str, base: str) -> Spread:
+    """p50 of ``name`` minus p50 of ``base``, round by round."""
+    return Spread.of(pct(a, .5) - pct(b, .5) for a, b in zip(data[name], data[base]))
+
+
+def figures(m: dict) -> list[Figure]:
+    """Print what was measured; the figures of ``gripprobe`` (the others are printed as its references)."""
+    lat, ttfb, tp = m["lat"], m["ttfb"], m["tp"]
+    names = list(lat)
+    rounds = len(lat["direct"])
+    p50 = {name: Spread.of(pct(v, .5) for v in lat[name]) for name in names}
+    t50 = {name: Spread.of(pct(v, .5) for v in ttfb[name]) for name in names}
+    p99 = {name: pct(flat(lat[name]), .99) for name in names}
+    added = {name: per_round(lat, name, "direct") for name in names if name != "direct"}
+    t_added = {name: per_round(ttfb, name, "direct") for name in names if name != "direct"}
+    rps = {name: Spread.of(v[0] for v in tp[name]) for name in names}
+    caught = {name: Spread.of(v[1] for v in tp[name]) for name in names}
+    print(f"non-streaming, {len(flat(lat['direct']))} sequential requests per target in {rounds} rounds: "
+          f"p50 per round (median, min, max), p99 of all; added over direct per round:")
+    for name in names:
+        line = f"  {name:<11} p50 {p50[name].show('ms', 3)}, p99 {p99[name]:.3f} ms"
         if name != "direct":
-            added[name] = (pct(values, .5) - pct(base, .5), pct(values, .99) - pct(base, .99))
-            line += f"   added {added[name][0]:+.3f} / {added[name][1]:+.3f}"
+            line += f"; added p50 {added[name].show('ms', 3)}, p99 {p99[name] - p99['direct']:+.3f} ms"
         print(line)
-    print(f"streaming (SSE, 9 events), time to first byte, {len(ttfb['direct'])} requests per target (p50 / p99 ms):")
-    ttfb_added: dict[str, float] = {}
-    for name, values in ttfb.items():
-        line = f"  {name:<11} {pct(values, .5):7.3f} / {pct(values, .99):7.3f}"
+    print(f"streaming (SSE, 9 events), time to first byte, {len(flat(ttfb['direct']))} requests per target:")
+    for name in names:
+        line = f"  {name:<11} p50 {t50[name].show('ms', 3)}, p99 {pct(flat(ttfb[name]), .99):.3f} ms"
         if name != "direct":
-            ttfb_added[name] = pct(values, .5) - pct(ttfb["direct"], .5)
-            line += f"   overhead {ttfb_added[name]:+.3f}"
+            line += f"; added p50 {t_added[name].show('ms', 3)}"
         print(line)
-    print(f"throughput, {concurrency} concurrent clients, {total} requests (req/s):")
-    for name, value in rps.items():
-        line = f"  {name:<11} {value:8.0f}   ({value / rps['direct']:.2f} of direct)"
-        if name in settle:
-            line += f"; {both[name][1]:.0f} counting until every record is written"
+    print(f"throughput, {m['concurrency']} concurrent clients, {len(tp['direct'])} round(s) (req/s):")
+    for name in names:
+        line = f"  {name:<11} {rps[name].show('req/s', 0)}   ({rps[name].median / rps['direct'].median:.2f} of direct)"
+        if name == "gripprobe":
+            line += f"; {caught[name].show('req/s', 0)} counting until every record is written"
         print(line)
     if "mitmproxy" in added:
-        m = added["mitmproxy"]
+        mitm = added["mitmproxy"].median
         for name in (k for k in added if k != "mitmproxy"):
-            print(f"ratios {name}/mitmproxy: p50 added {ratio(added[name][0], m[0]):.2f}, "
-                  f"p99 added {ratio(added[name][1], m[1]):.2f}, "
-                  f"first-byte overhead {ratio(ttfb_added[name], ttfb_added['mitmproxy']):.2f}, "
-                  f"throughput {ratio(rps[name], rps['mitmproxy']):.2f}")
+            r = ratio(added[name].median, mitm)
+            print(f"ratios {name}/mitmproxy: p50 added {r if r is None else round(r, 2)}, "
+                  f"throughput {rps[name].median / rps['mitmproxy'].median:.2f}")
     if "relay-only" in added:
         print(f"observing's share of gripprobe's p50 added latency: "
-              f"{added['gripprobe'][0] - added['relay-only'][0]:+.3f} ms "
+              f"{per_round(lat, 'gripprobe', 'relay-only').show('ms', 3)} "
               f"(relay-only = the same proxy with a NullObserver: no parsing, metadata-only records)")
 
-    rc = 0
-    for name in (k for k in ("gripprobe", "relay-only") if k in added):
-        ok = targets_met(name, added, ttfb_added)
-        if name == "gripprobe" and not ok:
-            rc = 1
-    return rc
-
-
-def targets_met(name: str, added: dict[str, tuple[float, float]], ttfb_added: dict[str, float]) -> bool:
-    """Print the three targets for ``name``; all met?"""
-    ours = added[name][0]
-    ok = ours <= P50_TARGET_MS
-    print(f"[{name}] target p50 added <= {P50_TARGET_MS:g} ms: {ours:.3f} ms -> {verdict(ok)}")
+    d50, dt50 = p50["direct"].median, t50["direct"].median
+    figs = [Figure("proxy_p50_added", added["gripprobe"].median, "ms", P50_TARGET_MS, d50,
+                   ratio(p50["gripprobe"].median, d50),
+                   what=f"gripprobe's p50 minus direct's, per round, median of {rounds}"),
+            Figure("proxy_p99_added", p99["gripprobe"] - p99["direct"], "ms", None, p99["direct"],
+                   ratio(p99["gripprobe"], p99["direct"]), what="gripprobe's p99 minus direct's, all rounds"),
+            Figure("proxy_ttfb_added", t_added["gripprobe"].median, "ms", TTFB_TARGET_MS, dt50,
+                   ratio(t50["gripprobe"].median, dt50),
+                   what=f"time to the first streamed byte, gripprobe's p50 minus direct's, median of {rounds}")]
+    if "relay-only" in added:
+        share = per_round(lat, "gripprobe", "relay-only")
+        figs.append(Figure("proxy_observe_p50", share.median, "ms", None, p50["relay-only"].median,
+                           ratio(p50["gripprobe"].median, p50["relay-only"].median),
+                           what="gripprobe's p50 minus the plain relay's (relay-only): what observing adds"))
     if "mitmproxy" in added:
-        r = ratio(ours, added["mitmproxy"][0])
-        print(f"[{name}] target p50 added <= {P50_VS_MITM_TARGET:.0%} of mitmproxy's: {r:.0%} -> "
-              f"{verdict(r <= P50_VS_MITM_TARGET)}")
-        ok = ok and r <= P50_VS_MITM_TARGET
-    else:
-        print(f"[{name}] target p50 added <= {P50_VS_MITM_TARGET:.0%} of mitmproxy's: not measured "
-              "(mitmproxy unavailable)")
-    t = ttfb_added[name]
-    print(f"[{name}] target first-byte overhead <= {TTFB_TARGET_MS:g} ms: {t:.3f} ms -> "
-          f"{verdict(t <= TTFB_TARGET_MS)}")
-    return ok and t <= TTFB_TARGET_MS
+        mitm = added["mitmproxy"].median
+        r = ratio(added["gripprobe"].median, mitm)
+        if r is not None:
+            figs.append(Figure("proxy_p50_added_vs_mitm", r, "x", f"<={P50_VS_MITM_TARGET:g}", mitm, r,
+                               what="gripprobe's p50 added / mitmproxy's (baseline: mitmproxy's, ms)"))
+    figs += [Figure("proxy_throughput", rps["gripprobe"].median, "req/s", None, rps["direct"].median,
+                    ratio(rps["gripprobe"].median, rps["direct"].median),
+                    what=f"{m['concurrency']} concurrent clients through gripprobe against direct"),
+             Figure("proxy_throughput_recorded", caught["gripprobe"].median, "req/s", None, rps["direct"].median,
+                    ratio(caught["gripprobe"].median, rps["direct"].median),
+                    what="the same, counting until the recorder has written every record")]
+    if "mitmproxy" in rps:
+        figs.append(Figure("proxy_throughput_vs_mitm", rps["gripprobe"].median / rps["mitmproxy"].median, "x",
+                           None, rps["mitmproxy"].median, rps["gripprobe"].median / rps["mitmproxy"].median,
+                           what="gripprobe's req/s / mitmproxy's (baseline: mitmproxy's req/s)"))
+    return figs
 
 
 def read_records(path: Path) -> list[dict]:
@@ -438,16 +471,18 @@ def read_records(path: Path) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--role", choices=["bench", "upstream", "proxy"], default="bench")
-    ap.add_argument("--upstream", default="")
-    ap.add_argument("--record", default="")
+    add_contract_args(ap, rounds=10, quick_rounds=4)
+    ap.add_argument("--role", choices=["bench", "upstream", "proxy"], default="bench", help=argparse.SUPPRESS)
+    ap.add_argument("--upstream", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--record", default="", help=argparse.SUPPRESS)
     ap.add_argument("--observer", default="", help="module:attr of an observer factory (default: the real one)")
-    ap.add_argument("--requests", type=int, default=1000)
-    ap.add_argument("--throughput-requests", type=int, default=3000)
+    ap.add_argument("--requests", type=int, default=None, help="sequential requests per target (1000; --quick 200)")
+    ap.add_argument("--throughput-requests", type=int, default=None,
+                    help="concurrent requests per target (3000 in 3 rounds; --quick 600 in 1)")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--no-mitmproxy", action="store_true", help="skip the mitmproxy peer")
     ap.add_argument("--no-install", action="store_true", help="do not pip-install mitmproxy when missing")
-    args, _ = ap.parse_known_args(argv)  # run_all.py passes every benchmark the same arguments
+    args = ap.parse_args(argv)
     if args.role == "upstream":
         asyncio.run(serve_upstream())
         return 0
@@ -456,6 +491,10 @@ def main(argv: list[str] | None = None) -> int:
         run_loop(serve_proxy(args.upstream, args.record, args.observer))
         return 0
 
+    rounds = rounds_of(args)
+    requests = args.requests if args.requests is not None else (200 if args.quick else 1000)
+    tp_total = args.throughput_requests if args.throughput_requests is not None else (600 if args.quick else 3000)
+    tp_rounds = 1 if args.quick else 3
     servers: list[Server] = []
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -473,27 +512,33 @@ def main(argv: list[str] | None = None) -> int:
                                                        "__main__:NullObserver"))
                 servers.append(relay)
                 targets["relay-only"] = relay.url
-            mitmdump = None if args.no_mitmproxy else find_mitmdump(install=not args.no_install)
+            mitmdump = None if args.no_mitmproxy else find_mitmdump(install=not (args.no_install or args.quick))
             if mitmdump:
                 port = free_port()
                 mitm = Server("mitmproxy", [mitmdump, "--mode", f"reverse:{upstream.url}", "--listen-host",
                                             "127.0.0.1", "--listen-port", str(port), "-q"], port=port)
                 servers.append(mitm)
                 targets["mitmproxy"] = mitm.url
+            else:
+                print("mitmproxy: not measured (not installed, or --no-mitmproxy)")
             recorder = ours.children()
-            print(f"cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.1f}; processes: client (this), "
-                  + ", ".join(s.name for s in servers)
-                  + (f", gripprobe's recorder (pid {recorder[0]})" if recorder else " (gripprobe: no recorder child)"))
+            print(f"cores: {os.cpu_count()}; load {load1():.2f}; {requests} requests per target in {rounds} rounds; "
+                  f"processes: client (this), " + ", ".join(s.name for s in servers)
+                  + (f", gripprobe's recorder (pid {recorder[0]})" if recorder else " (gripprobe: no recorder child)"),
+                  flush=True)
             settle = {"gripprobe": Recorded(record)}
-            rc = asyncio.run(measure(targets, args.requests, args.throughput_requests, args.concurrency, settle))
-            print(f"load average after: {os.getloadavg()[0]:.1f}")
+            measured = asyncio.run(measure(targets, requests, rounds, tp_total, tp_rounds, args.concurrency, settle))
         finally:
             for s in servers:
                 s.stop()  # the proxy writes every record before it exits
         records = read_records(record)
         degraded = sum(1 for r in records if r.get("x_gripprobe_observer_error"))
         print(f"records written for gripprobe: {len(records)} ({degraded} metadata-only)")
-        return rc
+        if len(records) < settle["gripprobe"].sent:
+            raise SystemExit(f"gripprobe's proxy wrote {len(records)} records for {settle['gripprobe'].sent} requests")
+    figs = figures(measured)
+    report(figs)
+    return 1 if missed(figs) else 0
 
 
 if __name__ == "__main__":

@@ -1,14 +1,23 @@
-"""Recording proxy memory: relaying a 100 MB stream keeps the proxy's and its recorder's RSS flat.
+"""Recording proxy memory: relaying a large streamed body keeps the proxy's and its recorder's RSS flat.
 
-An upstream process streams 100 MiB of SSE chat chunks (~1 KiB events); the client (this process)
-reads it through the RecordingProxy (a separate process, as the runner starts it: the relay, plus its
-recorder child process running the real observer and writing the record file) while sampling the RSS
-(/proc/<pid>/status VmRSS) of both the proxy and the recorder every 20 ms. Prints start / peak / end
-RSS of each and the relay throughput, with the same stream read directly as the baseline. Target:
-peak - start < 30 MB for each process (no buffering of the stream: the relay waits for the recorder
-above a high-water mark; the observer's memory is bounded by its budget).
+An upstream process streams an SSE chat reply of ``--mb`` MiB (~1 KiB events; 100, ``--quick`` 32); the
+client (this process) reads it through the RecordingProxy (a separate process, as the runner starts it:
+the relay, plus its recorder child process running the real observer and writing the record file) while
+sampling, from outside, the RSS (``/proc/<pid>/status`` VmRSS) of both the proxy and the recorder every
+20 ms. Each round starts a fresh proxy, warms it up (three 0.5 MiB streams, until the recorder has written
+their records), takes its start RSS, then, in this order:
 
-    .venv/bin/python benchmarks/proxy_memory.py [--mb 100]
+* **baseline**: the same large body read directly from the upstream (time), and a 1 MiB body read
+  through the proxy (memory: what relaying costs when the body is small);
+* **subject**: the large body read through the proxy (time and memory).
+
+Figures (median over rounds; min / median / max printed): each process's growth (peak − start) with the
+large body, against the same with the 1 MiB body; each process's peak RSS, ratio large / small; the
+large body's read time through the proxy against the direct read. Target: growth ≤ 30 MiB per process
+(no buffering of the stream: the relay waits for the recorder above a high-water mark; the observer's
+memory is bounded by its budget). Every byte the upstream sent must arrive, or the benchmark stops.
+
+    .venv/bin/python benchmarks/proxy_memory.py [--quick] [--rounds 3] [--mb 100]
 """
 
 from __future__ import annotations
@@ -17,46 +26,18 @@ import argparse
 import asyncio
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from proxy_latency import Server, role_argv  # noqa: E402  (the upstream/proxy roles live there)
+from _bench import (Figure, MemorySampler, Spread, add_contract_args, load1, missed, report,  # noqa: E402
+                    rounds_of, status_kib)
+from proxy_latency import Recorded, Server, role_argv  # noqa: E402  (the upstream/proxy roles live there)
 
 FLAT_TARGET_MB = 30.0
-
-
-def rss_kib(pid: int) -> int:
-    """VmRSS of ``pid`` in KiB (0 when it cannot be read)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-class RssSampler(threading.Thread):
-    """Samples a process's RSS on a thread until stopped; keeps every sample."""
-
-    def __init__(self, pid: int, every_s: float = 0.02) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.every_s = pid, every_s
-        self.samples: list[int] = []
-        self._stop_evt = threading.Event()
-
-    def run(self) -> None:
-        while not self._stop_evt.is_set():
-            self.samples.append(rss_kib(self.pid))
-            self._stop_evt.wait(self.every_s)
-
-    def stop(self) -> list[int]:
-        self._stop_evt.set()
-        self.join()
-        return self.samples
+SMALL_MB = 1.0
+PROCESSES = ("proxy", "recorder")
 
 
 async def read_stream(url: str, mb: float) -> tuple[int, float]:
@@ -80,62 +61,93 @@ async def warm_up(url: str) -> None:
         await read_stream(url, 0.5)
 
 
-def growth(name: str, pid: int, start: int, samples: list[int], end: int) -> float:
-    """Print one process's RSS figures; its growth in MiB."""
-    peak = max(samples + [start, end])
-    grow_mb = (peak - start) / 1024
-    print(f"{name} RSS (MiB): start {start / 1024:.1f}, peak {peak / 1024:.1f}, end {end / 1024:.1f} "
-          f"({len(samples)} samples, pid {pid}); growth {grow_mb:.1f} MiB")
-    return grow_mb
+def sampled_read(url: str, mb: float, pids: dict[str, int]) -> tuple[int, float, dict[str, float]]:
+    """Read ``mb`` MiB through the proxy while sampling ``pids``: (bytes, seconds, peak RSS MiB by name)."""
+    with MemorySampler(lambda: pids) as sampler:
+        got, seconds = asyncio.run(read_stream(url, mb))
+        time.sleep(0.1)  # what the recorder still does after the last byte
+    return got, seconds, {name: sampler.peak_mib(name, kernel=False) for name in pids}
+
+
+def one_round(r: int, upstream: Server, mb: float, tmp: Path, observer: str) -> dict:
+    """A fresh proxy; the direct read and the small body (baseline), then the large body (subject)."""
+    record = tmp / f"proxy.bench-{r}.http.jsonl"
+    extra = ["--observer", observer] if observer else []
+    proxy = Server("gripprobe proxy", role_argv("--role", "proxy", "--upstream", upstream.url,
+                                                "--record", str(record), *extra))
+    try:
+        asyncio.run(warm_up(proxy.url))
+        warm = Recorded(record)
+        warm.sent = 3
+        asyncio.run(warm.settle())  # the recorder has written the warm-up's records: its imports are done
+        pids = {"proxy": proxy.pid}
+        recorder = proxy.children()
+        if recorder:
+            pids["recorder"] = recorder[0]
+        start = {name: status_kib(pid) / 1024 for name, pid in pids.items()}
+        direct_bytes, direct_s = asyncio.run(read_stream(upstream.url, mb))
+        small_bytes, _, small_peak = sampled_read(proxy.url, SMALL_MB, pids)
+        got_bytes, got_s, large_peak = sampled_read(proxy.url, mb, pids)
+    finally:
+        proxy.stop()  # every record written, then the recorder closed
+    if got_bytes != direct_bytes or small_bytes == 0:
+        raise SystemExit(f"the proxy relayed {got_bytes} bytes of the upstream's {direct_bytes} "
+                         f"(small body: {small_bytes})")
+    row = {"pids": pids, "start": start, "small": small_peak, "large": large_peak, "direct_s": direct_s,
+           "proxied_s": got_s, "bytes": got_bytes, "record_kib": record.stat().st_size / 1024 if record.exists() else 0}
+    print(f"round {r + 1}: {got_bytes / 2**20:.1f} MiB through the proxy in {got_s:.2f} s, directly {direct_s:.2f} s; "
+          + "; ".join(f"{name} start {start[name]:.1f}, peak {small_peak[name]:.1f} (1 MiB) / {large_peak[name]:.1f} "
+                      f"({mb:g} MiB)" for name in pids)
+          + f" MiB; record file {row['record_kib']:.0f} KiB; load {load1():.2f}", flush=True)
+    return row
+
+
+def figures(rows: list[dict], mb: float) -> list[Figure]:
+    """The figures of the rounds' rows (see :func:`one_round`)."""
+    out: list[Figure] = []
+    n = len(rows)
+    for name in PROCESSES:
+        if not all(name in row["pids"] for row in rows):
+            print(f"no {name} process found in every round: the proxy observed in-process")
+            continue
+        grow = Spread.of(row["large"][name] - row["start"][name] for row in rows)
+        grow_small = Spread.of(row["small"][name] - row["start"][name] for row in rows)
+        peak, peak_small = Spread.of(row["large"][name] for row in rows), Spread.of(row["small"][name] for row in rows)
+        print(f"{name}: growth {grow.show('MiB')} with {mb:g} MiB, {grow_small.show('MiB')} with {SMALL_MB:g} MiB; "
+              f"peak {peak.show('MiB')} against {peak_small.show('MiB')}")
+        prefix = "proxy_memory" if name == "proxy" else "proxy_memory_recorder"
+        out += [Figure(f"{prefix}_growth", grow.median, "MiB", FLAT_TARGET_MB, grow_small.median, None,
+                       what=f"the {name}'s peak minus start RSS relaying {mb:g} MiB (baseline: {SMALL_MB:g} MiB), "
+                            f"median of {n}"),
+                Figure(f"{prefix}_peak", peak.median, "MiB", None, peak_small.median,
+                       peak.median / peak_small.median if peak_small.median else None,
+                       what=f"the {name}'s peak RSS relaying {mb:g} MiB against {SMALL_MB:g} MiB")]
+    proxied, direct = Spread.of(row["proxied_s"] for row in rows), Spread.of(row["direct_s"] for row in rows)
+    print(f"{mb:g} MiB read through the proxy {proxied.show('s', 3)}, directly {direct.show('s', 3)}")
+    out.append(Figure("proxy_memory_stream_s", proxied.median, "s", None, direct.median,
+                      proxied.median / direct.median if direct.median else None,
+                      what=f"reading {mb:g} MiB through the proxy against directly from the upstream"))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mb", type=float, default=100.0)
+    add_contract_args(ap, rounds=3, quick_rounds=1)
+    ap.add_argument("--mb", type=float, default=None, help="MiB streamed (default 100, 32 with --quick)")
     ap.add_argument("--observer", default="", help="module:attr of an observer factory (default: the real one)")
-    args, _ = ap.parse_known_args(argv)  # run_all.py passes every benchmark the same arguments
-
-    with tempfile.TemporaryDirectory() as tmp:
-        record = Path(tmp) / "proxy.bench.http.jsonl"
+    args = ap.parse_args(argv)
+    mb = args.mb if args.mb is not None else (32.0 if args.quick else 100.0)
+    rounds = rounds_of(args)
+    print(f"proxy memory: {mb:g} MiB streamed, {rounds} round(s), a fresh proxy each; load {load1():.2f}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="gp-bench-") as tmp:
         upstream = Server("upstream", role_argv("--role", "upstream"))
         try:
-            extra = ["--observer", args.observer] if args.observer else []
-            proxy = Server("gripprobe proxy", role_argv("--role", "proxy", "--upstream", upstream.url,
-                                                        "--record", str(record), *extra))
-            try:
-                direct_bytes, direct_s = asyncio.run(read_stream(upstream.url, args.mb))
-                asyncio.run(warm_up(proxy.url))
-                pids = {"proxy": proxy.pid}
-                recorder = proxy.children()
-                if recorder:
-                    pids["recorder"] = recorder[0]
-                starts = {name: rss_kib(pid) for name, pid in pids.items()}
-                samplers = {name: RssSampler(pid) for name, pid in pids.items()}
-                for sampler in samplers.values():
-                    sampler.start()
-                got_bytes, got_s = asyncio.run(read_stream(proxy.url, args.mb))
-                time.sleep(0.2)
-                samples = {name: sampler.stop() for name, sampler in samplers.items()}
-                ends = {name: rss_kib(pid) for name, pid in pids.items()}
-            finally:
-                proxy.stop()  # every record written, then the recorder closed
+            rows = [one_round(r, upstream, mb, Path(tmp), args.observer) for r in range(rounds)]
         finally:
             upstream.stop()
-        record_size = record.stat().st_size if record.exists() else 0
-
-    print(f"stream: {got_bytes / 2**20:.1f} MiB relayed in {got_s:.2f} s ({got_bytes / 2**20 / got_s:.0f} MiB/s); "
-          f"baseline direct: {direct_bytes / 2**20:.1f} MiB in {direct_s:.2f} s ({direct_bytes / 2**20 / direct_s:.0f} MiB/s)"
-          f" -> proxied/direct time {got_s / direct_s:.2f}")
-    if "recorder" not in pids:
-        print("no recorder process found: the proxy observed in-process")
-    grows = {name: growth(name, pids[name], starts[name], samples[name], ends[name]) for name in pids}
-    print(f"record file: {record_size / 1024:.0f} KiB for the whole run")
-    ok = got_bytes == direct_bytes and all(g < FLAT_TARGET_MB for g in grows.values())
-    if got_bytes != direct_bytes:
-        print(f"relayed {got_bytes} bytes but the upstream sent {direct_bytes}")
-    detail = ", ".join(f"{name} {g:.1f} MB" for name, g in grows.items())
-    print(f"target: peak - start < {FLAT_TARGET_MB:.0f} MB per process: {detail} -> {'met' if ok else 'NOT met'}")
-    return 0 if ok else 1
+    figs = figures(rows, mb)
+    report(figs)
+    return 1 if missed(figs) else 0
 
 
 if __name__ == "__main__":

@@ -1,13 +1,20 @@
-"""benchmarks/run_all.py's parser and table, and benchmarks/_bench.py's RESULT lines, on sample output.
+"""benchmarks/run_all.py's parser and table, and benchmarks/_bench.py's RESULT lines, on sample output;
+every benchmark script takes ``--quick`` and prints RESULT lines of the contract's form.
 
-No timing here: targets are checked by the benchmarks themselves (the contract, benchmarks/_bench.py).
+No timing here: targets are checked by the benchmarks themselves (the contract, benchmarks/_bench.py). The
+slow scripts are checked from their source (their argparse help, their RESULT emission); the four proxy and
+signing scripts also run for real with tiny sizes (a few seconds each).
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import os
+import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -149,3 +156,165 @@ def test_main_runs_each_script_and_exits_nonzero_only_on_a_crash(tmp_path: Path,
     assert run_all.main(["--dir", str(tmp_path), "--only", "missed"]) == 0
     with pytest.raises(SystemExit):
         run_all.main(["--dir", str(tmp_path), "--only", "nonesuch"])
+
+
+# ------------------------------------------------------------------ every script follows the contract
+
+SCRIPTS = run_all.scripts(BENCH)
+CONTRACT_TEMPLATE = "RESULT {} {} {} target={} baseline={} ratio={} load={}"
+CONTRACT_FORMS = (CONTRACT_TEMPLATE, CONTRACT_TEMPLATE + "{}", CONTRACT_TEMPLATE + " {}")
+"""The line, then maybe the script's verdict word (MET / MISSED) after the fields."""
+
+
+def test_the_benchmarks_are_found() -> None:
+    names = {p.stem for p in SCRIPTS}
+    assert {"harness_overhead", "loop_lag", "proxy_flood", "proxy_latency", "proxy_memory", "signing_cost"} <= names
+    assert "run_all" not in names and "_bench" not in names
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_every_script_takes_quick(script: Path) -> None:
+    """run_all.py passes ``--quick`` to every script: each declares it (its argparse help lists it)."""
+    res = subprocess.run([sys.executable, str(script), "--quick", "--help"], capture_output=True, text=True,
+                         timeout=60, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "--quick" in res.stdout
+
+
+def _templates(tree: ast.AST) -> list[str]:
+    """Every f-string of ``tree`` that starts with ``RESULT ``, its formatted parts written ``{}``."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant) \
+                and str(node.values[0].value).startswith("RESULT "):
+            out.append("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values))
+    return out
+
+
+def _calls_contract_emitter(tree: ast.AST) -> bool:
+    """Whether the module imports ``report`` or ``result_line`` from ``_bench`` and calls it."""
+    imported = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and node.module == "_bench" for a in node.names if a.name in ("report", "result_line")}
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in imported
+               for node in ast.walk(tree))
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_every_script_prints_results_in_the_contract_form(script: Path) -> None:
+    """A script's RESULT lines come from _bench (report / result_line, tested above) or from f-strings of
+    exactly the contract's form; a script with neither prints no RESULT line at all."""
+    tree = ast.parse(script.read_text())
+    templates = _templates(tree)
+    assert templates or _calls_contract_emitter(tree), f"{script.name} prints no RESULT line"
+    for t in templates:
+        assert t in CONTRACT_FORMS, f"{script.name}: {t!r} is not {CONTRACT_TEMPLATE!r}"
+
+
+def test_the_form_check_refuses_a_line_off_the_contract() -> None:
+    assert _templates(ast.parse('x = f"RESULT {a} {b} {c} target={d} load={e}"')) == \
+        ["RESULT {} {} {} target={} load={}"]
+    assert not _calls_contract_emitter(ast.parse("from _bench import load1\nload1()"))
+    assert _calls_contract_emitter(ast.parse("from _bench import report as r\nr([])"))
+
+
+def _tail_results(script: str, *args: str, timeout: float = 120) -> list:
+    """Run a benchmark with tiny sizes; its output must END with RESULT lines, each one the parser reads
+    (the same as _bench writes them, a load on each); returns them parsed."""
+    res = subprocess.run([sys.executable, str(BENCH / f"{script}.py"), *args], capture_output=True, text=True,
+                         timeout=timeout, stdin=subprocess.DEVNULL, cwd=BENCH.parent)
+    assert res.returncode in (0, 1), res.stdout[-2000:] + res.stderr[-3000:]  # 1: a target missed, said after the lines
+    lines = res.stdout.strip().splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("RESULT ")), None)
+    assert first is not None, f"no RESULT line (exit {res.returncode}):\n" + res.stdout[-2000:] + res.stderr[-3000:]
+    tail = lines[first:]
+    parsed = [run_all.parse_result(line, script) for line in tail]
+    assert all(p is not None for p in parsed), tail
+    for line, p in zip(tail, parsed):
+        assert line == bench.result_line(p.name, p.value, p.unit, target=p.target, baseline=p.baseline,
+                                         ratio=p.ratio, load=p.load), line
+        assert p.load is not None
+    assert run_all.collect(f"{script}.py", lines, res.returncode).crash is None
+    return parsed
+
+
+@pytest.mark.e2e
+def test_proxy_memory_tiny_run_prints_its_results() -> None:
+    got = {r.name: r for r in _tail_results("proxy_memory", "--quick", "--mb", "2")}
+    assert set(got) == {"proxy_memory_growth", "proxy_memory_peak", "proxy_memory_recorder_growth",
+                        "proxy_memory_recorder_peak", "proxy_memory_stream_s"}
+    assert got["proxy_memory_growth"].target == "30" and got["proxy_memory_growth"].verdict in ("MET", "MISSED")
+    assert got["proxy_memory_stream_s"].baseline > 0 and got["proxy_memory_peak"].ratio > 0
+
+
+@pytest.mark.e2e
+def test_proxy_latency_tiny_run_prints_its_results() -> None:
+    got = {r.name: r for r in _tail_results("proxy_latency", "--quick", "--requests", "20", "--rounds", "2",
+                                            "--throughput-requests", "64", "--no-mitmproxy")}
+    assert {"proxy_p50_added", "proxy_p99_added", "proxy_ttfb_added", "proxy_observe_p50", "proxy_throughput",
+            "proxy_throughput_recorded"} == set(got)  # no mitmproxy figure when it does not run
+    assert got["proxy_p50_added"].target == "1" and got["proxy_ttfb_added"].target == "2"
+    assert got["proxy_throughput"].baseline > 0
+
+
+@pytest.mark.e2e
+def test_signing_cost_tiny_run_prints_its_results() -> None:
+    got = {r.name: r for r in _tail_results("signing_cost", "--quick", "--passes", "2", "--tests", "save_file")}
+    assert set(got) == {"signing_sign_per_case", "signing_verify_per_case", "signing_verify_cmd"}
+    assert got["signing_verify_cmd"].value > 0 and got["signing_verify_cmd"].baseline > 0
+
+
+@pytest.mark.e2e
+def test_proxy_flood_tiny_run_prints_its_results() -> None:
+    got = {r.name: r for r in _tail_results("proxy_flood", "--quick", "--calls", "8", "--baseline-calls", "2",
+                                            "--size", "2000", "--sandbox", "none")}
+    assert set(got) == {"flood_harness_growth", "flood_flat", "flood_recorder_peak", "flood_record_file",
+                        "flood_calls_failed", "flood_ms_per_call", "flood_run_s"}
+    assert got["flood_calls_failed"].value == 0 and got["flood_calls_failed"].verdict == "MET"
+    assert got["flood_record_file"].verdict == "MET" and got["flood_flat"].target == "<=1.1"
+
+
+# -------------------------------------------------------------- _bench's memory helpers, on real processes
+
+ALLOCATE = """
+import sys, time
+print("ready", flush=True)
+sys.stdin.readline()
+block = bytearray(64 * 1024 * 1024)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+print("allocated", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_memory_sampler_sees_a_child_grow_from_outside() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", ALLOCATE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == "ready"
+        assert proc.pid in bench.child_pids(os.getpid())
+        assert bench.cmdline_has(proc.pid, b"bytearray(64") and not bench.cmdline_has(proc.pid, b"no such text")
+        start = bench.status_kib(proc.pid) / 1024
+        assert 0 < start < 60 and bench.status_kib(proc.pid, "VmHWM") >= bench.status_kib(proc.pid)
+        with bench.MemorySampler(lambda: {"child": proc.pid}, every_s=0.005) as sampler:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "allocated"
+            time.sleep(0.05)
+        assert sampler.samples >= 2
+        assert sampler.peak_mib("child", kernel=False) - start >= 60
+        assert sampler.peak_mib("child") >= sampler.peak_mib("child", kernel=False)
+        proc.stdin.write("done\n")
+        proc.stdin.flush()
+        proc.wait(30)
+        assert bench.status_kib(proc.pid) == 0 and bench.child_pids(proc.pid) == []  # gone: nothing to read
+        assert sampler.peak_mib("nobody") == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_missed_lists_the_figures_whose_target_is_missed() -> None:
+    figs = [bench.Figure("a", 70, "ms", 60), bench.Figure("b", 50, "ms", 60), bench.Figure("c", 1, "x"),
+            bench.Figure("d", 5, "ms", "ratio<=1.1", 4, 1.25), bench.Figure("e", 3, "calls", 0)]
+    assert [f.name for f in bench.missed(figs)] == ["a", "d", "e"]
