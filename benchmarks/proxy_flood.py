@@ -80,7 +80,7 @@ def main():
         t.start()
     for t in threads:
         t.join()
-    print(json.dumps({{"type": "flood.report", "statuses": out, "seconds": round(time.monotonic() - t0, 2)}}))
+    print(json.dumps({{"type": "flood.report", "statuses": out, "seconds": round(time.monotonic() - t0, 4)}}))
     print(json.dumps({{"type": "final", "text": "done"}}))
     return 0
 
