@@ -476,3 +476,40 @@ def test_fidelity_reads_no_link_and_counts_cases_without_events_as_none(tmp_path
     data = aggregate_runs(find_run_dirs([root]))
     (row,) = data["rows"]
     assert row["n"] == 2 and row["fidelity"]["B_vs_A"]["cases"] == 0 and row["fidelity"]["B_vs_A"]["recall"] is None
+
+
+def test_worker_processes_give_the_same_data_as_one_process(real_root, synth_root, tmp_path, template):
+    """--jobs: runs read side by side by forked workers (and the rows' bootstraps computed there) give the very
+    data one process gives: each run is read whole by one process and the parts merged in run order."""
+    from gripprobe_core.reports import scores
+
+    extra = write_run(tmp_path, "20260103T000000Z", suite="synthetic")
+    for i, status in enumerate(["PASS", "FAIL", "TIMEOUT", "PASS", "PASS_WITH_POLICY_VIOLATION", "NO_TOOL_CALL"]):
+        write_case(extra, template, f"x-{i}", status=status, agent="synth", model="m1", format="tool",
+                   test=f"t{i % 3}", agent_version="1.0", model_hash=HASH, hardware_profile="ci-2core")
+    (extra / "cases" / "broken").mkdir()
+    (extra / "cases" / "broken" / "case.json").write_text("{")
+    dirs = find_run_dirs([real_root, synth_root, tmp_path])
+    assert len(dirs) == 5
+    got = []
+    for jobs in (1, 2, 3):
+        scores._row_intervals.cache_clear()  # each computes its own intervals
+        data = aggregate_runs(dirs, jobs=jobs)
+        data.pop("generated_at")
+        got.append(data)
+    assert got[0] == got[1] == got[2]
+    assert got[0]["unreadable"] == 1 and any(len(r["cells"]) > 1 for r in got[0]["rows"])
+    assert [r["run_id"] for r in got[0]["runs"]] == [d.name for d in dirs]
+
+
+def test_the_cli_reads_with_workers_when_asked(real_root, synth_root, tmp_path):
+    outs = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"agg{jobs}"
+        res = gripprobe("aggregate-reports", "--runs-root", str(real_root), "--runs-root", str(synth_root),
+                        "--output", str(out), "--jobs", jobs, timeout=120)
+        assert res.returncode == 0, res.stderr[-2000:]
+        data = json.loads((out / "aggregate.json").read_text())
+        data.pop("generated_at")
+        outs.append(data)
+    assert outs[0] == outs[1] and outs[0]["rows"]

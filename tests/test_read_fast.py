@@ -160,3 +160,22 @@ def test_case_fidelity_from_the_words_alone_is_the_fidelity_of_every_event(tmp_p
     assert {k: t.as_dict() for k, t in got.items()} == want
     assert want["B_vs_A"]["n_reference"] == 2 and want["A_vs_truth"]["n_tested"] == 2  # the escaped call counted
 
+
+
+@given(JSON | st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x3000)))
+@settings(max_examples=300)
+def test_dumps_pretty_writes_the_value_dumps_writes_and_escapes_the_same_controls(value):
+    from gripprobe_core.jsonl import _RAW_CONTROLS, dumps, dumps_pretty
+
+    fast = dumps_pretty(value)
+    assert fast.endswith(b"\n")
+    assert json.loads(fast) == json.loads(dumps(value, indent=2, ensure_ascii=False))
+    assert not _RAW_CONTROLS.search(fast.decode("utf-8"))  # DEL, C1, U+2028/9, bidi: escaped as dumps escapes them
+
+
+def test_dumps_pretty_writes_null_for_what_json_cannot_hold():
+    from gripprobe_core.jsonl import dumps_pretty
+
+    assert json.loads(dumps_pretty({"a": [float("nan"), float("inf"), -float("inf"), 1.5]})) == {
+        "a": [None, None, None, 1.5]}
+    assert json.loads(dumps_pretty({"p": Path("/x")})) == {"p": "/x"}  # anything else as its str(), as json_bytes

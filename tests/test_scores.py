@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gripprobe_core.models.results import STATUSES
+from gripprobe_core.reports import scores
 from gripprobe_core.reports.scores import (
     OUT_OF_N, Scoreboard, Spend, cell_text, coverage_text, ks_text, overall_of, usage_text)
 from gripprobe_core.stats import _resampled_mean_table, nested_bootstrap, pass_at_k, pass_hat_k, wilson
@@ -225,3 +226,33 @@ def test_tier_b_usage_reads_every_agents_shape_and_prices_it():
     both = combine([u, u, None])
     assert both.model_calls == 8 and both.prompt_tokens == 700 and both.cost == pytest.approx(2 * u.cost)
     assert combine([None]) is None
+
+
+@given(rows, st.lists(st.integers(0, 2), min_size=40, max_size=40))
+@settings(max_examples=60, deadline=None)
+def test_boards_filled_apart_and_merged_score_as_one_board(cases, parts):
+    """How the aggregate's worker processes add up: each fills its own board, merged in order; the rows, their
+    order, cells, counts, usage and intervals are those of one board filled with every case."""
+    whole = Scoreboard(FIELDS)
+    pieces = [Scoreboard(FIELDS) for _ in range(3)]
+    usage = {"source": "A", "model_calls": 2, "prompt_tokens": 10, "cost": 0.5, "currency": "USD", "ttft_ms": 3.0}
+    for (agent, test, status), part in zip(cases, parts):
+        for b in (whole, pieces[part]):
+            b.add((agent, "m"), test, status, overall_of(status), usage=usage, agent_s=1.5, case_s=2.0)
+    merged = Scoreboard(FIELDS)
+    for b in pieces:
+        merged.merge(b)
+    order = list(dict.fromkeys((a, "m") for i in range(3) for (a, _, _), q in zip(cases, parts) if q == i))
+    assert [(r["agent"], r["model"]) for r in merged.rows()] == order  # parts in order, each in its own order
+    by = lambda rs: {r["agent"]: r for r in rs}  # noqa: E731
+    assert by(merged.rows()) == by(whole.rows())
+
+def test_rows_with_a_map_function_are_the_rows_without_one():
+    from concurrent.futures import ThreadPoolExecutor
+
+    cases = [(a, t, s) for a in "abc" for t in ("t1", "t2", "t3") for s in ("PASS", "FAIL", "PASS_WITH_POLICY_VIOLATION")
+             if (a, t) != ("c", "t2")]
+    plain = board_of(cases).rows()
+    scores._row_intervals.cache_clear()
+    with ThreadPoolExecutor(2) as pool:
+        assert board_of(cases).rows(pool.map) == plain

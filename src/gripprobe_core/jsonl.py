@@ -69,6 +69,28 @@ def _finite_copy(value: Any, depth: int = 0) -> Any:
     return value
 
 
+# The same characters, UTF-8 encoded (a match can only start at a character's first byte in valid UTF-8).
+_RAW_CONTROLS_UTF8 = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xa8\xa9\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
+def _escape_utf8(m: re.Match[bytes]) -> bytes:
+    return b"\\u%04x" % ord(m.group().decode("utf-8"))
+
+
+_ENCODE = msgspec.json.Encoder(enc_hook=str).encode  # default=str, as json_bytes writes an odd value
+
+
+def dumps_pretty(obj: Any) -> bytes:
+    """:func:`dumps` of plain JSON data (dicts with string keys, lists, tuples, strings, numbers, booleans, None)
+    with ``indent=2, ensure_ascii=False``, as UTF-8 bytes ending in a newline, made by msgspec: about 10x faster
+    and a fraction of the memory for a large report. The same value (``json.loads`` of both is equal); a float
+    may be spelled differently (``1e16`` for ``1e+16``). Non-finite floats are written ``null``; DEL, C1
+    controls, U+2028, U+2029 and bidi controls as ``\\u`` escapes, as :func:`dumps` writes them. Not for a file
+    a signature covers (``store.layout.json_bytes`` is that spelling)."""
+    text = msgspec.json.format(_ENCODE(obj), indent=2)
+    return _RAW_CONTROLS_UTF8.sub(_escape_utf8, text) + b"\n"
+
+
 def dumps(obj: Any, **kwargs: Any) -> str:
     """JSON text as RFC 8259 has it, and inert on a terminal: never ``NaN`` or ``Infinity`` (a non-finite
     float that reached this far is written ``null``), and DEL, C1 controls, U+2028, U+2029 and bidi controls

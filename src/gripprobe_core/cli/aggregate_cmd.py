@@ -36,8 +36,11 @@ _CONTEXT = {"help_option_names": ["-h", "--help"]}
 @click.option("--verified-only", is_flag=True,
               help="Leave out runs that are not signed, are signed by another key or whose own files changed "
                    "(cases that changed after their run are always left out).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1, max=64), default=None,
+              help="Worker processes reading runs side by side. Default: one per CPU when there are two runs or "
+                   "more and at least 1,000 cases; 1 reads in this process.")
 def aggregate_command(runs_roots, output, agents, models, formats, tests, hardware, runs, sort, title, keys,
-                      verified_only) -> None:
+                      verified_only, jobs) -> None:
     """Aggregate many runs into one sanitized report for publication.
 
     Rows group cases by agent + version, model + hash, format and hardware profile; each test column
@@ -57,7 +60,7 @@ def aggregate_command(runs_roots, output, agents, models, formats, tests, hardwa
     filters = Filters(agents=agents, models=models, formats=formats, tests=tests, hardware=hardware, runs=runs)
     anchors, label = resolve_anchors(keys)
     data = aggregate_runs(run_dirs, filters=filters, sort=sort, title=title, keys=anchors, key_label=label,
-                          verified_only=verified_only)
+                          verified_only=verified_only, jobs=jobs)
     if not data["runs"]:
         raise UserError(f"no run id matches --run {' '.join(runs)}; run `gripprobe list-runs` or drop --run")
     try:

@@ -23,14 +23,18 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
 
 from ..errors import UserError
-from ..models.results import STATUSES, CaseResult
-from ..store import RunFolder, Stored, atomic_write_json, atomic_write_text, check_readable_root, read_case
-from ..store.files import OpenFolder, json_kind
-from ..store.layout import STORED_JSON_LIMIT, parse_case
+from ..models.results import STATUSES
+from ..store import RunFolder, Stored, atomic_write_text, check_readable_root
+from ..store.files import OpenFolder, json_kind, read_regular
+from ..store.layout import STORED_JSON_LIMIT, atomic_write_bytes
+from ..store.lean import LeanCase, lean_case
 from ..store.runs import iter_run_dirs
 from ..telemetry.fidelity import EVENT_WORDS, PAIRS, Tally, phase_fidelity, wire_text_count
 from ..timeutil import utc_now_iso
@@ -38,6 +42,9 @@ from ..textsafe import safe_cell, safe_name
 from .sanitize import Sanitizer, current_sanitizer
 from .scores import (
     SCORES_NOTE, SHORT, Scoreboard, cell_text, coverage_text, ks_text, overall_of, score_text, usage_text)
+
+if TYPE_CHECKING:
+    from ..models.results import CaseResult
 
 __all__ = ["FIDELITY_COLUMNS", "KIND", "OUTPUT_FILES", "Filters", "SORT_KEYS", "aggregate_runs", "case_fidelity",
            "find_run_dirs", "fidelity_text", "render_aggregate_md", "write_aggregate"]
@@ -126,36 +133,50 @@ class CaseFacts:
 
 def read_facts(path: Stored | Path, hardware_default: str | None = None) -> CaseFacts | None:
     """The fields the aggregate needs from one ``case.json``; None when it is not a valid result (a link on its
-    way included). The whole file is checked as every report checks it (:func:`~gripprobe_core.store.read_case`:
-    the status one of the nine, every number finite and in its range, ids plain), so a case the run's own
-    summary lists as unreadable is never published here as a number."""
-    res = read_case(path)
-    if res is None:
+    way included). The whole file is checked as every report checks it (:func:`~gripprobe_core.store.lean.lean_case`:
+    the status one of the nine, every number finite and in its range, ids plain, no unknown field), so a case the
+    run's own summary lists as unreadable is never published here as a number."""
+    try:
+        limit = STORED_JSON_LIMIT + 1
+        data = path.read(limit) if isinstance(path, Stored) else read_regular(path, limit)
+    except OSError:
         return None
-    return facts_of(res, hardware_default, Path(path.path if isinstance(path, Stored) else path).parent.name)
+    case = _lean(data)
+    if case is None:
+        return None
+    return facts_of(case, hardware_default, Path(path.path if isinstance(path, Stored) else path).parent.name)
 
 
-def facts_of(res: CaseResult, hardware_default: str | None, folder_name: str) -> CaseFacts:
-    """The aggregate's fields of a validated result (``folder_name``: the case folder, when the result has no id)."""
-    key, verdict = res.key, res.verdict
+def _lean(data: bytes) -> LeanCase | None:
+    return None if len(data) > STORED_JSON_LIMIT else lean_case(data)
+
+
+def facts_of(res: LeanCase | CaseResult, hardware_default: str | None, folder_name: str) -> CaseFacts:
+    """The aggregate's fields of a checked case (``folder_name``: the case folder, when the result has no id)."""
+    key, verdict, usage = res.key, res.verdict, res.usage
+    if usage is None:
+        used = None
+    elif isinstance(usage, Struct):
+        used = {f: getattr(usage, f) for f in usage.__struct_fields__}
+    else:
+        used = usage.model_dump()
     return CaseFacts(key.agent, res.agent_version or None, key.model, res.model_hash or None, key.format, key.test,
                      res.hardware_profile or hardware_default, tuple(res.tags), verdict.status,
-                     overall_of(verdict.status, verdict.overall_score),
-                     res.usage.model_dump() if res.usage is not None else None, _agent_seconds(res),
+                     overall_of(verdict.status, verdict.overall_score), used, _agent_seconds(res),
                      res.duration_s, key.backend, key.trial, res.case_id or folder_name,
                      res.interaction is not None and res.interaction.excluded_from_scores)
 
 
-def read_case_in(folder: OpenFolder) -> CaseResult | None:
-    """The validated case.json of an open case folder (as :func:`~gripprobe_core.store.read_case` reads it)."""
+def read_case_in(folder: OpenFolder) -> LeanCase | None:
+    """The checked case.json of an open case folder (:func:`read_facts`' check)."""
     try:
         data = folder.read("case.json", STORED_JSON_LIMIT + 1)
     except OSError:
         return None
-    return parse_case(data)
+    return _lean(data)
 
 
-def _agent_seconds(res: CaseResult) -> float | None:
+def _agent_seconds(res: LeanCase | CaseResult) -> float | None:
     """The measured phase's process duration (what the agent took on the job)."""
     for p in res.phases:
         if p.phase == "measured":
@@ -278,60 +299,152 @@ def _signatures(runs: list[dict[str, Any]], label: str, left_out: int) -> dict[s
             "runs": count, "cases_left_out": left_out}
 
 
+@dataclass
+class _RunPart:
+    """What one run adds to the aggregate (read in this process or in a worker, and merged in run order)."""
+
+    run: dict[str, Any]
+    board: Scoreboard
+    fidelity: dict[tuple, dict[str, Tally]]
+    unreadable: int = 0
+    left_out: int = 0
+    manual: int = 0
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """How every run is read (the same in every worker)."""
+
+    filters: Filters
+    sanitizer: Sanitizer
+    anchors: frozenset[str] | None
+    key_label: str
+    verified_only: bool
+
+
+def _read_run(how: _Reading, run_dir: Path) -> _RunPart:
+    """One run: its signatures checked, then each case folder once (case.json, then the fidelity's files below
+    the open folder); only counts and sums are kept, never a result."""
+    name = how.sanitizer.name
+    filters = how.filters
+    integrity, changed = run_integrity(run_dir, how.anchors, how.key_label)
+    excluded = how.verified_only and (integrity["status"] in ("unsigned", "other_key")
+                                      or integrity["run_files_changed"] > 0)
+    manifest = RunFolder(run_dir).read_manifest()
+    hw_default = manifest.get("hardware_profile") if isinstance(manifest.get("hardware_profile"), str) else None
+    part = _RunPart({}, Scoreboard(ROW_FIELDS), {})
+    fidelity = part.fidelity
+    used = 0
+    for case_name, folder in run_cases(run_dir):
+        if excluded or case_name in changed:
+            part.left_out += 1
+            continue
+        facts = read_facts_in(folder, hw_default, case_name)  # only the facts are kept, never the result
+        if folder is None or facts is None:
+            part.unreadable += 1
+            continue
+        if not filters.case_ok(facts):
+            continue
+        if facts.manual:
+            part.manual += 1
+            continue
+        used += 1
+        ident = (name(facts.agent), _opt(name, facts.agent_version), name(facts.model),
+                 _opt(name, facts.model_hash), name(facts.format), _opt(name, facts.hardware))
+        part.board.add(ident, name(facts.test), facts.status, facts.overall, usage=facts.usage,
+                       agent_s=facts.agent_s, case_s=facts.case_s)
+        got = case_fidelity(folder)
+        if got is not None:
+            row_fid = fidelity.setdefault(ident, {})
+            for key, tally in got.items():
+                row_fid.setdefault(key, Tally()).add(tally)
+    part.run = {"run_id": name(safe_name(run_dir.name)), "suite": _opt(name, _str_or_none(manifest.get("suite"))),
+                "started_at": _opt(name, _str_or_none(manifest.get("started_at"))), "cases": used,
+                "integrity": integrity}
+    return part
+
+
+def default_jobs() -> int:
+    """Worker processes for reading runs: one per CPU this process may use, at most 8."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
+
+#: Fewer cases than this (all runs together) are read in this process: forking workers costs more than it saves.
+POOL_MIN_CASES = 1000
+
+
+def _case_count(run_dirs: list[Path]) -> int:
+    total = 0
+    for run_dir in run_dirs:
+        try:
+            with os.scandir(run_dir / "cases") as it:
+                total += sum(1 for _ in it)
+        except OSError:
+            continue
+    return total
+
+
+def _pool(jobs: int):
+    """A process pool of ``jobs`` workers forked from this process (its imports and state shared), or None where
+    fork is not available."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    try:
+        ctx = multiprocessing.get_context("fork")
+    except ValueError:
+        return None
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+
+
 def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, sort: str = "strict",
                    title: str = DEFAULT_TITLE, sanitizer: Sanitizer | None = None, keys: Iterable[str] | None = None,
-                   key_label: str = "", verified_only: bool = False) -> dict[str, Any]:
+                   key_label: str = "", verified_only: bool = False, jobs: int | None = None) -> dict[str, Any]:
     """The aggregate data (the shape ``render_aggregate_html`` takes; docs/aggregate.md), sanitized.
 
     Every run is checked against its signatures first (``keys``: the fingerprints it must be signed with;
     None: the key it records): a case that changed after its run is left out and counted; a run that is
-    not signed, or signed by a key not asked for, is counted and marked (``verified_only``: left out)."""
+    not signed, or signed by a key not asked for, is counted and marked (``verified_only``: left out).
+
+    ``jobs``: worker processes reading runs side by side (and computing the rows' bootstrap intervals); None:
+    one per CPU when there are two runs or more and at least :data:`POOL_MIN_CASES` cases, else none. Each run
+    is read whole by one process and the parts are merged in run order, so the data is the same whatever
+    ``jobs`` is."""
     if sort not in SORT_KEYS:
         raise UserError(f"unknown sort {sort!r}; choose one of {', '.join(SORT_KEYS)}")
     filters = filters or Filters()
     san = sanitizer or current_sanitizer()
-    name = san.name
+    how = _Reading(filters, san, frozenset(keys) if keys is not None else None, key_label, verified_only)
+    selected = [r for r in run_dirs if filters.run_ok(r.name)]
+    if jobs is None:
+        jobs = default_jobs() if len(selected) > 1 and _case_count(selected) >= POOL_MIN_CASES else 1
+    jobs = min(jobs, len(selected))
+    pool = _pool(jobs) if jobs > 1 else None
     board = Scoreboard(ROW_FIELDS)
     fidelity: dict[tuple, dict[str, Tally]] = {}
     runs: list[dict[str, Any]] = []
     unreadable = left_out = manual = 0
-    anchors = set(keys) if keys is not None else None
-    for run_dir in run_dirs:
-        if not filters.run_ok(run_dir.name):
-            continue
-        integrity, changed = run_integrity(run_dir, anchors, key_label)
-        excluded = verified_only and (integrity["status"] in ("unsigned", "other_key")
-                                      or integrity["run_files_changed"] > 0)
-        manifest = RunFolder(run_dir).read_manifest()
-        hw_default = manifest.get("hardware_profile") if isinstance(manifest.get("hardware_profile"), str) else None
-        used = 0
-        for case_name, folder in run_cases(run_dir):  # case.json, then the fidelity's files, below the open folder
-            if excluded or case_name in changed:
-                left_out += 1
-                continue
-            facts = read_facts_in(folder, hw_default, case_name)  # only the facts are kept, never the result
-            if folder is None or facts is None:
-                unreadable += 1
-                continue
-            if not filters.case_ok(facts):
-                continue
-            if facts.manual:
-                manual += 1
-                continue
-            used += 1
-            ident = (name(facts.agent), _opt(name, facts.agent_version), name(facts.model),
-                     _opt(name, facts.model_hash), name(facts.format), _opt(name, facts.hardware))
-            board.add(ident, name(facts.test), facts.status, facts.overall, usage=facts.usage,
-                      agent_s=facts.agent_s, case_s=facts.case_s)
-            got = case_fidelity(folder)
-            if got is not None:
+    try:
+        parts = pool.map(partial(_read_run, how), selected) if pool is not None else (
+            _read_run(how, r) for r in selected)
+        for part in parts:  # in run order, whoever read them
+            runs.append(part.run)
+            board.merge(part.board)
+            for ident, tallies in part.fidelity.items():
                 row_fid = fidelity.setdefault(ident, {})
-                for key, tally in got.items():
+                for key, tally in tallies.items():
                     row_fid.setdefault(key, Tally()).add(tally)
-        runs.append({"run_id": name(safe_name(run_dir.name)), "suite": _opt(name, _str_or_none(manifest.get("suite"))),
-                     "started_at": _opt(name, _str_or_none(manifest.get("started_at"))), "cases": used,
-                     "integrity": integrity})
-    rows = board.rows()
+            unreadable += part.unreadable
+            left_out += part.left_out
+            manual += part.manual
+        rows = board.rows(pool.map if pool is not None else None)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     for row in rows:
         row["fidelity"] = _fidelity_dict(fidelity.get(tuple(row[k] for k in ROW_FIELDS)))
     rows = _sort_rows(rows, sort)
@@ -500,9 +613,11 @@ def write_aggregate(data: dict[str, Any], out: Path) -> list[Path]:
     atomically into ``out`` (already checked by :func:`check_output`); nothing else is touched."""
     from .html import render_aggregate_html
 
+    from ..jsonl import dumps_pretty
+
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in OUTPUT_FILES]
-    atomic_write_json(paths[0], data)
+    atomic_write_bytes(paths[0], dumps_pretty(data))  # msgspec: 0.18 s and +22 MB with json.dumps on 10k cases
     atomic_write_text(paths[1], render_aggregate_md(data))
     atomic_write_text(paths[2], render_aggregate_html(data))  # mode: 0666 minus the user's umask
     return paths
