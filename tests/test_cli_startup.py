@@ -61,8 +61,9 @@ NOT_FOR_VALIDATE = ("aiohttp", "gripprobe_core.oracle.server", "gripprobe_core.o
                     "gripprobe_core.challenges.search", "gripprobe_core.runner", "gripprobe_core.reports",
                     "gripprobe_core.export", "jinja2", "uvloop", "cryptography", "acp")
 
-#: What a one-case run of the reference agent on the oracle (save_file: no challenge) does not use.
-NOT_FOR_ONE_CASE = ("gripprobe_core.challenges.http", "gripprobe_core.challenges.nonce",
+#: What a one-case run of the reference agent on the oracle (save_file: no challenge) does not use: the oracle is
+#: served by oracle/http.py and the proxy by its own relay, so no aiohttp at all.
+NOT_FOR_ONE_CASE = ("aiohttp", "gripprobe_core.challenges.http", "gripprobe_core.challenges.nonce",
                     "gripprobe_core.challenges.search", "gripprobe_core.runner.rayexec",
                     "gripprobe_core.runner.raywork", "ray", "gripprobe_core.reports.aggregate",
                     "gripprobe_core.reports.compare", "gripprobe_core.export", "gripprobe_core.view", "acp")

@@ -1,10 +1,15 @@
-"""The oracle backend's HTTP server (aiohttp, 127.0.0.1, port 0): routes, pacing, ground truth.
+"""The oracle backend's HTTP server (127.0.0.1, port 0): routes, pacing, ground truth.
 
 One server per case phase. Each model request is parsed by its protocol's adapter (``chat_api``,
 ``responses_api``, ``ollama_api``, ``anthropic_api``; see :class:`~.wire.WireProtocol`), handed to the profile its model
 name selects, and the profile's :class:`~.plan.Reply` is encoded by the same adapter as one JSON
 reply or a stream. Every tool call issued (structured or written as text) is appended to
 :attr:`OracleServer.ground_truth` and to ``record_path``.
+
+The routes are served by :mod:`.http` (asyncio and httptools: a run never imports aiohttp for its
+oracle); :meth:`OracleServer.make_app` offers the same handlers as an aiohttp application for a caller
+that serves them itself. A handler answers an :class:`~.http.Out` or a :class:`~.http.StreamOut`, which
+either server writes.
 """
 
 from __future__ import annotations
@@ -14,10 +19,9 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
-from aiohttp import web
-
+from .http import HttpServer, Out, StreamOut, serve
 from .probe import PROBE_PATH, PROBE_PROMPT
 from ..models.specs import ReadArgs, ReferenceAction, ReferenceRead
 from ..timeutil import utc_now_iso
@@ -29,6 +33,11 @@ from .conversation import ChatRequest, Reply, RequestError, Turn, message_text
 from .profiles import Profile, ProfileContext, builtin_profiles
 from .responses_api import ResponsesWire
 from .wire import JSONDict, ReplyMeta, WireProtocol, estimate_usage, openai_error, split_pieces
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+Answer = Out | StreamOut
 
 __all__ = ["OracleServer", "chat_completion_json", "chat_stream_chunks", "error_response", "estimate_usage",
            "split_pieces"]
@@ -69,7 +78,7 @@ class OracleServer:
         """One entry per model request: {n, ts, path, protocol, model, profile, stream, tools, authorized,
         reply} (``authorized``: a Bearer token or an ``x-api-key`` was sent; the token itself is never kept; ``reply``:
         tool_call | text | error | stall)."""
-        self._runner: web.AppRunner | None = None
+        self._http: HttpServer | None = None
         self._base_url: str | None = None
         self._requests = 0
         self._closing = asyncio.Event()
@@ -90,24 +99,35 @@ class OracleServer:
         """Requests a stalling profile holds open right now."""
         return len(self._stalled)
 
-    def make_app(self) -> web.Application:
-        app = web.Application()
+    def routes(self) -> list[tuple[str, str, Callable[[Any], Awaitable[Answer]]]]:
+        """``(method, path, handler)`` of every endpoint; a handler takes a request with ``path``,
+        ``headers.get``, ``transport`` and ``await read()``."""
         model_routes: list[tuple[str, WireProtocol]] = [
             ("/v1/chat/completions", ChatCompletionsWire()), ("/chat/completions", ChatCompletionsWire()),
             ("/v1/responses", ResponsesWire()), ("/responses", ResponsesWire()),
             ("/api/chat", OllamaChatWire()), ("/api/generate", OllamaGenerateWire()),
             ("/v1/messages", AnthropicMessagesWire()), ("/messages", AnthropicMessagesWire()),
         ]
-        for path, wire in model_routes:
-            app.router.add_post(path, self._handler(wire))
-        app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
-        app.router.add_get("/v1/models", self._models)
-        app.router.add_get("/models", self._models)
-        app.router.add_get("/api/version", self._ollama_version)
-        app.router.add_get("/api/tags", self._ollama_tags)
-        app.router.add_post("/api/show", self._ollama_show)
-        app.router.add_get("/api/ps", self._ollama_ps)
-        app.router.add_get("/", self._root)
+        out: list[tuple[str, str, Callable[[Any], Awaitable[Answer]]]] = [
+            ("POST", path, self._handler(wire)) for path, wire in model_routes]
+        out += [("POST", "/v1/messages/count_tokens", self._count_tokens),
+                ("GET", "/v1/models", self._models), ("GET", "/models", self._models),
+                ("GET", "/api/version", self._ollama_version), ("GET", "/api/tags", self._ollama_tags),
+                ("POST", "/api/show", self._ollama_show), ("GET", "/api/ps", self._ollama_ps),
+                ("GET", "/", self._root)]
+        return out
+
+    def make_app(self) -> "web.Application":
+        """The same routes as an aiohttp application (aiohttp imported here), for a caller that serves it
+        itself; :meth:`start` serves them without aiohttp."""
+        from aiohttp import web
+
+        app = web.Application()
+        for method, path, handler in self.routes():
+            if method == "GET":
+                app.router.add_get(path, _aiohttp_handler(handler))  # with HEAD, as the server here
+            else:
+                app.router.add_route(method, path, _aiohttp_handler(handler))
         return app
 
     async def start(self) -> None:
@@ -115,13 +135,8 @@ class OracleServer:
             self.record_path.parent.mkdir(parents=True, exist_ok=True)
             self.record_path.write_text("", encoding="utf-8")
         self._closing = asyncio.Event()
-        self._runner = web.AppRunner(self.make_app(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S,
-                                     handler_cancellation=True)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self._base_url = f"http://{host}:{port}"
+        self._http = await serve(self.routes(), "127.0.0.1", 0, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+        self._base_url = f"http://127.0.0.1:{self._http.port}"
 
     async def stop(self) -> None:
         """Stop serving (stalled requests are dropped at once, others get :data:`SHUTDOWN_TIMEOUT_S`)
@@ -129,9 +144,9 @@ class OracleServer:
         self._closing.set()
         for transport in list(self._stalled):
             transport.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
         if self.record_path is not None:
             self.record_path.parent.mkdir(parents=True, exist_ok=True)
             with self.record_path.open("w", encoding="utf-8") as fh:
@@ -204,24 +219,23 @@ class OracleServer:
 
     # -------------------------------------------------------------------------- model requests
 
-    def _handler(self, wire: WireProtocol) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        async def handle(http: web.Request) -> web.StreamResponse:
+    def _handler(self, wire: WireProtocol) -> Callable[[Any], Awaitable[Answer]]:
+        async def handle(http: Any) -> Answer:
             return await self._serve(wire, http)
         return handle
 
-    async def _serve(self, wire: WireProtocol, http: web.Request) -> web.StreamResponse:
+    async def _serve(self, wire: WireProtocol, http: Any) -> Answer:
         self._requests += 1
         n = self._requests
         try:
             request = wire.parse(json.loads(await http.read()))
         except (ValueError, RequestError) as exc:
-            return web.json_response(wire.error_body(400, f"invalid request: {exc}"), status=400)
+            return Out.json(wire.error_body(400, f"invalid request: {exc}"), status=400)
         self._models_seen.add(request.model)
         try:
             profile, reply = self.decide(request)
         except Exception as exc:  # a bug in a profile or dialect: say so, do not hang the agent
-            return web.json_response(
-                wire.error_body(500, f"oracle internal error: {type(exc).__name__}: {exc}"), status=500)
+            return Out.json(wire.error_body(500, f"oracle internal error: {type(exc).__name__}: {exc}"), status=500)
         turn = reply.turn if wire.carries_tool_calls else replace(reply.turn, tool_call=None, action_index=None)
         self.request_log.append({
             "n": n, "ts": utc_now_iso(), "path": http.path, "protocol": wire.name, "model": request.model,
@@ -239,22 +253,22 @@ class OracleServer:
             # Retry right away if you retry at all: agents that honour these headers (the OpenAI SDKs,
             # opencode) then finish their retry storm in a second instead of minutes of back-off, so a
             # backend failure is cheap to detect. How many times they retry is still theirs to decide.
-            return web.json_response(wire.error_body(reply.http_status, reply.error or "oracle error"),
-                                     status=reply.http_status, headers={"retry-after-ms": "0", "retry-after": "0"})
+            return Out.json(wire.error_body(reply.http_status, reply.error or "oracle error"),
+                            status=reply.http_status, headers={"retry-after-ms": "0", "retry-after": "0"})
         call_id = self._issue(profile, turn, wire.name)
         meta = ReplyMeta(n=n, request=request, call_id=call_id, usage=estimate_usage(request, turn),
                          created=int(time.time()), pieces=reply.stream_pieces)
         if not request.stream:
-            return web.json_response(wire.reply_json(turn, meta))
-        return await self._stream(http, wire.reply_frames(turn, meta), wire.stream_content_type, reply.chunk_delay_s,
-                                  min_gaps=reply.stream_pieces)
+            return Out.json(wire.reply_json(turn, meta))
+        return StreamOut(wire.stream_content_type, wire.reply_frames(turn, meta), reply.chunk_delay_s,
+                         min_gaps=reply.stream_pieces)
 
-    async def _stall(self, http: web.Request) -> web.StreamResponse:
+    async def _stall(self, http: Any) -> Answer:
         """Hold the request without answering until the client leaves or the server stops; then drop
         the connection without a response."""
         transport = http.transport
         if transport is None:
-            return web.Response(status=499)
+            return Out(status=499)
         self._stalled.add(transport)
         try:
             while not self._closing.is_set() and not transport.is_closing():
@@ -265,66 +279,45 @@ class OracleServer:
         finally:
             self._stalled.discard(transport)
             transport.close()
-        raise asyncio.CancelledError  # nothing to send: aiohttp drops the connection
-
-    @staticmethod
-    async def _stream(http: web.Request, frames: list[bytes], content_type: str, delay_s: float,
-                      min_gaps: int = 0) -> web.StreamResponse:
-        """Write ``frames`` with ``delay_s`` between them. A stream with fewer than ``min_gaps`` gaps
-        (an Ollama tool call is one line) waits for the missing ones after the headers, so a paced
-        reply takes at least ``min_gaps × delay_s`` on every protocol."""
-        resp = web.StreamResponse(status=200, headers={"Content-Type": content_type, "Cache-Control": "no-cache"})
-        await resp.prepare(http)
-        try:
-            missing = max(0, min_gaps - (len(frames) - 1))
-            if delay_s > 0 and missing:
-                await asyncio.sleep(delay_s * missing)
-            for i, frame in enumerate(frames):
-                await resp.write(frame)
-                if delay_s > 0 and i < len(frames) - 1:
-                    await asyncio.sleep(delay_s)
-            await resp.write_eof()
-        except ConnectionResetError:
-            pass  # the agent hung up mid-stream; nothing to tell it
-        return resp
+        raise asyncio.CancelledError  # nothing to send: the server drops the connection
 
     # ------------------------------------------------------------------------ listing endpoints
 
-    async def _models(self, request: web.Request) -> web.Response:
+    async def _models(self, request: Any) -> Answer:
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "gripprobe-oracle"}
                 for name in sorted(self.profiles)]
-        return web.json_response({"object": "list", "data": data})
+        return Out.json({"object": "list", "data": data})
 
-    async def _count_tokens(self, http: web.Request) -> web.Response:
+    async def _count_tokens(self, http: Any) -> Answer:
         """Anthropic's ``count_tokens`` (not a model call: no profile, no ground truth)."""
         try:
-            return web.json_response(count_tokens(json.loads(await http.read())))
+            return Out.json(count_tokens(json.loads(await http.read())))
         except (ValueError, RequestError) as exc:
-            return web.json_response(AnthropicMessagesWire().error_body(400, f"invalid request: {exc}"), status=400)
+            return Out.json(AnthropicMessagesWire().error_body(400, f"invalid request: {exc}"), status=400)
 
-    async def _ollama_version(self, request: web.Request) -> web.Response:
-        return web.json_response({"version": OLLAMA_VERSION})
+    async def _ollama_version(self, request: Any) -> Answer:
+        return Out.json({"version": OLLAMA_VERSION})
 
-    async def _ollama_tags(self, request: web.Request) -> web.Response:
-        return web.json_response(tags_json(self.profiles))
+    async def _ollama_tags(self, request: Any) -> Answer:
+        return Out.json(tags_json(self.profiles))
 
-    async def _ollama_ps(self, request: web.Request) -> web.Response:
+    async def _ollama_ps(self, request: Any) -> Answer:
         names = {m if ":" in m.rsplit("/", 1)[-1] else f"{m}:latest" for m in self._models_seen if m}
-        return web.json_response(ps_json(names))
+        return Out.json(ps_json(names))
 
-    async def _ollama_show(self, http: web.Request) -> web.Response:
+    async def _ollama_show(self, http: Any) -> Answer:
         try:
             body = json.loads(await http.read())
         except ValueError as exc:
-            return web.json_response({"error": f"invalid request: {exc}"}, status=400)
+            return Out.json({"error": f"invalid request: {exc}"}, status=400)
         model = (body.get("model") or body.get("name")) if isinstance(body, dict) else None
         if not isinstance(model, str) or not model:
-            return web.json_response({"error": "model is required"}, status=400)
+            return Out.json({"error": "model is required"}, status=400)
         _, profile = self.profile_for(ChatRequest(model=model, messages=[], tools=[]))
-        return web.json_response(show_json(model, supports_tools=bool(getattr(profile, "supports_tools", True))))
+        return Out.json(show_json(model, supports_tools=bool(getattr(profile, "supports_tools", True))))
 
-    async def _root(self, request: web.Request) -> web.Response:
-        return web.Response(text="Ollama is running")
+    async def _root(self, request: Any) -> Answer:
+        return Out.text("Ollama is running")
 
 
 def is_tool_probe(request: ChatRequest) -> bool:
@@ -338,9 +331,37 @@ PROBE_PLAN: list[ReferenceAction] = [ReferenceRead(read=ReadArgs(path=PROBE_PATH
 """The plan every profile follows for the tool-call probe: read its file."""
 
 
-def error_response(status: int, message: str, kind: str | None = None) -> web.Response:
-    """An OpenAI-style JSON error response (kept for callers of the first version)."""
+def error_response(status: int, message: str, kind: str | None = None) -> "web.Response":
+    """An OpenAI-style JSON error response, as an aiohttp response (kept for callers of the first version)."""
+    from aiohttp import web
+
     body = openai_error(status, message)
     if kind:
         body["error"]["type"] = kind
     return web.json_response(body, status=status)
+
+
+def _aiohttp_handler(handler: Callable[[Any], Awaitable[Answer]]) -> Callable[["web.Request"], Awaitable[Any]]:
+    """``handler`` as an aiohttp handler: its :class:`~.http.Out` as a response, its :class:`~.http.StreamOut`
+    written frame by frame (the same bytes of body as :mod:`.http` writes)."""
+    from aiohttp import web
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        answer = await handler(request)
+        if isinstance(answer, Out):
+            return web.Response(status=answer.status, body=answer.body, headers={
+                **({"Content-Type": answer.content_type} if answer.content_type else {}), **answer.headers})
+        resp = web.StreamResponse(status=200, headers={"Content-Type": answer.content_type, **answer.headers})
+        await resp.prepare(request)
+        try:
+            for wait, frame in answer.waits():
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if frame:
+                    await resp.write(frame)
+            await resp.write_eof()
+        except ConnectionResetError:
+            pass  # the agent hung up mid-stream; nothing to tell it
+        return resp
+
+    return handle
