@@ -256,3 +256,45 @@ def test_rows_with_a_map_function_are_the_rows_without_one():
     scores._row_intervals.cache_clear()
     with ThreadPoolExecutor(2) as pool:
         assert board_of(cases).rows(pool.map) == plain
+
+
+@pytest.mark.parametrize("groups", [((1, 0, 0), (2, 1, 0), (3, 1, 1), (4, 2, 1), (2, 2, 0)),
+                                    ((3, 1, 1), (5, 2, 2), (10, 4, 3), (2, 0, 1)),
+                                    ((100, 50, 10), (7, 3, 0), (1, 1, 0)),  # 100 trials: a Monte Carlo table
+                                    ((4, 1, 0), (4, 3, 0), (3, 2, 0))])
+def test_status_bootstrap_is_the_nested_bootstrap_of_the_same_trials(groups):
+    """The row's interval drawn the fast way (exact per-test tables, packed lattice sums, pairs of tests) is the
+    two-level bootstrap's: with many samples both land on the same bounds (the lattice's points)."""
+    from gripprobe_core.stats import status_bootstrap
+
+    members = [[(1.0, 1.0)] * c + [(0.0, 0.8)] * w + [(0.0, 0.0)] * (n - c - w) for n, c, w in groups]
+    slow = nested_bootstrap(members, samples=20_000, seed=3)
+    fast = status_bootstrap(groups, samples=20_000, seed=3)
+    for (lo1, hi1), (lo2, hi2) in zip(slow, fast):
+        assert lo2 == pytest.approx(lo1, abs=0.02) and hi2 == pytest.approx(hi1, abs=0.02)
+    assert status_bootstrap(groups) == status_bootstrap(groups)  # reproducible
+    assert status_bootstrap(groups, seed=1) != status_bootstrap(groups, seed=2) or len(groups) < 3
+
+
+@given(st.lists(st.tuples(st.integers(1, 12), st.integers(0, 12), st.integers(0, 12)), min_size=1, max_size=20),
+       st.integers(0, 20))
+@settings(max_examples=80, deadline=None)
+def test_status_bootstrap_stays_within_the_data(raw, seed):
+    from gripprobe_core.stats import status_bootstrap
+
+    groups = [(n, min(c, n), min(w, n - min(c, n))) for n, c, w in raw]
+    (slo, shi), (olo, ohi) = status_bootstrap(groups, samples=200, seed=seed)
+    rates = [c / n for n, c, _ in groups]
+    overall = [(c + 0.8 * w) / n for n, c, w in groups]
+    assert 0.0 <= slo <= shi <= 1.0 and 0.0 <= olo <= ohi <= 1.0
+    assert slo >= min(rates) - 1e-9 and shi <= max(rates) + 1e-9 or any(0 < c < n for n, c, _ in groups)
+    if all(c in (0, n) and w in (0, n) for n, c, w in groups) and len(set(rates)) == 1 and len(set(overall)) == 1:
+        assert slo == shi == rates[0] and olo == pytest.approx(overall[0]) and ohi == pytest.approx(overall[0])
+
+
+def test_status_bootstrap_refuses_impossible_counts():
+    from gripprobe_core.stats import status_bootstrap
+
+    for bad in ([], [(0, 0, 0)], [(2, 3, 0)], [(2, 1, 2)], [(2, -1, 0)]):
+        with pytest.raises(ValueError):
+            status_bootstrap(bad)

@@ -25,11 +25,14 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from bisect import bisect_right
 from collections import Counter
+from itertools import accumulate, islice, repeat
+from operator import add, mul
 from typing import Any, Sequence
 
 __all__ = ["Z95", "bootstrap_interval", "mcnemar_exact", "paired_bootstrap_difference", "pass_at_k", "pass_hat_k",
-           "nested_bootstrap", "wilson", "wilson_rate"]
+           "nested_bootstrap", "status_bootstrap", "wilson", "wilson_rate"]
 
 Z95 = 1.959963984540054
 """The two-sided 95 % quantile of the standard normal distribution."""
@@ -170,6 +173,101 @@ def nested_bootstrap(groups: Sequence[Sequence[tuple[float, ...]]], *, samples: 
         column = [v[j] for v in drawn]
         out.append(_percentiles([sum(column[s:s + count]) / count for s in range(0, len(column), count)], alpha))
     return out
+
+
+#: The most outcome pairs :func:`status_bootstrap` adds up to draw two trials' sum at once.
+PAIR_TABLE_MAX = 12_000
+
+
+def _multinomial_table(n: int, c: int, w: int, rng: random.Random, limit: int = 5000) -> dict[tuple[int, int], float]:
+    """The distribution of ``(a, b)``: how many of ``n`` draws with replacement from ``n`` trials (``c`` of kind 1,
+    ``w`` of kind 2, the rest neither) are of kind 1 and of kind 2. Exact (multinomial) up to ``limit`` outcomes;
+    past it 2,000 Monte Carlo draws, equally likely."""
+    p, q, r = c / n, w / n, (n - c - w) / n
+    if (n + 1) * (n + 2) // 2 > limit:
+        kinds = [0] * c + [1] * w + [2] * (n - c - w)
+        out: dict[tuple[int, int], float] = {}
+        for _ in range(2000):
+            drawn = rng.choices(kinds, k=n)
+            key = (drawn.count(0), drawn.count(1))
+            out[key] = out.get(key, 0.0) + 1 / 2000
+        return out
+    out = {}
+    log_n = math.lgamma(n + 1)
+    for a in range(n + 1 if p else 1):
+        for b in range(n - a + 1 if q else 1):
+            rest = n - a - b
+            if rest and not r:
+                continue
+            logp = (log_n - math.lgamma(a + 1) - math.lgamma(b + 1) - math.lgamma(rest + 1)
+                    + (a * math.log(p) if a else 0.0) + (b * math.log(q) if b else 0.0)
+                    + (rest * math.log(r) if rest else 0.0))
+            out[(a, b)] = math.exp(logp)
+    return out
+
+
+def _sums(rng: random.Random, table: dict[int, float], per_sample: int, samples: int) -> list[int]:
+    """Each of ``samples`` samples' sum of ``per_sample`` draws from ``table`` (outcome -> probability): the
+    draws made by C-level iterators (uniforms, ``bisect``, lookups, sums), no Python step per draw."""
+    if per_sample == 0:
+        return [0] * samples
+    keys = list(table)
+    keys.append(keys[-1])  # a draw at the very top of the last weight (rounding) still lands
+    cum = list(accumulate(table.values()))
+    k = per_sample * samples
+    picks = map(keys.__getitem__, map(bisect_right, repeat(cum, k), map(mul, islice(iter(rng.random, None), k),
+                                                                            repeat(cum[-1], k))))
+    return list(map(sum, zip(*[picks] * per_sample)))
+
+
+def status_bootstrap(groups: Sequence[tuple[int, int, int]], *, samples: int = 1000, seed: int = 0,
+                     alpha: float = 0.05, weight: float = 0.8) -> tuple[tuple[float, float], tuple[float, float]]:
+    """:func:`nested_bootstrap` of a row of tests scored by status, faster: ``groups`` are ``(n, c, w)`` per test
+    (``n`` attempted trials, ``c`` PASS, ``w`` PASS_WITH_POLICY_VIOLATION); the members ``(1, 1)``, ``(0,
+    weight)`` and ``(0, 0)``. The (strict, overall) percentile intervals of the mean over tests.
+
+    The same two-level bootstrap, drawn another way. A drawn test's resampled mean is ``(a / n, (a + weight·b) /
+    n)`` with ``(a, b)`` multinomial (:func:`_multinomial_table`), and drawing a test, then its resampled mean, is
+    one draw from the mixture ``M`` of the tests' tables. Each outcome is an exact integer pair on the lattice of
+    ``1 / lcm(n)`` (``weight`` a multiple of 1/5), packed into one integer so that adding packed outcomes adds
+    both parts; a sample's sum of ``len(groups)`` draws is then drawn as sums of pairs from ``M * M`` (its
+    convolution, while small) and one from ``M`` for an odd count. Half the draws, each a few C-level steps:
+    about 4x cheaper than :func:`nested_bootstrap` for the same estimator (deterministic for a seed, not the same
+    draws)."""
+    if not groups or any(n < 1 or not 0 <= c <= n or not 0 <= w <= n - c for n, c, w in groups):
+        raise ValueError("every group needs 1 <= n and 0 <= c, w with c + w <= n")
+    fifths = round(weight * 5)
+    if not math.isclose(fifths / 5, weight):
+        raise ValueError("weight must be a multiple of 1/5")
+    rng = random.Random(seed)
+    m = len(groups)
+    lattice = math.lcm(*(n for n, _, _ in groups))
+    shift = (5 * m * lattice).bit_length() + 1
+    mixture: dict[int, float] = {}
+    tables: dict[tuple[int, int, int], dict[tuple[int, int], float]] = {}
+    for g in groups:
+        n, c, w = g
+        table = tables.get(g)
+        if table is None:  # a test whose trials all agree has one outcome: itself
+            table = tables[g] = {(c, w): 1.0} if c == n or w == n or c + w == 0 else _multinomial_table(n, c, w, rng)
+        scale = lattice // n
+        for (a, b), prob in table.items():
+            key = (a * scale) << shift | (5 * a + fifths * b) * scale
+            mixture[key] = mixture.get(key, 0.0) + prob / m
+    pairs = m // 2 if len(mixture) ** 2 <= PAIR_TABLE_MAX else 0
+    if pairs:
+        doubled: dict[int, float] = {}
+        get = doubled.get
+        for x, p in mixture.items():
+            for y, q in mixture.items():
+                doubled[x + y] = get(x + y, 0.0) + p * q
+        totals = list(map(add, _sums(rng, doubled, pairs, samples), _sums(rng, mixture, m - 2 * pairs, samples)))
+    else:
+        totals = _sums(rng, mixture, m, samples)
+    mask = (1 << shift) - 1
+    strict = [(t >> shift) / (m * lattice) for t in totals]
+    overall = [(t & mask) / (5 * m * lattice) for t in totals]
+    return _percentiles(strict, alpha), _percentiles(overall, alpha)
 
 
 def _monte_carlo_table(members: list[tuple[float, ...]], rng: random.Random, draws: int = 2000

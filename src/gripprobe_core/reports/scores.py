@@ -31,7 +31,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..models.results import STATUSES
-from ..stats import nested_bootstrap, pass_at_k, pass_hat_k, wilson, wilson_rate
+from ..stats import pass_at_k, pass_hat_k, status_bootstrap, wilson, wilson_rate
 
 __all__ = ["MAX_K", "OUT_OF_N", "OVERALL_BY_STATUS", "SCORES_NOTE", "SHORT", "Scoreboard", "cell_text", "Spend", "cell_score", "coverage_text",
            "ks_text", "overall_of", "score_text", "usage_parts", "usage_text"]
@@ -314,7 +314,7 @@ def _row_intervals(signatures: tuple[tuple[int, int, int], ...]) -> tuple[tuple[
     """The (strict, overall) 95 % intervals of a row's mean over its tests (``signatures`` sorted, so the
     order tests are met in never changes a result; identical rows are computed once).
 
-    Two or more tests: a two-level bootstrap (tests, then trials). When every trial agrees (all PASS, or
+    Two or more tests: a two-level bootstrap (tests, then trials; :func:`~gripprobe_core.stats.status_bootstrap`). When every trial agrees (all PASS, or
     none) the bootstrap has nothing to resample and would say ``[1, 1]``: Wilson's interval of the pooled
     rate is the honest one then, and it is also the interval of a row that attempted one test."""
     pwpv = OVERALL_BY_STATUS["PASS_WITH_POLICY_VIOLATION"]
@@ -324,8 +324,7 @@ def _row_intervals(signatures: tuple[tuple[int, int, int], ...]) -> tuple[tuple[
     pooled = wilson(passed, n), wilson_rate(overall, n)
     if len(signatures) < 2:
         return pooled
-    groups = [[(1.0, 1.0)] * p + [(0.0, pwpv)] * w + [(0.0, 0.0)] * (k - p - w) for k, p, w in signatures]
-    strict_ci, overall_ci = nested_bootstrap(groups)
+    strict_ci, overall_ci = status_bootstrap(signatures, weight=pwpv)  # nested_bootstrap's estimator, ~4x cheaper
     return (strict_ci if strict_ci[0] < strict_ci[1] else pooled[0],
             overall_ci if overall_ci[0] < overall_ci[1] else pooled[1])
 
