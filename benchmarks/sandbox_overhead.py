@@ -4,18 +4,22 @@ Three figures, each against a baseline measured in the same run, in alternating 
 
 1. **Added per phase**: the reference agent's real command (one phase of ``save_file`` on a fresh oracle
    server) run bare, and the same command under the harness's own bubblewrap command line
-   (``Sandbox.wrap``: the harness's mounts, GripProbe's init as PID 1, its forwarded port and the
+   (``Sandbox.wrap``: the harness's mounts, GripProbe's init as PID 1 — the init the harness really uses
+   here: the compiled one where a C compiler works, else the Python one —, its forwarded port and the
    harness's network bridge, started and closed inside the timed span, as a phase does). Both get the same
    environment (the harness's ``base_env``: the same ``PATH``) and the same absolute executable, so nothing
    resolves differently inside and out. Target: ≤ 10 ms per phase (median subject − median baseline).
+   When the harness uses the compiled init, the same line with the Python init runs in the same rounds too
+   (``sandbox_added_per_phase_python_init``: what the compiled init saves).
 2. **bwrap's floor**: ``bwrap --ro-bind / / true`` against ``true`` alone: what any bubblewrap exec costs here.
 3. **CPU per case**: ``gripprobe run`` of the same cases with ``--sandbox none`` and ``--sandbox bwrap``,
    the CPU time of the whole command and everything it waited for (``RUSAGE_CHILDREN``), per case.
    Target: ``none`` burns no more than ``bwrap`` (ratio ≤ 1.05: the sandboxed run also runs bwrap and an
    init per phase, so ``none`` should come out lower).
 
-Also printed, not targets: where the sandboxed phase's time goes (the full command line with /bin/true
-and without its init, its network, its /dev, its /proc), measured in the same alternating rounds.
+Also printed, not targets: where the sandboxed phase's time goes (the full command line with /bin/true, with
+each init and without one, without its network, its /dev, its /proc; each init alone, without bwrap),
+measured in the same alternating rounds.
 
     .venv/bin/python benchmarks/sandbox_overhead.py [--quick] [--rounds N] [--cases N]
 """
@@ -32,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,8 +73,9 @@ async def _timed_exec(argv: list[str], env: dict[str, str], cwd: Path, out: Path
     return dt
 
 
-async def phase_rounds(rounds: int) -> tuple[list[float], list[float]]:
-    """(bare, sandboxed) wall ms of one reference-agent phase, alternating which goes first."""
+async def phase_rounds(rounds: int) -> dict[str, list[float]]:
+    """Wall ms of one reference-agent phase: ``bare``, ``box`` (the harness's sandbox and init) and, when that
+    init is the compiled one, ``python`` (the same sandbox with the Python init); alternating the order."""
     from gripprobe_core.oracle.server import OracleServer
     from gripprobe_core.pluginmanager import make_plugin_manager
     from gripprobe_core.runner.env import base_env
@@ -78,14 +84,15 @@ async def phase_rounds(rounds: int) -> tuple[list[float], list[float]]:
     from gripprobe_core.runner.sandbox import resolve_sandbox
     from gripprobe_core.specs import load_specs
 
-    box = resolve_sandbox("bwrap")
+    harness = resolve_sandbox("bwrap")
+    boxes = {"box": harness, **({"python": replace(harness, init=None)} if harness.init is not None else {})}
     specs = load_specs(ROOT / "specs", registry=make_plugin_manager().registry)
     test = specs.tests["save_file"]
     exe = resolve_executable("gripprobe-refagent", os.environ.get("PATH", ""))
-    bare: list[float] = []
-    boxed: list[float] = []
+    times: dict[str, list[float]] = {"bare": [], **{k: [] for k in boxes}}
 
-    async def one(scratch: Path, sandboxed: bool) -> float:
+    async def one(scratch: Path, variant: str) -> float:
+        sandboxed = variant != "bare"
         ws, home, tmp = scratch / "workspace", scratch / "home", scratch / "tmp"
         for d in (ws, home, tmp):
             d.mkdir(parents=True)
@@ -101,24 +108,23 @@ async def phase_rounds(rounds: int) -> tuple[list[float], list[float]]:
             port = int(server.base_url.rsplit(":", 1)[1])
             t0 = time.perf_counter()
             async with NetBridge([port]) as bridge:
-                wrapped = box.wrap(argv, cwd=ws, rw=[ws, home, tmp], forwards=bridge.forwards)
+                wrapped = boxes[variant].wrap(argv, cwd=ws, rw=[ws, home, tmp], forwards=bridge.forwards)
                 await _timed_exec(wrapped, env, ws, scratch / "out")
             return (time.perf_counter() - t0) * 1000
         finally:
             await server.stop()
             if not (ws / "greeting.txt").is_file():
-                raise SystemExit(f"the agent did not do its task ({'bwrap' if sandboxed else 'bare'}): "
+                raise SystemExit(f"the agent did not do its task ({variant}): "
                                  f"{(scratch / 'out').read_text(errors='replace')[-2000:]}")
 
     with tempfile.TemporaryDirectory(prefix="gp-bench-sandbox-") as d:
-        await one(Path(d) / "warm-bare", False)  # bytecode, page cache: warm for both
-        await one(Path(d) / "warm-box", True)
+        names = list(times)
+        for name in names:  # bytecode, page cache: warm for all
+            await one(Path(d) / f"warm-{name}", name)
         for r in range(rounds):
-            order = (False, True) if r % 2 == 0 else (True, False)
-            for sandboxed in order:
-                ms = await one(Path(d) / f"{r}-{int(sandboxed)}", sandboxed)
-                (boxed if sandboxed else bare).append(ms)
-    return bare, boxed
+            for name in (names if r % 2 == 0 else names[::-1]):
+                times[name].append(await one(Path(d) / f"{r}-{name}", name))
+    return times
 
 
 def _wall_ms(argv: list[str], cwd: str = "/") -> float:
@@ -144,24 +150,31 @@ def exec_rounds(rounds: int) -> dict[str, list[float]]:
     from gripprobe_core.runner.sandbox import resolve_sandbox
 
     box = resolve_sandbox("bwrap")
+    python_box = replace(box, init=None)
     bwrap = box.bwrap or "bwrap"
     true = shutil.which("true") or "/bin/true"
     with tempfile.TemporaryDirectory(prefix="gp-bench-exec-") as d:
         ws = Path(d)
-        full = box.wrap([true], cwd=ws, rw=[ws], forwards={40000: ws / "40000.sock"})
-        cut = full.index("--as-pid-1")
-        mounts = full[:cut]  # bwrap and its mounts, no init: the command run directly by bwrap's own init
+        forward = {40000: ws / "40000.sock"}
+        full = box.wrap([true], cwd=ws, rw=[ws], forwards=forward)
+        full_py = python_box.wrap([true], cwd=ws, rw=[ws], forwards=forward)
+        cut = full_py.index("--as-pid-1")
+        mounts = full_py[:cut]  # bwrap and its mounts, no init: the command run directly by bwrap's own init
+        py_init = full_py[cut + 4:cut + 8]  # python -I -S sandbox_init.py
         variants = {
             "true": [true],
             "floor: bwrap --ro-bind / / true": [bwrap, "--ro-bind", "/", "/", true],
-            "harness line, init + forward": full,
+            f"harness line, {box.init_kind} init + forward": full,
+            **({"harness line, python init + forward": full_py} if box.init is not None else {}),
             "harness line, no init": [*mounts, "--", true],
             "  … and no network namespace": [*_drop(mounts, "--unshare-all", 0)[:1], "--unshare-user",
                                               "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup",
                                               *_drop(mounts, "--unshare-all", 0)[1:], "--", true],
             "  … and no --dev": [*_drop(mounts, "--dev", 1), "--", true],
             "  … and no --proc": [*_drop(mounts, "--proc", 1), "--", true],
-            "init alone, no bwrap": [*full[cut + 4:cut + 8], "-C", "/", "--", true],
+            **({"compiled init alone, no bwrap": [str(box.init.path), "-C", "/", "--", true]}
+               if box.init is not None else {}),
+            "python init alone, no bwrap": [*py_init, "-C", "/", "--", true],
         }
         times: dict[str, list[float]] = {k: [] for k in variants}
         names = list(variants)
@@ -212,10 +225,17 @@ def main(argv: list[str] | None = None) -> int:
     specs = load_specs(ROOT / "specs", registry=make_plugin_manager().registry)
     tests = sorted(t.id for t in specs.tests.values() if t.challenge is None)[:ncases]
 
-    print(f"load at start: {_load()}; {rounds} alternating rounds")
-    bare, boxed = asyncio.run(phase_rounds(rounds))
+    from gripprobe_core.runner.sandbox import resolve_sandbox
+
+    box = resolve_sandbox("bwrap")
+    print(f"load at start: {_load()}; {rounds} alternating rounds; the harness's init here: {box.init_kind}"
+          + (f" ({box.init.path})" if box.init is not None else f" ({box.warning})"))
+    phases = asyncio.run(phase_rounds(rounds))
+    bare, boxed = phases["bare"], phases["box"]
     print(f"reference agent, one phase, bare:            {_stats(bare)}")
-    print(f"reference agent, one phase, harness's bwrap: {_stats(boxed)}")
+    print(f"reference agent, one phase, harness's bwrap: {_stats(boxed)}  ({box.init_kind} init)")
+    if "python" in phases:
+        print(f"reference agent, one phase, Python init:     {_stats(phases['python'])}")
     execs = exec_rounds(max(rounds, 10))
     print("starting /bin/true (where the fixed cost goes):")
     base = statistics.median(execs["true"])
@@ -231,10 +251,15 @@ def main(argv: list[str] | None = None) -> int:
     cpu_none, cpu_box = statistics.median(cpu["none"]["cpu"]), statistics.median(cpu["bwrap"]["cpu"])
     met_added = added <= ADDED_TARGET_MS
     met_cpu = cpu_none <= cpu_box * CPU_RATIO_TARGET
-    print(f"added per phase {added:.1f} ms (target ≤ {ADDED_TARGET_MS:g}): {'MET' if met_added else 'MISSED'}; "
+    print(f"added per phase {added:.1f} ms with the {box.init_kind} init (target ≤ {ADDED_TARGET_MS:g}): "
+          f"{'MET' if met_added else 'MISSED'}; "
           f"bwrap's floor here {floor:.1f} ms")
     print(f"CPU per case, none/bwrap {cpu_none / cpu_box:.3f} (target ≤ {CPU_RATIO_TARGET}): "
           f"{'MET' if met_cpu else 'MISSED'}")
+    if "python" in phases:
+        py = statistics.median(phases["python"])
+        print(result("sandbox_added_per_phase_python_init", py - statistics.median(bare), "ms", "-",
+                     statistics.median(bare), py / statistics.median(bare)))
     print(result("sandbox_added_per_phase", added, "ms", f"{ADDED_TARGET_MS:g}", statistics.median(bare),
                  statistics.median(boxed) / statistics.median(bare)))
     print(result("sandbox_bwrap_floor", floor, "ms", "-", base, statistics.median(execs["floor: bwrap --ro-bind / / true"]) / base))

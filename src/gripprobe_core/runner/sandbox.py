@@ -1,7 +1,9 @@
 """The agent's sandbox: every phase (and every command a validator runs on the agent's work) under bubblewrap.
 
 What the sandboxed process gets (SPEC §9, threat model in docs/sandbox.md):
-- its own PID namespace, whose PID 1 is GripProbe's own init (:mod:`.sandbox_init`, untraceable):
+- its own PID namespace, whose PID 1 is GripProbe's own init (untraceable): ``sandbox_init.c`` compiled by the
+  harness on first use (:mod:`.sandbox_build`), or where no C compiler works the same contract in Python
+  (:mod:`.sandbox_init`);
   when the agent's first process exits, or bwrap is killed (timeout), the namespace ends and every
   process it started dies with it, whatever it did (setsid, ``env -i``, double fork, ptrace, SIGSTOP);
   ``--die-with-parent`` ends it if the harness itself dies;
@@ -26,11 +28,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Literal, Mapping
 
 from ..errors import UserError
+from . import sandbox_build
+from .sandbox_build import CompiledInit
 
 SandboxMode = Literal["auto", "bwrap", "none"]
 SANDBOX_MODES: tuple[str, ...] = ("auto", "bwrap", "none")
@@ -39,8 +43,10 @@ SANDBOX_MODES: tuple[str, ...] = ("auto", "bwrap", "none")
 #: recreated as symlinks).
 SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
-#: PID 1 inside the sandbox (run by path with the harness's interpreter, ``-I -S``).
+#: PID 1 inside the sandbox where there is no compiled init (run by path with the harness's interpreter, ``-I -S``).
 INIT = Path(__file__).with_name("sandbox_init.py")
+#: Where the compiled init (one file, bound read-only) appears inside the sandbox, and runs as PID 1.
+INIT_INSIDE = "/run/gripprobe/sandbox_init"
 #: Where the Unix sockets of the phase's endpoints appear inside the sandbox.
 NET_INSIDE = "/run/gripprobe"
 
@@ -69,7 +75,10 @@ class Sandbox:
     """Read-only paths every sandboxed process gets besides the system: the Python runtime the
     harness runs on (Python agents' venvs point at it) and the gripprobe_core package (the reference agent)."""
     python: str | None = None
-    """The interpreter that runs the sandbox's init (:mod:`.sandbox_init`): the harness's own, resolved."""
+    """The interpreter that runs the Python init (:mod:`.sandbox_init`): the harness's own, resolved."""
+    init: CompiledInit | None = None
+    """The compiled init (:mod:`.sandbox_build`) this machine built; None: the Python init runs. ``warning`` says
+    why when a compiler was missing or failed. Checked against its sha256 before it is bound in."""
     bind_argv: bool = True
     """Whether files the command line names (its executable, its ``#!`` interpreter, absolute file arguments)
     are bound read-only into the sandbox. False for commands read from a stored run: a stored path never
@@ -78,6 +87,11 @@ class Sandbox:
     @property
     def confined(self) -> bool:
         return self.kind == "bwrap"
+
+    @property
+    def init_kind(self) -> Literal["compiled", "python"] | None:
+        """Which init a sandboxed command runs as PID 1 (None: no sandbox)."""
+        return None if not self.confined else "compiled" if self.init is not None else "python"
 
     def wrap(self, argv: list[str], *, cwd: Path, rw: Iterable[Path], ro: Iterable[Path] = (),
              rw_at: Iterable[tuple[Path, Path]] = (), forwards: Mapping[int, Path] | None = None) -> list[str]:
@@ -94,7 +108,12 @@ class Sandbox:
         args = self._args(rw=rw, ro=[*self.runtime, *ro, *(_argv_files(argv) if self.bind_argv else [])])
         for src, dst in rw_at:
             args += ["--bind", str(src), str(dst)]
-        init = [self.python or sys.executable, "-I", "-S", str(INIT)]
+        compiled = sandbox_build.usable(self.init) if self.init is not None else None
+        if compiled is not None:  # its sha256 checked: a changed binary was rebuilt, or the Python init runs
+            args += ["--ro-bind", str(compiled.path), INIT_INSIDE]
+            init = [INIT_INSIDE]
+        else:
+            init = [self.python or sys.executable, "-I", "-S", str(INIT)]
         sockets: dict[Path, str] = {}
         for port, sock in sorted((forwards or {}).items()):
             inside = sockets.setdefault(Path(sock).parent, f"{NET_INSIDE}/{len(sockets)}")
@@ -204,10 +223,10 @@ def _runtime_paths() -> tuple[Path, ...]:
     return tuple(sorted(paths))
 
 
-def _probe(bwrap: str, runtime: tuple[Path, ...], python: str) -> str | None:
-    """Run a trivial process in the real sandbox shape (our init, no network); None when it works, else why not."""
+def _probe(box: Sandbox) -> str | None:
+    """Run a trivial process in the real sandbox shape (its init, no network); None when it works, else why not."""
+    bwrap = box.bwrap
     with tempfile.TemporaryDirectory(prefix="gripprobe-sandbox-probe-") as d:
-        box = Sandbox("bwrap", bwrap=bwrap, runtime=runtime, python=python)
         ws = Path(d)
         argv = box.wrap(["/bin/sh", "-c", "echo ok > probe && cat probe"], cwd=ws, rw=[ws])
         try:
@@ -232,19 +251,31 @@ _resolved: dict[str, _Probe] = {}
 
 
 def _probe_once() -> _Probe:
-    """bwrap's probe, once per process: absent; present and working; present and broken (after a retry:
-    a freshly started machine once failed the first probe)."""
+    """bwrap's probe, once per process: absent; present and working; present and broken (after a second
+    probe: a freshly started machine once failed the first). The init is the compiled one when this machine
+    can build it (:func:`.sandbox_build.compiled_init`, compiled on first use), else the Python one; the
+    first probe runs the compiled init, the second the Python one, so a compiled init that fails in the
+    sandbox leaves the Python init running (with a warning) and bwrap is broken only when both fail."""
     if "probe" not in _resolved:
         runtime, python = _runtime_paths(), os.path.realpath(sys.executable)
         exe = shutil.which("bwrap")
         if exe is None:
             _resolved["probe"] = _Probe(Sandbox("none"), installed=False, problem="bwrap is not installed")
         else:
-            problem = _probe(exe, runtime, python)
+            plain = Sandbox("bwrap", bwrap=exe, runtime=runtime, python=python)
+            compiled, why_not = sandbox_build.compiled_init()
+            box = replace(plain, init=compiled) if compiled is not None else plain
+            problem = _probe(box)
             if problem is not None:
-                problem = _probe(exe, runtime, python)
-            box = Sandbox("bwrap", bwrap=exe, runtime=runtime, python=python) if problem is None else Sandbox("none")
-            _resolved["probe"] = _Probe(box, installed=True, problem=problem)
+                if compiled is not None:
+                    why_not = f"the compiled init failed the sandbox's probe ({problem})"
+                box = plain
+                problem = _probe(box)
+            if problem is None and why_not is not None:
+                fix = sandbox_build.INSTALL_CC if compiled is None else "please report it"
+                box = replace(box, warning=f"sandbox: {why_not}: each phase starts the Python init instead, about "
+                                           f"10 ms more ({fix})")
+            _resolved["probe"] = _Probe(box if problem is None else Sandbox("none"), installed=True, problem=problem)
     return _resolved["probe"]
 
 
@@ -276,8 +307,6 @@ def stored_data_sandbox() -> Sandbox:
     is then not run, and the case says why). Never unconfined, and nothing read from the stored run (its
     case.json ``sandbox``, its specs' ``sandbox`` keys, the executable paths it names) changes this: the
     command line's files are not bound in (``bind_argv`` False)."""
-    from dataclasses import replace
-
     found = _probe_once()
     if found.box.confined:
         return replace(found.box, bind_argv=False)
@@ -289,7 +318,10 @@ def probe_report() -> tuple[bool, str]:
     """For ``gripprobe doctor``: does bwrap work here, and what did the probe say."""
     found = _probe_once()
     if found.box.confined:
-        return True, f"bubblewrap works ({found.box.bwrap})"
+        box = found.box
+        init = (f"init: compiled ({box.init.path})" if box.init is not None
+                else f"init: Python ({box.warning or 'no compiled init'})")
+        return True, f"bubblewrap works ({box.bwrap}); {init}"
     if found.installed:
         return False, f"bubblewrap is installed but does not work: {found.problem}; fix: {INSTALL_FIX}"
     return False, f"{found.problem}: agents would run UNSANDBOXED; fix: {INSTALL_FIX}"

@@ -1,5 +1,9 @@
 """PID 1 of every sandboxed phase: the agent's only way out, and the end of the phase when the agent ends.
 
+The harness runs the same contract compiled (``sandbox_init.c``, built by :mod:`.sandbox_build`): it starts
+in under a millisecond where this file costs an interpreter's start (about 11 ms). This file is the
+fallback where no C compiler works; the two are tested against the same tests (tests/test_sandbox_init.py).
+
 bwrap runs this file (``--as-pid-1``) in the phase's own PID and network namespaces, as
 ``python -I -S sandbox_init.py [--forward PORT=SOCKET ...] -C DIR -- COMMAND ...``. It
 
@@ -11,8 +15,8 @@ bwrap runs this file (``--as-pid-1``) in the phase's own PID and network namespa
    behind which the harness reaches the real endpoint (the case's recording proxy, the test's
    challenge server). The agent's base URL keeps its form ``http://127.0.0.1:PORT``; nothing else is
    reachable: the namespace has no other interface and no route.
-3. starts COMMAND in DIR (``PWD`` set to DIR: bwrap's own ``--chdir`` would leave ``PWD=/``), with the
-   signal dispositions a new process expects, then reaps whatever is orphaned to it and exits with
+3. starts COMMAND in DIR (``PWD`` set to DIR: bwrap's own ``--chdir`` would leave ``PWD=/``), with every
+   signal's disposition the default and none blocked, then reaps whatever is orphaned to it and exits with
    COMMAND's status (128 + N when signal N ended it) as soon as COMMAND ends. Its exit ends the PID
    namespace: the kernel kills every process left in it, stopped or traced ones included.
 
@@ -150,9 +154,14 @@ def _start(cwd, command: list) -> int:
     pid = os.fork()
     if pid:
         return pid
-    try:  # the child: what a freshly started process expects
-        for sig in (_signal.SIGINT, _signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGTERM):
-            _signal.signal(sig, _signal.SIG_DFL)
+    try:  # the child: what a freshly started process expects (every disposition the default, no signal blocked)
+        for sig in _signal.valid_signals():
+            if sig not in (_signal.SIGKILL, _signal.SIGSTOP):
+                try:
+                    _signal.signal(sig, _signal.SIG_DFL)
+                except (OSError, ValueError):  # the C library's own real-time signals
+                    pass
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
         env = dict(os.environ)
         if cwd is not None:
             os.chdir(cwd)
