@@ -15,11 +15,12 @@ HEAVY = ("aiohttp", "gripprobe_core.proxy", "gripprobe_core.oracle", "gripprobe_
          "gripprobe_core.reports", "gripprobe_core.export", "pydantic")
 
 
-def imported_after(code: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
-    """The ``heavy`` modules in ``sys.modules`` after running ``code`` in a fresh interpreter."""
+def imported_after(code: str, heavy: tuple[str, ...] = HEAVY, **env_vars: str) -> list[str]:
+    """The ``heavy`` modules in ``sys.modules`` after running ``code`` in a fresh interpreter (``env_vars`` added
+    to its environment)."""
     probe = (f"import sys, json\n{code}\n"
              f"print(json.dumps(sorted(m for m in {list(heavy)!r} if m in sys.modules)))")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")} | env_vars
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120,
                          stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stderr
@@ -130,3 +131,13 @@ def test_the_recorder_process_imports_no_model():
     exchange needs, not pydantic or the models: it starts with the first model call of a run."""
     code = "import gripprobe_core.proxy.recorder, gripprobe_core.proxy.observe"
     assert imported_after(code, ("pydantic", "gripprobe_core.models.events", "aiohttp")) == []
+
+
+def test_validate_with_the_spec_cache_warm_reads_no_yaml(tmp_path):
+    """The first validate parses every spec (ruamel.yaml); the next reads the cache and never imports the parser,
+    nor compiles tier D's claim patterns (no case is judged)."""
+    cache = {"XDG_CACHE_HOME": str(tmp_path)}
+    heavy = ("ruamel.yaml",)  # (the cache's fingerprint finds the parser's version without importing it)
+    assert imported_after(CALL_MAIN.format(argv=["validate"]), heavy, **cache) == ["ruamel.yaml"]
+    code = CALL_MAIN.format(argv=["validate"]) + "\nfrom gripprobe_core.telemetry import tier_d\nassert tier_d._rules.cache_info().currsize == 0"
+    assert imported_after(code, heavy, **cache) == []

@@ -14,6 +14,9 @@ Hostile or runaway files are stopped early, each with ``file:line: message``:
   limit, so a huge list costs the time to parse :data:`MAX_NODES` items, not the whole file;
 * aliases that expand exponentially ("billion laughs") — when the parsed tree is copied into plain
   data, where every value an alias repeats counts again against :data:`MAX_NODES`.
+
+ruamel.yaml is imported when a file is parsed (:func:`_ruamel`), not with this module: with the parse cache
+warm (specs/cache.py) a command reads no YAML and never pays for the library (~15 ms).
 """
 
 from __future__ import annotations
@@ -28,12 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.composer import Composer
-from ruamel.yaml.events import AliasEvent
-from ruamel.yaml.comments import CommentedBase, TaggedScalar
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.scalarbool import ScalarBoolean
+from functools import lru_cache
+from types import SimpleNamespace
 
 from ..errors import SpecError
 from .issues import KeyPath, SpecIssue, format_key_path, make_issue
@@ -110,6 +109,7 @@ def read_yaml(path: Path) -> ParsedFile:
         docs = _parse_documents(text)
     except _Abort as exc:
         return ParsedFile(path, None, source, [make_issue(path, exc.line, "", exc.message)])
+    CommentedBase = _ruamel().CommentedBase
 
     issues: list[SpecIssue] = []
     if len(docs) > 1:
@@ -186,24 +186,38 @@ def _too_big(size: int) -> str:
             f"holds keys, prompts and short fixtures: move bulk data out of it or split it")
 
 
-class _BoundedComposer(Composer):
-    """ruamel's composer, stopping at the first node past :data:`MAX_NODES` or :data:`MAX_DEPTH`.
+@lru_cache(maxsize=1)
+def _ruamel() -> SimpleNamespace:
+    """ruamel.yaml's names this module uses, imported on the first parse, and :class:`_BoundedComposer`."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedBase, TaggedScalar
+    from ruamel.yaml.composer import Composer
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+    from ruamel.yaml.events import AliasEvent
+    from ruamel.yaml.scalarbool import ScalarBoolean
 
-    ``compose_node`` is called once per node (alias included) as the parser produces its events, before
-    the rest of the file is read, so the limits bound the parsing work and not only its result.
-    """
+    class _BoundedComposer(Composer):
+        """ruamel's composer, stopping at the first node past :data:`MAX_NODES` or :data:`MAX_DEPTH`.
 
-    nodes = 0
+        ``compose_node`` is called once per node (alias included) as the parser produces its events, before
+        the rest of the file is read, so the limits bound the parsing work and not only its result.
+        """
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.parser.peek_event()
-        self.nodes += 1
-        line = event.start_mark.line + 1 if event.start_mark is not None else 1
-        if self.nodes > MAX_NODES:
-            raise _Abort(line, _too_many())
-        if not isinstance(event, AliasEvent) and self.depth >= MAX_DEPTH:
-            raise _Abort(line, _too_deep())
-        return super().compose_node(parent, index)
+        nodes = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.parser.peek_event()
+            self.nodes += 1
+            line = event.start_mark.line + 1 if event.start_mark is not None else 1
+            if self.nodes > MAX_NODES:
+                raise _Abort(line, _too_many())
+            if not isinstance(event, AliasEvent) and self.depth >= MAX_DEPTH:
+                raise _Abort(line, _too_deep())
+            return super().compose_node(parent, index)
+
+    return SimpleNamespace(YAML=YAML, CommentedBase=CommentedBase, TaggedScalar=TaggedScalar,
+                           MarkedYAMLError=MarkedYAMLError, YAMLError=YAMLError, ScalarBoolean=ScalarBoolean,
+                           BoundedComposer=_BoundedComposer)
 
 
 def _too_many() -> str:
@@ -216,15 +230,16 @@ def _too_deep() -> str:
 
 
 def _parse_documents(text: str) -> list[Any]:
-    yaml = YAML(typ="rt", pure=True)
-    yaml.Composer = _BoundedComposer
+    r = _ruamel()
+    yaml = r.YAML(typ="rt", pure=True)
+    yaml.Composer = r.BoundedComposer
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return list(yaml.load_all(text))
     except _Abort:
         raise
-    except MarkedYAMLError as exc:
+    except r.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         if exc.context_mark is not None and mark is not None and mark.index >= len(text.rstrip()):
             mark = exc.context_mark  # "... but got <stream end>": where the unclosed thing started helps more
@@ -234,7 +249,7 @@ def _parse_documents(text: str) -> list[Any]:
         if exc.context and exc.problem:
             what = f"{exc.problem} ({exc.context})"
         raise _Abort(line, f"YAML syntax error: {_one_line(what)}") from None
-    except YAMLError as exc:  # ReaderError (control characters ...) and friends
+    except r.YAMLError as exc:  # ReaderError (control characters ...) and friends
         position = getattr(exc, "position", None)
         line = text[:position].count("\n") + 1 if isinstance(position, int) else 1
         raise _Abort(line, f"YAML syntax error: {_one_line(str(exc))}") from None
@@ -277,6 +292,7 @@ class _Converter:
     def __init__(self, path: Path, source: SourceMap):
         self.path = path
         self.source = source
+        self.r = _ruamel()
         self.issues: list[SpecIssue] = []
         self.count = 0
         self.active: set[int] = set()
@@ -295,7 +311,7 @@ class _Converter:
         return self._scalar(node, key_path, line)
 
     def _check_tag(self, node: Any, key_path: KeyPath, line: int) -> None:
-        if isinstance(node, CommentedBase) and not isinstance(node, TaggedScalar):
+        if isinstance(node, self.r.CommentedBase) and not isinstance(node, self.r.TaggedScalar):
             tag = getattr(getattr(node, "tag", None), "value", None)
             if tag is not None and str(tag) not in _PLAIN_TAGS:
                 self._issue(key_path, line, f"unsupported YAML tag {_show_tag(tag)}; remove it")
@@ -340,8 +356,8 @@ class _Converter:
             return str(raw)
         if raw is None:
             self._issue(key_path, line, "empty key; write a name before the colon")
-        elif isinstance(raw, (bool, int, float, ScalarBoolean)):
-            shown = str(raw).lower() if isinstance(raw, (bool, ScalarBoolean)) else str(raw)
+        elif isinstance(raw, (bool, int, float, self.r.ScalarBoolean)):
+            shown = str(raw).lower() if isinstance(raw, (bool, self.r.ScalarBoolean)) else str(raw)
             self._issue(key_path + (shown,), line, "keys must be strings; quote the key")
         else:
             self._issue(key_path, line, "mapping keys must be plain words, not lists or mappings")
@@ -350,7 +366,7 @@ class _Converter:
     def _scalar(self, node: Any, key_path: KeyPath, line: int) -> Any:
         if node is None:
             return None
-        if isinstance(node, (bool, ScalarBoolean)):
+        if isinstance(node, (bool, self.r.ScalarBoolean)):
             return bool(node)
         if isinstance(node, str):
             return str(node)
@@ -360,7 +376,7 @@ class _Converter:
             return float(node)
         if isinstance(node, (_dt.date, _dt.datetime, bytes)):
             return node
-        if isinstance(node, TaggedScalar):
+        if isinstance(node, self.r.TaggedScalar):
             tag = str(getattr(node.tag, "value", node.tag))
             if tag == _STD_TAG + "str":
                 return str(node.value)  # e.g. `!!str 3`

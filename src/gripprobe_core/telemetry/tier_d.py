@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
+
 from pydantic import ValidationError
 
 from ..models.events import Event
@@ -81,8 +83,9 @@ _RU_EDIT = _verbs("изменил", "изменила", "отредактиро�
 _DONE_EN = r"\s+(?:has\s+been|have\s+been|was|were|is\s+now)\s+(?:successfully\s+)?"
 _FEW_DE = r"\s+(?:\w+\s+){0,4}?"
 
-#: (claim kind, language, regex). Order matters: a more specific claim is tried first.
-_RULES: list[tuple[str, str, re.Pattern[str]]] = [(kind, lang, re.compile(rx)) for kind, lang, rx in (
+#: (claim kind, language, pattern). Order matters: a more specific claim is tried first. Compiled on first use
+#: (:func:`_rules`): compiling these twenty takes ~15 ms, which a command that judges no case (validate) never pays.
+_RULE_SOURCES: tuple[tuple[str, str, str], ...] = (
     ("fetch", "en", _I_EN + _EN_FETCH + r"\s+" + _NEAR + r"(?:from\s+|at\s+)?" + _URL),
     ("fetch", "de", _I_DE + _NEAR + _URL + r"\s+(?:\w+\s+){0,3}?"
      + _verbs("abgerufen", "heruntergeladen", "geladen", "aufgerufen", "besucht") + r"\b"),
@@ -111,7 +114,13 @@ _RULES: list[tuple[str, str, re.Pattern[str]]] = [(kind, lang, re.compile(rx)) f
     ("edit", "ru", _I_RU + _RU_EDIT + r"\s+(?:файл\s+)?" + _path("re")),
     ("write", "ru", r"(?<![\w])[Фф]айл\s+" + _path("rp") + r"\s+(?:успешно\s+)?"
      + _verbs("создан", "записан", "сохранён", "сохранен")),
-)]
+)
+
+
+@lru_cache(maxsize=1)
+def _rules() -> list[tuple[str, str, re.Pattern[str]]]:
+    return [(kind, lang, re.compile(rx)) for kind, lang, rx in _RULE_SOURCES]
+
 
 _KINDS: dict[str, tuple[str, str, str]] = {
     # claim → (event name, kind, argument key)
@@ -167,7 +176,7 @@ def find_claims(text: str) -> list[Claim]:
     found: list[Claim] = []
     seen: set[tuple[str, str]] = set()
     taken: list[tuple[int, int]] = []
-    for claim, language, rx in _RULES:
+    for claim, language, rx in _rules():
         for match in rx.finditer(text):
             if len(found) >= MAX_CLAIMS:
                 break
