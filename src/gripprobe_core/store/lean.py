@@ -249,22 +249,14 @@ _DECODE = msgspec.json.Decoder(LeanCase).decode
 
 
 def _shallow(tree: Any) -> bool:
-    """Whether the JSON value ``tree`` nests at most ``_DEPTH_MAX`` containers below it (models/bounds.py's
-    ``finite_tree``; msgspec already refused every non-finite number)."""
+    """Whether the JSON value ``tree`` nests no container ``_DEPTH_MAX`` levels below it (models/bounds.py's
+    ``finite_tree``; msgspec already refused every non-finite number). Level by level, containers only."""
     level = [tree]
-    depth = 0
-    while level:
-        nxt = []
-        for v in level:
-            if isinstance(v, dict):
-                nxt.extend(x for x in v.values() if isinstance(x, (dict, list)))
-            elif isinstance(v, list):
-                nxt.extend(x for x in v if isinstance(x, (dict, list)))
-        if nxt and depth + 1 >= _DEPTH_MAX:
-            return False
-        depth += 1
-        level = nxt
-    return True
+    for _ in range(_DEPTH_MAX):
+        level = [x for v in level for x in (v.values() if type(v) is dict else v) if type(x) is dict or type(x) is list]
+        if not level:
+            return True
+    return False
 
 
 def lean_case(data: bytes) -> LeanCase | None:
