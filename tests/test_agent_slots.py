@@ -81,8 +81,7 @@ def test_slots_hold_is_idempotent_and_bounded():
     async def scenario() -> list[int]:
         slots, running, peak = AgentSlots(2), [0], []
 
-        async def case() -> None:
-            hold = slots.hold()
+        async def case(hold) -> None:
             await hold.take()
             await hold.take()  # a second take is no second slot
             running[0] += 1
@@ -92,8 +91,84 @@ def test_slots_hold_is_idempotent_and_bounded():
             hold.give_back()
             hold.give_back()  # nor a second give-back a second release
 
-        await asyncio.gather(*(case() for _ in range(6)))
+        await asyncio.gather(*(case(slots.hold()) for _ in range(6)))
         return peak
 
     peak = asyncio.run(scenario())
     assert max(peak) == 2 and len(peak) == 6
+
+
+def test_slots_follow_the_plan_order_and_pass_on_turns():
+    """A case ready early waits for the one planned before it; a case that runs no agent (skipped, or its
+    phase could not run), or is cancelled while it waits, passes its turn on."""
+    async def scenario() -> list[str]:
+        slots, order = AgentSlots(1), []
+        holds = {name: slots.hold() for name in ("slow-to-prepare", "quick", "no-agent", "cancelled", "last")}
+
+        async def case(name: str, prepare_s: float) -> None:
+            hold = holds[name]
+            try:  # as run_case: the hold is given back on every way out
+                await asyncio.sleep(prepare_s)
+                await hold.take()
+                order.append(name)
+                await asyncio.sleep(0.005)
+            finally:
+                hold.give_back()
+
+        waiting = asyncio.ensure_future(case("cancelled", 0.0))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        holds["no-agent"].give_back()  # never took a slot
+        await asyncio.wait_for(asyncio.gather(case("slow-to-prepare", 0.05), case("quick", 0.0), case("last", 0.0),
+                                              asyncio.gather(waiting, return_exceptions=True)), 5.0)
+        return order
+
+    assert asyncio.run(scenario()) == ["slow-to-prepare", "quick", "last"]
+
+
+def test_a_slot_granted_to_a_cancelled_case_goes_on():
+    async def scenario() -> list[str]:
+        slots, order = AgentSlots(1), []
+        first, second, third = slots.hold(), slots.hold(), slots.hold()
+        await first.take()
+        waiter = asyncio.ensure_future(second.take())
+        await asyncio.sleep(0)
+        first.give_back()  # granted to ``second`` ...
+        waiter.cancel()  # ... which is cancelled before it runs
+        await asyncio.gather(waiter, return_exceptions=True)
+        await asyncio.wait_for(third.take(), 1.0)
+        order.append("third")
+        third.give_back()
+        return order
+
+    assert asyncio.run(scenario()) == ["third"]
+
+
+LOOK_TEST = """\
+id: look_ahead
+title: Look for the next phase's folder while running
+prompt: Run the command.
+requires: [execute]
+tags: [non_sanity]
+validators:
+  - {{kind: file_exists, path: done.txt}}
+reference:
+  - shell: "sleep 0.3; p=$(basename \\"$(dirname \\"$PWD\\")\\"); if [ -e ../../measured ]; then s=present; else s=absent; fi; echo \\"$p:$s\\" >> {log}; touch done.txt"
+"""
+
+
+def test_an_unconfined_agent_never_finds_the_next_phase_prepared(tmp_path):
+    """Unsandboxed (``--sandbox none``) an agent may reach every path, so the measured phase's folders do not
+    exist while the warmup agent runs (sandboxed they are prepared beside it, out of the agent's sight)."""
+    import shutil
+
+    from conftest import SPECS, gripprobe
+
+    log = tmp_path / "seen.log"
+    root = tmp_path / "specs"
+    shutil.copytree(SPECS, root)
+    (root / "tests" / "look_ahead.yaml").write_text(LOOK_TEST.format(log=log))
+    res = gripprobe("run", "--specs", str(root), "--no-shipped", "--results", str(tmp_path / "r"), "-a", "reference",
+                    "-m", "oracle-perfect", "-t", "look_ahead", "--sandbox", "none")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert log.read_text().split() == ["warmup:absent", "measured:present"]

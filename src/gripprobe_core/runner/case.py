@@ -26,7 +26,7 @@ from .backfill import run_time_hash
 from .evidence import evidence_digests
 from .judge import CASE_INPUTS, CaseEvidence, Judgement, evaluate, judge_case, write_events
 from .matrix import PlannedCase, missing_tool_kinds
-from .phase import PHASES, AgentSlots, PhaseResult, run_phase
+from .phase import AgentSlots, PhaseResult, SlotHold, run_phases
 from .sandbox import resolve_sandbox
 from .settings import ActiveRun
 
@@ -36,6 +36,15 @@ async def run_case(case: PlannedCase, run: ActiveRun, slots: AgentSlots | None =
 
     With ``slots`` (the local executor's ``--jobs``) the case's agents run only while it holds a slot
     (:class:`~.phase.AgentSlots`); its ``duration_s`` leaves out the time it queued for one."""
+    hold = slots.hold() if slots is not None else None  # its place in line: before anything is awaited
+    try:
+        return await _run_case(case, run, hold)
+    finally:
+        if hold is not None:
+            hold.give_back()
+
+
+async def _run_case(case: PlannedCase, run: ActiveRun, hold: SlotHold | None) -> CaseResult:
     started_at, t0 = utc_now_iso(), time.monotonic()
     case_dir = run.folder.case(case.case_id)
     await asyncio.to_thread((case_dir / "artifacts").mkdir, parents=True, exist_ok=True)
@@ -45,8 +54,6 @@ async def run_case(case: PlannedCase, run: ActiveRun, slots: AgentSlots | None =
         model_hash=await run_time_hash(run.registry.backends.get(case.backend.kind), case.backend),
         agent_version=getattr(run.settings.installed.get(case.agent.id), "version", None) or case.agent.version,
         hardware_profile=run.settings.hardware_profile, telemetry_proxy_mode=case.proxy_mode)
-
-    hold = slots.hold() if slots is not None else None
 
     def result(**kw: Any) -> CaseResult:
         queued = hold.waited_s if hold is not None else 0.0
@@ -63,15 +70,11 @@ async def run_case(case: PlannedCase, run: ActiveRun, slots: AgentSlots | None =
         "backend": case.backend.model_dump(mode="json"), "test": case.test.model_dump(mode="json"),
         "format": case.format, "judge": case.judge,
         "interaction": case.interaction.model_dump(mode="json") if case.interaction is not None else None}, sync=False)
-    phases: list[PhaseResult] = []
     try:
-        for phase in PHASES:
-            phases.append(await run_phase(case, run, phase, case_dir, slot=hold, last=phase == PHASES[-1]))
-            if phases[-1].harness_error:
-                break
+        phases = await run_phases(case, run, case_dir, slot=hold)
     finally:  # homes may hold keys: never kept, and nothing the agent left there stops the removal
         if hold is not None:
-            hold.give_back()
+            hold.give_back()  # (given back after the last agent already; here on every other way out)
         left = await asyncio.to_thread(remove_tree, run.scratch / case.case_id)
     judged = await asyncio.to_thread(judge, case, run, phases, case_dir)
     warnings = [w for p in phases for w in p.warnings] + [f"scratch_not_removed: {problem}" for problem in left]

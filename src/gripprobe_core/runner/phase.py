@@ -8,6 +8,10 @@
 * **collect**: servers stopped (so every record is complete); the harness's own look at the backend; the
   measured workspace copied out; the files the driver wants kept, copied; the phase's context written.
 
+:func:`run_phases` runs a case's phases in order; sandboxed, it prepares the next phase while an agent
+runs and collects a phase while the next agent runs, so one agent follows the other with only the launch
+between them.
+
 What a phase gives is its evidence (:class:`~.judge.PhaseEvidence`); the case judges it once both phases
 ran, with the one judge a recompute uses too (:func:`~.judge.judge_case`). Each step returns a value the
 next one takes; nothing is passed on the side. Everything that touches the disk or spawns runs in a worker
@@ -65,38 +69,83 @@ class PhaseResult:
 
 
 class AgentSlots:
-    """The agents one executor lets run at once (``--jobs``), and each case's hold on one.
+    """The agents one executor lets run at once (``--jobs``), granted in the order the cases were planned.
 
     A case holds its slot from its first agent's start to its last agent's exit, so its phases run back to
     back (the warmup warms the backend's caches for the measured phase; no other case's agent comes
     between them). Preparing its first phase, and collecting, judging and writing after its last, happen
-    outside the slot: while the next case's agent runs, on another core when there is one."""
+    outside the slot: while the next case's agent runs, on another core when there is one. A case that
+    runs no agent gives its turn on, so it never holds up the cases after it."""
 
     def __init__(self, slots: int):
-        self._sem = asyncio.Semaphore(max(1, slots))
+        self._free, self._issued, self._turn = max(1, slots), 0, 0
+        self._waiting: dict[int, asyncio.Future] = {}
+        self._passed: set[int] = set()
 
     def hold(self) -> "SlotHold":
-        return SlotHold(self._sem)
+        """A case's place in line: take one per case, in plan order, before anything is awaited."""
+        self._issued += 1
+        return SlotHold(self, self._issued - 1)
+
+    def _grant(self) -> None:
+        while self._free > 0 and self._turn < self._issued:
+            if self._turn in self._passed:
+                self._passed.discard(self._turn)
+            elif (waiter := self._waiting.pop(self._turn, None)) is None:
+                return  # the next in line is not ready yet: it keeps its turn
+            else:
+                self._free -= 1
+                waiter.set_result(None)
+            self._turn += 1
+
+    async def _take(self, ticket: int) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting[ticket] = waiter
+        self._grant()
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release()  # granted as it was cancelled: the slot goes on
+            else:
+                self._waiting.pop(ticket, None)
+                self._pass(ticket)
+            raise
+
+    def _release(self) -> None:
+        self._free += 1
+        self._grant()
+
+    def _pass(self, ticket: int) -> None:
+        if ticket >= self._turn:
+            self._passed.add(ticket)
+            self._grant()
 
 
 class SlotHold:
-    """One case's hold on an agent slot: taken before its first launch, given back after its last or on any
-    way out (both idempotent); ``waited_s`` is how long it queued for the slot."""
+    """One case's place in line and hold on an agent slot: taken before its first launch, given back after
+    its last or on any way out (both idempotent; giving back a slot never taken passes the turn on);
+    ``waited_s`` is how long it queued for the slot."""
 
-    def __init__(self, sem: asyncio.Semaphore | None):
-        self._sem, self._held, self.waited_s = sem, False, 0.0
+    def __init__(self, slots: AgentSlots, ticket: int):
+        self._slots, self._ticket, self._held, self._done, self.waited_s = slots, ticket, False, False, 0.0
 
     async def take(self) -> None:
-        if self._sem is None or self._held:
+        if self._held or self._done:
             return
         t0 = time.monotonic()
-        await self._sem.acquire()
+        await self._slots._take(self._ticket)
         self._held, self.waited_s = True, self.waited_s + time.monotonic() - t0
 
     def give_back(self) -> None:
+        if self._done:
+            return
+        self._done = True
         if self._held:
             self._held = False
-            self._sem.release()  # type: ignore[union-attr]
+            self._slots._release()
+        else:
+            self._slots._pass(self._ticket)
 
 
 @dataclass(frozen=True)
@@ -120,22 +169,75 @@ class PhaseSetup:
     """How the driver meets the case's interaction policy (asked before its environment and command)."""
 
 
-async def run_phase(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Path, *,
-                    slot: SlotHold | None = None, last: bool = True) -> PhaseResult:
-    """Run one phase of ``case`` and return what it left (its files are in ``case_dir``). With ``slot``
-    the agent starts only once the case holds an agent slot, given back after the case's ``last`` launch."""
-    scratch = run.scratch / case.case_id / phase
-    async with AsyncExitStack() as servers:  # challenge, backend and proxy stop on the way out, even on error
-        setup = await prepare(case, run, phase, case_dir, scratch, servers)
-        if isinstance(setup, PhaseResult):  # the proxy was required and is not available: the agent never runs
-            return setup
-        if slot is not None:
-            await slot.take()
-        process = await launch(setup, run, case_dir)
-        if slot is not None and last:
-            slot.give_back()
-        probe = await _probe_backend(setup)
-    return await collect(setup, run, process, probe, case_dir)
+async def run_phases(case: PlannedCase, run: ActiveRun, case_dir: Path, *, slot: SlotHold | None = None) -> list[PhaseResult]:
+    """Run the case's phases in order and return what each left (a phase that could not run ends the list).
+
+    With ``slot`` the first agent starts once the case holds an agent slot, given back after the last
+    agent's exit. Sandboxed, the next phase is prepared while an agent runs and a phase is collected while
+    the next agent runs: the agents follow each other with only the launch between them. Unsandboxed
+    (``--sandbox none``) a phase is collected, and the next prepared, after its agent and everything it
+    left behind are gone: an agent that may reach every path must not find the next phase's folders."""
+    overlap = resolve_sandbox(case.sandbox).confined
+    finishing: list[asyncio.Future] = []
+    never_ran: list[PhaseResult] = []
+    async with AsyncExitStack() as outer:  # on any way out: pending collects cancelled, every server stopped
+        outer.push_async_callback(_cancel_all, finishing)
+        nxt: _OpenPhase | None = await _open_phase(case, run, PHASES[0], case_dir, outer)
+        for i in range(len(PHASES)):
+            cur, nxt, last = nxt, None, i == len(PHASES) - 1
+            assert cur is not None
+            if isinstance(cur.setup, PhaseResult):  # the proxy was required and is not available: no agent
+                await cur.servers.aclose()
+                never_ran.append(cur.setup)
+                break
+            if slot is not None:
+                await slot.take()
+            agent = asyncio.ensure_future(launch(cur.setup, run, case_dir))
+            try:
+                if overlap and not last:
+                    nxt = await _open_phase(case, run, PHASES[i + 1], case_dir, outer)
+                process = await agent
+            finally:
+                if not agent.done():
+                    agent.cancel()
+                    await asyncio.gather(agent, return_exceptions=True)
+            if slot is not None and last:
+                slot.give_back()
+            probe = await _probe_backend(cur.setup)  # before the next agent: it may share the backend
+            finishing.append(asyncio.ensure_future(_close_phase(cur, run, process, probe, case_dir)))
+            if not overlap:
+                await finishing[-1]
+                if not last:
+                    nxt = await _open_phase(case, run, PHASES[i + 1], case_dir, outer)
+        return [*[await f for f in finishing], *never_ran]
+
+
+@dataclass(frozen=True)
+class _OpenPhase:
+    """A prepared phase (or the result of one that cannot run) and the servers it holds."""
+
+    setup: "PhaseSetup | PhaseResult"
+    servers: AsyncExitStack
+
+
+async def _open_phase(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Path,
+                      outer: AsyncExitStack) -> _OpenPhase:
+    servers = await outer.enter_async_context(AsyncExitStack())  # challenge, backend, proxy: stopped even on error
+    setup = await prepare(case, run, phase, case_dir, run.scratch / case.case_id / phase, servers)
+    return _OpenPhase(setup, servers)
+
+
+async def _close_phase(op: _OpenPhase, run: ActiveRun, process: ProcessResult, probe: BackendProbe | None,
+                       case_dir: Path) -> PhaseResult:
+    await op.servers.aclose()  # every record complete before it is read
+    assert isinstance(op.setup, PhaseSetup)
+    return await collect(op.setup, run, process, probe, case_dir)
+
+
+async def _cancel_all(tasks: list[asyncio.Future]) -> None:
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 # ------------------------------------------------------------------------------------------- prepare
