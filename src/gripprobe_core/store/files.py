@@ -87,6 +87,29 @@ def read_upto(fh: BinaryIO, limit: int | None) -> bytes:
     return data + fh.read(limit - len(data))
 
 
+def read_fd(fd: int, limit: int | None) -> bytes:
+    """:func:`read_upto` of an open regular file's descriptor with ``os.read`` (no file object: a reader of every
+    case reads three files a case): the file's size plus one byte, then on only when it grew meanwhile."""
+    size = os.fstat(fd).st_size
+    want = size + 1 if limit is None else min(limit, size + 1)
+    chunks: list[bytes] = []
+    got = 0
+    while got < want:
+        chunk = os.read(fd, want - got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    if got > size and (limit is None or got < limit):  # it grew since the fstat: read on, up to the limit
+        while limit is None or got < limit:
+            chunk = os.read(fd, 1 << 20 if limit is None else min(1 << 20, limit - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 def read_regular(path: str | Path, limit: int | None = None, *, dir_fd: int | None = None,
                  expect: os.stat_result | None = None) -> bytes:
     """The bytes of the regular file at ``path`` (at most ``limit``). Raises :class:`FileNotFoundError`
@@ -230,8 +253,18 @@ class OpenFolder:
     swapped meanwhile). Opening raises what :meth:`Stored.open_dir` raises."""
 
     def __init__(self, folder: Stored, fd: int | None = None) -> None:
-        self.stored = folder
+        self._stored: Stored | None = folder
+        self._parent: OpenFolder | None = None
+        self._rel = ""
         self.fd = folder.open_dir() if fd is None else fd
+
+    @property
+    def stored(self) -> Stored:
+        """Where the folder is (for messages; made when asked: a reader opens thousands of folders)."""
+        if self._stored is None:
+            assert self._parent is not None
+            self._stored = self._parent.stored / self._rel
+        return self._stored
 
     def __enter__(self) -> "OpenFolder":
         return self
@@ -251,29 +284,29 @@ class OpenFolder:
         if rel.startswith("/") or ".." in parts:
             raise NotRegularFile(NOT_REGULAR, "not a path below the stored folder", str(self.stored.path / rel))
         try:
-            return open_beneath(self.fd, parts, file=file, prefix=str(self.stored.rel))
+            return open_beneath(self.fd, parts, file=file)
         except Refused as exc:
             path = str(self.stored.path / rel)
             if exc.reason == "missing":
                 raise FileNotFoundError(errno.ENOENT, "no such file", path) from None
-            raise NotRegularFile(NOT_REGULAR, f"not read: {exc.reason} at {exc.where}", path) from None
+            where = "/".join((str(self.stored.rel), exc.where)).strip("/")
+            raise NotRegularFile(NOT_REGULAR, f"not read: {exc.reason} at {where}", path) from None
 
     def child(self, rel: str) -> "OpenFolder":
         """The folder ``rel`` below this one, opened (the caller closes it)."""
-        return OpenFolder(self.stored / rel, self._open(rel, file=False))
+        fd = self._open(rel, file=False)
+        out = OpenFolder.__new__(OpenFolder)
+        out._stored, out._parent, out._rel, out.fd = None, self, rel, fd
+        return out
 
     def read(self, rel: str, limit: int | None = None) -> bytes:
         """At most ``limit`` bytes of the regular file ``rel`` (``"artifacts/events.measured.jsonl"``) below the
         folder; :class:`FileNotFoundError` when nothing is there, :class:`NotRegularFile` for anything else."""
         fd = self._open(rel, file=True)
         try:
-            os.set_blocking(fd, True)
-            fh = os.fdopen(fd, "rb")
-        except BaseException:
+            return read_fd(fd, limit)
+        finally:
             os.close(fd)
-            raise
-        with fh:
-            return read_upto(fh, limit)
 
     def folders(self) -> list[str]:
         """The names of the real folders in this folder (links to folders left out), sorted."""

@@ -96,11 +96,13 @@ def open_beneath(dir_fd: int, parts: Iterable[str], *, file: bool = True, prefix
             raise Refused("not_a_regular_file", prefix)
         return os.dup(dir_fd)
     fd = dir_fd
+    last = len(names) - 1
     try:
         for i, name in enumerate(names):
-            last = i == len(names) - 1
-            where = "/".join([prefix, *names[:i + 1]]).strip("/")
-            child = _open_child(fd, name, final_file=file and last, where=where)
+            try:
+                child = _open_child(fd, name, final_file=file and i == last, where=name)
+            except Refused as exc:  # where it stopped, spelled out only when it did (a reader opens 5 names a case)
+                raise Refused(exc.reason, "/".join([prefix, *names[:i + 1]]).strip("/")) from None
             if fd != dir_fd:
                 os.close(fd)
             fd = child
