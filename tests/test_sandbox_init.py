@@ -343,15 +343,24 @@ def test_a_reader_that_never_reads_holds_its_writer_back(relay_of):
 
 
 def test_a_full_backlog_on_the_harness_side_delays_but_loses_nothing(relay_of):
-    """The harness's socket has a backlog of 1 and accepts nothing for 1.5 s: connections wait, none is lost."""
-    harness, relay = relay_of(_echo_reversed, backlog=1, accept_after=1.5)
-    socks = [relay.connect() for _ in range(6)]
+    """The harness's socket has a backlog of 1 and accepts nothing for 3 s: connections wait without the init
+    spinning, none is lost, and they go through as soon as the harness accepts."""
+    harness, relay = relay_of(_echo_reversed, backlog=1, accept_after=3)
+    t0 = time.monotonic()
+    socks = [relay.connect() for _ in range(50)]
     try:
         for i, s in enumerate(socks):
             s.sendall(f"waiting {i}".encode())
             s.shutdown(socket.SHUT_WR)
+        time.sleep(0.5)
+        before = relay.cpu_s()
+        time.sleep(2)
+        spent = relay.cpu_s() - before
+        assert spent < 0.3, f"the init spent {spent:.2f} s of CPU in 2 s waiting for the harness: it spins"
         for i, s in enumerate(socks):
             assert _read_all(s) == f"waiting {i}".encode()[::-1], i
+        took = time.monotonic() - t0
+        assert took < 3 + 5, f"the waiting connections took {took - 3:.1f} s to go through once the harness accepted"
     finally:
         for s in socks:
             s.close()

@@ -17,7 +17,9 @@
    buffer of CHUNK bytes, read into only when empty and written out before the next read (a slow reader
    holds its writer back; nothing grows), a half-close is passed on as shutdown(SHUT_WR), and a
    connection is closed when both directions have ended. Connections are capped (MAX_CONNS); past it, or
-   when descriptors or memory run out, accepting pauses and the kernel's backlog waits. The main thread
+   when descriptors or memory run out, accepting pauses and the kernel's backlog waits. When the harness's
+   socket refuses a connect (its backlog is full), connections queue: the oldest tries again every RETRY_MS
+   and the rest follow it as soon as it goes through (no busy loop, no order lost). The main thread
    only waits for children. Signals: none is handled, so none sent from inside the namespace reaches
    PID 1; writes use MSG_NOSIGNAL. Every system call's result is checked.
 
@@ -51,7 +53,8 @@
 #define BACKLOG 256
 #define ACCEPT_BATCH 64
 #define PAUSE_MS 50     /* accepting pauses this long when descriptors or memory run out */
-#define RETRY_MS 10     /* a connect the harness's backlog refused (EAGAIN) is tried again after this */
+#define RETRY_MS 5      /* while the harness's socket refuses connects (EAGAIN: its backlog is full), the oldest
+                           connection waiting for it tries again this often; the others wait behind it */
 #define MAX_EVENTS 128
 
 static void say(const char *prefix, const char *fmt, va_list ap) {
@@ -98,6 +101,12 @@ static long now_ms(void) {
 
 struct forward { int port; const char *path; };
 
+struct target {              /* a Unix socket of the harness, and the connections waiting to reach it */
+    const char *path;
+    size_t waiting;          /* in the pending queue */
+    int refused;             /* it answered EAGAIN in this round of retries */
+};
+
 static int parse_port(const char *s, size_t n) {
     if (n == 0 || n > 5) return -1;
     int port = 0;
@@ -115,7 +124,7 @@ enum kind { K_LISTENER, K_SIDE };
 struct listener {
     enum kind kind;          /* first: what an epoll event's pointer points at */
     int fd;
-    const char *path;        /* the Unix socket its connections are relayed to */
+    struct target *to;       /* the Unix socket its connections are relayed to */
     int registered;
 };
 
@@ -139,11 +148,10 @@ struct dir {                 /* one direction of a connection: bytes read from s
 struct conn {
     struct side tcp, up;     /* the agent's connection; the harness's Unix socket */
     struct dir out, back;    /* tcp -> up; up -> tcp */
-    const char *path;
+    struct target *to;
     int connected;
-    long retry_at;
     int closed;
-    struct conn *next;       /* in the pending list (not yet connected) or the closed list */
+    struct conn *next;       /* in the pending queue (not yet connected) or the closed list */
 };
 
 static int ep = -1;
@@ -151,7 +159,7 @@ static struct listener *listeners;
 static size_t n_listeners;
 static size_t n_conns;
 static long paused_until;
-static struct conn *pending;
+static struct conn *pending, **pending_tail = &pending; /* FIFO: the oldest first */
 static struct conn *graveyard;
 
 /* 0, or -1 when the kernel refuses (out of memory or watches: the caller gives the connection up) */
@@ -259,7 +267,7 @@ static int try_connect(struct conn *c) {
     struct sockaddr_un sa;
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path, c->path, strlen(c->path)); /* its length was checked when parsed */
+    memcpy(sa.sun_path, c->to->path, strlen(c->to->path)); /* its length was checked when parsed */
     int rc;
     do rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
     while (rc != 0 && errno == EINTR);
@@ -276,28 +284,37 @@ static int try_connect(struct conn *c) {
     return 1;
 }
 
-static void retry_pending(void) {
-    long now = now_ms();
+static void queue(struct conn *c) {
+    c->next = NULL;
+    *pending_tail = c;
+    pending_tail = &c->next;
+    c->to->waiting++;
+}
+
+/* The waiting connections try again, oldest first, until their socket refuses one: the ones behind it wait
+   for the next round (the backlog that refused it refuses them too). 1 when some are still waiting. */
+static int retry_pending(void) {
+    for (struct conn *c = pending; c != NULL; c = c->next) c->to->refused = 0;
     struct conn **at = &pending;
     while (*at != NULL) {
         struct conn *c = *at;
-        if (c->closed) {
-            *at = c->next;
-            continue;
-        }
-        if (c->retry_at > now) {
+        if (c->to->refused) {
             at = &c->next;
             continue;
         }
         *at = c->next;
+        if (*at == NULL) pending_tail = at;
+        c->to->waiting--;
         c->next = NULL;
-        if (!try_connect(c)) {
-            c->retry_at = now + RETRY_MS;
-            c->next = *at;
-            *at = c;
-            at = &c->next;
-        }
+        if (try_connect(c)) continue;
+        c->to->refused = 1; /* back where it was */
+        c->to->waiting++;
+        c->next = *at;
+        *at = c;
+        if (c->next == NULL) pending_tail = &c->next;
+        at = &c->next;
     }
+    return pending != NULL;
 }
 
 static void listen_again(void) {
@@ -337,29 +354,28 @@ static void accept_from(struct listener *l) {
         }
         c->tcp = (struct side){K_SIDE, fd, c, 0};
         c->up = (struct side){K_SIDE, -1, c, 0};
-        c->path = l->path;
+        c->to = l->to;
         n_conns++;
-        if (!try_connect(c)) {
-            c->retry_at = now_ms() + RETRY_MS;
-            c->next = pending;
-            pending = c;
-        }
+        if (c->to->waiting > 0 || !try_connect(c)) queue(c); /* behind the ones already waiting */
     }
 }
 
 static void *relay(void *arg) {
     (void)arg;
     struct epoll_event events[MAX_EVENTS];
+    long due = -1; /* when connections wait for a harness socket: RETRY_MS */
     for (;;) {
         listen_again();
-        int timeout = -1;
-        if (pending != NULL) timeout = RETRY_MS;
-        else if (paused_until > 0) {
+        long timeout = due;
+        if (paused_until > 0) {
             long left = paused_until - now_ms();
-            timeout = left > 0 ? (int)left : 0;
-            if (left <= 0) paused_until = 0;
+            if (left <= 0) { /* the pause is over: listen again before waiting */
+                paused_until = 0;
+                continue;
+            }
+            if (timeout < 0 || left < timeout) timeout = left;
         }
-        int n = epoll_wait(ep, events, MAX_EVENTS, timeout);
+        int n = epoll_wait(ep, events, MAX_EVENTS, (int)timeout);
         if (n < 0) {
             if (errno == EINTR) continue;
             fail("epoll_wait: %s", strerror(errno));
@@ -369,7 +385,7 @@ static void *relay(void *arg) {
             if (*k == K_LISTENER) accept_from((struct listener *)k);
             else serve(((struct side *)k)->c);
         }
-        if (pending != NULL) retry_pending();
+        due = pending != NULL && retry_pending() ? RETRY_MS : -1;
         while (graveyard != NULL) {
             struct conn *c = graveyard;
             graveyard = c->next;
@@ -379,7 +395,7 @@ static void *relay(void *arg) {
     return NULL;
 }
 
-static void listen_on(int port, const char *path, struct listener *out, size_t *n) {
+static void listen_on(int port, struct target *to, struct listener *out, size_t *n) {
     for (int v6 = 0; v6 < 2; v6++) {
         int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         int one = 1, rc = fd < 0 ? -1 : 0;
@@ -409,7 +425,7 @@ static void listen_on(int port, const char *path, struct listener *out, size_t *
             if (!v6) fail("cannot listen on 127.0.0.1:%d inside the sandbox: %s", port, strerror(err));
             continue; /* ::1 is optional (no IPv6 here), 127.0.0.1 is not */
         }
-        out[*n] = (struct listener){K_LISTENER, fd, path, 0};
+        out[*n] = (struct listener){K_LISTENER, fd, to, 0};
         (*n)++;
     }
 }
@@ -499,8 +515,12 @@ int main(int argc, char **argv) {
         fail("cannot make the sandbox's init untraceable: %s", strerror(errno));
 
     listeners = calloc(2 * n_forwards + 1, sizeof *listeners);
-    if (listeners == NULL) fail("out of memory");
-    for (size_t i = 0; i < n_forwards; i++) listen_on(forwards[i].port, forwards[i].path, listeners, &n_listeners);
+    struct target *targets = calloc(n_forwards + 1, sizeof *targets);
+    if (listeners == NULL || targets == NULL) fail("out of memory");
+    for (size_t i = 0; i < n_forwards; i++) {
+        targets[i].path = forwards[i].path;
+        listen_on(forwards[i].port, &targets[i], listeners, &n_listeners);
+    }
     if (n_listeners > 0 && (ep = epoll_create1(EPOLL_CLOEXEC)) < 0) fail("epoll_create1: %s", strerror(errno));
 
     /* the listeners are close-on-exec; they queue connections until the relay accepts them */
