@@ -118,6 +118,15 @@ def _version(dist: str) -> str:
         return "unknown"
 
 
+def _name_version(dist: Any) -> tuple[str, str]:
+    """``(name, version)`` of an entry point's distribution (``unknown`` without one), from one parse of its
+    metadata."""
+    if dist is None:
+        return "unknown", "unknown"
+    meta = dist.metadata
+    return meta["Name"], meta["Version"]
+
+
 @lru_cache(maxsize=None)
 def _distributions() -> dict[str, list[str]]:
     return dict(metadata.packages_distributions())
@@ -209,15 +218,15 @@ def make_plugin_manager(*, load_entry_points: bool = True, strict: bool | None =
         plugins.failures.append(failure)
 
     if load_entry_points:
-        eps = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP),
-                     key=lambda ep: ((ep.dist.name if ep.dist else ""), ep.name))
-        for ep in eps:
-            dist = ep.dist.name if ep.dist else "unknown"
+        # Each distribution's metadata parsed once (``dist.name`` and ``dist.version`` parse it on every access).
+        eps = sorted(((*_name_version(ep.dist), ep) for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)),
+                     key=lambda item: ((item[0] if item[2].dist else ""), item[2].name))
+        for dist, version, ep in eps:
             if pm.has_plugin(ep.name):
                 other = plugins.origins.get(ep.name, ("?", "?"))[0]
                 raise PluginError(f"plugin name {ep.name!r} is registered by both {other} and {dist}; "
                                   f"uninstall one of them")
-            admit(ep.name, dist, ep.dist.version if ep.dist else "unknown", ep.load)
+            admit(ep.name, dist, version, ep.load)
     for i, plugin in enumerate(extra or []):
         name = getattr(plugin, "__name__", None) or type(plugin).__name__ or f"extra-{i}"
         admit(name, "(in-process)", "", lambda plugin=plugin: plugin)
