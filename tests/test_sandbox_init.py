@@ -5,7 +5,8 @@ Most tests run the init directly, outside bwrap (its contract does not need a na
 signal deaths, the one-line exit 125 when it cannot set up, the command's directory and signal state, and the
 relay under hostile use (both directions and half-closes, many connections, a flood past its descriptors, a
 reader that never reads, a harness socket whose backlog is full, nothing behind the socket). The tests at the
-end run it as PID 1 in the real sandbox: signals at PID 1, orphans, a storm of processes. Under CI=true a
+end run it as PID 1 in the real sandbox: signals at PID 1, orphans, a storm of processes at the agent's exit
+and one at its timeout. Under CI=true a
 missing C compiler or bwrap fails them; elsewhere they skip."""
 
 from __future__ import annotations
@@ -473,3 +474,29 @@ def _cmdline_has(proc: Path, marker: str) -> bool:
         return marker.encode() in (proc / "cmdline").read_bytes()
     except OSError:
         return False
+
+
+def test_a_fork_storm_still_running_ends_at_the_timeout(box, tmp_path):
+    """The agent keeps starting processes (bounded here: at most 3,000) when its timeout comes: killing bwrap
+    takes the init, so the whole namespace, with it; nothing it started lives on."""
+    import asyncio
+
+    from gripprobe_core.runner.process import run_process
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    marker = f"62.{os.getpid()}{time.monotonic_ns() % 100000}"
+    script = f"i=0; while [ $i -lt 3000 ]; do sleep {marker} & i=$((i+1)); done; sleep 60"
+    argv = box.wrap(["/bin/sh", "-c", script], cwd=ws, rw=[ws])
+    t0 = time.monotonic()
+    res = asyncio.run(run_process(argv, cwd=ws, env={"PATH": "/usr/bin:/bin"}, stdin=None, timeout_s=3,
+                                  stdout_path=tmp_path / "out", stderr_path=tmp_path / "err", sandboxed=True))
+    assert res.status == "timeout", res
+    assert time.monotonic() - t0 < 20
+    deadline = time.monotonic() + 10
+    while True:
+        left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, marker)]
+        if not left:
+            break
+        assert time.monotonic() < deadline, f"{len(left)} processes outlived the phase's timeout"
+        time.sleep(0.2)
