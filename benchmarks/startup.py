@@ -106,6 +106,13 @@ def pair(name: str, base_argv: list[str], subj_argv: list[str], rounds: int, *, 
     return [Figure(name, s.median, "ms", target, b.median, ratio, what=unit_what)]
 
 
+def same_agent_commands(harness: dict[str, list[str]], alone: dict[str, list[str]]) -> bool:
+    """Each phase's agent argv run alone is the argv the harness ran: the whole stored command, or its end (the
+    sandbox's wrapper, ``bwrap … sandbox_init … --``, comes first; its init may be a compiled program)."""
+    return harness.keys() == alone.keys() and all(
+        len(alone[k]) > 0 and harness[k][len(harness[k]) - len(alone[k]):] == alone[k] for k in alone)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_contract_args(ap, rounds=5, quick_rounds=2)
@@ -148,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"gripprobe run {wall * 1000:.0f} ms (load {load1():.2f})", flush=True)
         assert last_run is not None
         commands = stored(last_run)[0]
-        if commands != helper["commands"]:
+        if not same_agent_commands(commands, helper["commands"]):
             raise SystemExit(f"the agents alone did not run the harness's commands:\n  harness: {commands}\n"
                              f"  alone:   {helper['commands']}")
         cost = Spread.of((s - b) * 1000 for s, b in zip(subj, base))
