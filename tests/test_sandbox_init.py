@@ -500,3 +500,15 @@ def test_a_fork_storm_still_running_ends_at_the_timeout(box, tmp_path):
             break
         assert time.monotonic() < deadline, f"{len(left)} processes outlived the phase's timeout"
         time.sleep(0.2)
+
+
+def test_inner_argv_unwraps_either_init(harness_box, tmp_path):
+    """What a stored command ran inside the sandbox, read back the same way whichever init the line names (an
+    argument that is itself `--` included); a command run without the sandbox is itself."""
+    from gripprobe_core.runner.sandbox import inner_argv
+
+    agent = ["/usr/bin/env", "--", "agent", "--prompt", "--"]
+    for box in (harness_box, replace(harness_box, init=None)):
+        wrapped = box.wrap(agent, cwd=tmp_path, rw=[tmp_path], forwards={40000: tmp_path / "40000.sock"})
+        assert inner_argv(wrapped) == agent, wrapped
+    assert inner_argv(agent) == agent

@@ -164,6 +164,17 @@ class Sandbox:
         return args
 
 
+def inner_argv(argv: list[str]) -> list[str]:
+    """The command a :meth:`Sandbox.wrap` line runs inside the sandbox (what the init starts), whichever init it
+    names; ``argv`` itself when it is not such a line (``--sandbox none``). For reading stored commands back
+    (benchmarks compare them with the agent run alone)."""
+    try:
+        start = argv.index("--", argv.index("--as-pid-1")) + 1  # bwrap's own `--`: the init's argv follows
+        return list(argv[argv.index("--", start) + 1:])  # the init's `--`: the command follows
+    except ValueError:
+        return list(argv)
+
+
 def _under_system(p: Path) -> bool:
     s = str(p)
     return any(s == root or s.startswith(root + "/") for root in ("/usr", "/etc"))
