@@ -141,3 +141,31 @@ def test_validate_with_the_spec_cache_warm_reads_no_yaml(tmp_path):
     assert imported_after(CALL_MAIN.format(argv=["validate"]), heavy, **cache) == ["ruamel.yaml"]
     code = CALL_MAIN.format(argv=["validate"]) + "\nfrom gripprobe_core.telemetry import tier_d\nassert tier_d._rules.cache_info().currsize == 0"
     assert imported_after(code, heavy, **cache) == []
+
+
+def _gc_after(argv: list[str], tmp_path) -> dict:
+    """``gc`` thresholds and frozen count after ``main(argv)`` in a fresh interpreter."""
+    code = (CALL_MAIN.format(argv=argv) + "\nimport gc\n"
+            "print(json.dumps({'threshold': list(gc.get_threshold()), 'frozen': gc.get_freeze_count()}))")
+    probe = f"import sys, json\n{code}\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120,
+                         stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_set_up_runs_with_the_collector_held_and_a_run_releases_it_before_its_cases(tmp_path):
+    """validate (bounded work) keeps the held thresholds to its end; a run freezes what its set-up made and
+    collects at Python's thresholds while its cases run; any other command is released as it loads."""
+    import gc
+
+    from gripprobe_core.cli.main import GC_HELD
+
+    default = list(gc.get_threshold())
+    assert _gc_after(["validate"], tmp_path)["threshold"] == list(GC_HELD)
+    run = _gc_after(["run", "-a", "reference", "-m", "oracle-perfect", "-t", "save_file", "--results",
+                     str(tmp_path / "r")], tmp_path)
+    assert run["threshold"] == default and run["frozen"] > 10_000
+    other = _gc_after(["plugins"], tmp_path)
+    assert other["threshold"] == default

@@ -13,6 +13,7 @@ from ..errors import UserError
 from ..pluginmanager import describe_failures, make_plugin_manager
 from ..textsafe import safe_name
 from ..models.bounds import COUNT_MAX, TIMEOUT_MAX_S
+from .main import release_gc
 from .params import FiniteFloat, PathArg
 
 DEFAULT_SUITE = "default"
@@ -278,6 +279,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         runner.close()
         raise
     reporter = make_reporter(total=len(cases))
+    release_gc()  # the set-up is done (plugins, specs, plan): collect as usual while the cases run
     with reporter:
         outcome = execute_run(cases, plugins, opts, on_done=reporter.case_done, resume=state, executor=runner,
                               signer=signer)
