@@ -106,11 +106,10 @@ def failed_phases(run_dir: Path) -> list[str]:
 
 
 def inner_command(argv: list[str]) -> list[str]:
-    """The agent's own argv inside the sandbox's wrapper (bwrap … sandbox_init.py … -- argv), else argv."""
-    init = next((i for i, a in enumerate(argv) if a.endswith("sandbox_init.py")), None)
-    if init is None:
-        return list(argv)
-    return list(argv[argv.index("--", init) + 1:])
+    """The agent's own argv inside the sandbox's wrapper (bwrap … the init … -- argv, whichever init), else argv."""
+    from gripprobe_core.runner.sandbox import inner_argv
+
+    return list(inner_argv(argv))
 
 
 _URL = re.compile(r"http://127\.0\.0\.1:\d+")
