@@ -49,6 +49,8 @@ def _escape(m: re.Match[str]) -> str:
 def safe_text(value: Any) -> str:
     """``value`` as text with control characters and lone surrogates escaped (newline and tab kept)."""
     s = value if isinstance(value, str) else str(value)
+    if s.isascii() and s.isprintable():  # nothing to escape (the common case): no regex pass
+        return s
     return _UNSAFE.sub(_escape, s)
 
 

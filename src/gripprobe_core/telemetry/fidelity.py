@@ -198,9 +198,11 @@ def _names(payload: Mapping[str, Any]) -> tuple[str, str]:
     return _text(payload.get("name")) or canonical_key(raw), raw
 
 
-def tier_calls(events: Iterable[Any], tier: str) -> list[Call]:
+def tier_calls(events: Iterable[Any], tier: str, canon: dict[int, str] | None = None) -> list[Call]:
     """The tool calls tier ``tier`` saw in a phase's merged events (dicts as stored, or ``Event`` objects), in
-    order (the module docstring has the rule). Linear in the events; never raises on odd events."""
+    order (the module docstring has the rule). Linear in the events; never raises on odd events. ``canon``
+    keeps each event's canonical arguments by ``id(event)`` for the next tier's pass over the same events."""
+    canon = {} if canon is None else canon
     calls: list[dict[str, Any]] = []
     open_by_id: dict[str, deque[int]] = defaultdict(deque)    # starts without a result yet, oldest first
     open_by_name: dict[str, deque[int]] = defaultdict(deque)
@@ -225,8 +227,10 @@ def tier_calls(events: Iterable[Any], tier: str) -> list[Call]:
         ref = _text(_get(event, "event_id"))
         if kind == "tool_call_start":
             error = _get(event, "error_type")
-            calls.append({"tool_call_id": call_id, "name": name, "raw_name": raw,
-                          "arguments": canonical_arguments(payload.get("arguments")), "ref": ref,
+            arguments = canon.get(id(event))
+            if arguments is None:
+                arguments = canon[id(event)] = canonical_arguments(payload.get("arguments"))
+            calls.append({"tool_call_id": call_id, "name": name, "raw_name": raw, "arguments": arguments, "ref": ref,
                           "answered": False, "error_type": error if isinstance(error, str) else None})
             if call_id:
                 open_by_id[call_id].append(len(calls) - 1)
@@ -340,7 +344,8 @@ def phase_fidelity(events: Iterable[Any], truth: Iterable[Mapping[str, Any]] | N
     text = list(wire_text)
     text_calls = [c for c in text if isinstance(c, Call)] + wire_text_calls(
         [r for r in text if isinstance(r, Mapping)])
-    tiers = {t: tier_calls(events, t) for t in ("A", "B", "C")}
+    canon: dict[int, str] = {}  # an event seen by several tiers is made canonical once
+    tiers = {t: tier_calls(events, t, canon) for t in ("A", "B", "C")}
     out = {"B_vs_A": match_calls(tiers["B"], tiers["A"]), "C_vs_A": match_calls(tiers["C"], tiers["A"])}
     if truth is not None:
         ground = truth_calls(truth)
