@@ -123,7 +123,12 @@ def test_a_one_case_run_imports_only_what_its_case_uses(tmp_path):
     argv = ["run", "-a", "reference", "-m", "oracle-perfect", "-t", "save_file", "--results", str(tmp_path)]
     assert imported_after(CALL_MAIN.format(argv=argv), NOT_FOR_ONE_CASE) == []
     [case] = list((tmp_path / "runs").glob("*/cases/*/case.json"))
-    assert '"status": "PASS"' in case.read_text() or '"status":"PASS"' in case.read_text()
+    assert json.loads(case.read_text())["verdict"]["status"] == "PASS"
+    # the host's platform string is found on a thread of its own while the run sets up: the same value
+    import platform
+
+    [manifest] = list((tmp_path / "runs").glob("*/manifest.json"))
+    assert json.loads(manifest.read_text())["host"]["platform"] == platform.platform()
 
 
 def test_the_recorder_process_imports_no_model():

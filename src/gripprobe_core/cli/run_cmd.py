@@ -141,7 +141,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     from ..proxy import DEFAULT_MAX_REQUEST_BODY
     from ..runner import RunSettings, execute_run, plan_cases, plan_suite
     from ..runner.matrix import with_trials
-    from ..runner.run import load_resume_manifest, planned_keys, planned_trials, prepare_resume
+    from ..runner.run import load_resume_manifest, planned_keys, planned_trials, prefetch_host, prepare_resume
     from ..specs import load_specs, spec_layers
     from .progress import make_reporter
 
@@ -157,6 +157,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
     from ..integrity.seal import signer_for_run
 
     signer = signer_for_run(results_root if resume is None else resume.parent.parent, resume)
+    prefetch_host()  # the manifest's platform string runs a subprocess: meanwhile the plugins and specs load
     plugins = make_plugin_manager()
     for w in describe_failures(plugins):
         click.echo(w, err=True)
