@@ -158,6 +158,10 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
 
     signer = signer_for_run(results_root if resume is None else resume.parent.parent, resume)
     prefetch_host()  # the manifest's platform string runs a subprocess: meanwhile the plugins and specs load
+    if sandbox != "none":
+        from ..runner.sandbox import prefetch_probe
+
+        prefetch_probe()  # so does the sandbox's probe (bwrap runs)
     plugins = make_plugin_manager()
     for w in describe_failures(plugins):
         click.echo(w, err=True)

@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Literal, Mapping
@@ -259,9 +260,27 @@ class _Probe:
 
 
 _resolved: dict[str, _Probe] = {}
+_probing = threading.Lock()
+
+
+def prefetch_probe() -> None:
+    """Start the probe on a thread (its bwrap runs take ~20 ms of waiting): a command calls this before it
+    loads its plugins and specs, and :func:`resolve_sandbox` later finds the answer ready (or waits for it)."""
+    def probe() -> None:
+        try:
+            _probe_once()
+        except Exception:  # noqa: BLE001 - the caller's own probe (same code, on its thread) reports it
+            pass
+
+    threading.Thread(target=probe, name="gripprobe-sandbox-probe", daemon=True).start()
 
 
 def _probe_once() -> _Probe:
+    with _probing:
+        return _probe_locked()
+
+
+def _probe_locked() -> _Probe:
     """bwrap's probe, once per process: absent; present and working; present and broken (after a second
     probe: a freshly started machine once failed the first). The init is the compiled one when this machine
     can build it (:func:`.sandbox_build.compiled_init`, compiled on first use), else the Python one; the

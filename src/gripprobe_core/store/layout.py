@@ -17,6 +17,7 @@ import json
 import os
 import secrets
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -93,19 +94,16 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+@lru_cache(maxsize=1)
 def _syncfs() -> Any:
-    """libc's ``syncfs`` (Linux), or None."""
+    """libc's ``syncfs`` (Linux), or None; looked up on the first flush (``ctypes.util.find_library`` runs
+    ``ldconfig -p``, 5-7 ms of every start; the C library this process already runs is found by ``CDLL(None)``)."""
     try:
         import ctypes
-        import ctypes.util
 
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.syncfs
+        return ctypes.CDLL(None, use_errno=True).syncfs
     except (OSError, AttributeError):
         return None
-
-
-_SYNCFS = _syncfs()
 
 
 def flush_folder(path: Path) -> None:
@@ -116,7 +114,8 @@ def flush_folder(path: Path) -> None:
     except OSError:
         return
     try:
-        if _SYNCFS is not None and _SYNCFS(fd) == 0:
+        syncfs = _syncfs()
+        if syncfs is not None and syncfs(fd) == 0:
             return
         for root, dirs, files in os.walk(path):
             for name in files:
