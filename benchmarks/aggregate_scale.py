@@ -230,9 +230,9 @@ def measure(label: str, what: str, reads: tuple[str, ...], runs: list[Path], cas
     return [Figure(f"{label}_ratio", r, "x", target=target, baseline=bw.median, ratio=r,
                    what=f"{what}, median {sw.median:.2f} s against a plain json.loads of the same files"),
             Figure(f"{label}_s", sw.median, "s", baseline=bw.median, ratio=r, what=f"{what}, median wall"),
-            Figure(f"{label}_peak_rss", sm.max, "MB", target=rss_target, baseline=bm.max, ratio=sm.max / bm.max,
+            Figure(f"{label}_peak_rss", sm.max, "MB", target=rss_target, baseline=bm.max, ratio=sm.max / bm.max if bm.max else None,
                    what=f"{what}, largest peak RSS of the rounds (its largest process)"),
-            Figure(f"{label}_tree_pss", st.max, "MB", target=rss_target, baseline=bt.max, ratio=st.max / bt.max,
+            Figure(f"{label}_tree_pss", st.max, "MB", target=rss_target, baseline=bt.max, ratio=st.max / bt.max if bt.max else None,
                    what=f"{what}, largest sum of PSS over the command and its worker processes (sampled every "
                         f"20 ms)")]
 
