@@ -229,7 +229,7 @@ def test_unknown_top_level_keys_do_not_hide_the_references_of_the_file(tree):
         "specs/suites/default.yaml:2: agent: unknown key; did you mean 'agents'?",
         "specs/suites/default.yaml:3: models[1]: unknown model 'qwne'; did you mean 'qwen'? known: oracle-perfect, qwen",
         "specs/suites/default.yaml:5: colour: unknown key; valid keys: agents, cases, formats, id, jobs, judge, "
-        "max_tokens_per_phase, models, observe, sandbox, telemetry_proxy_mode, tests, … (2 more)",
+        "max_tokens_per_phase, models, observe, sandbox, telemetry_proxy_mode, tests, … (3 more)",
     ]
 
 

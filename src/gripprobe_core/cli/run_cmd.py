@@ -79,6 +79,9 @@ def _common_options(fn):
                      help="Largest request body the recording proxy accepts: bytes, or K/M/G (KiB/MiB/GiB), at most 4G. "
                           "A larger request gets 413 and is recorded as request_body_too_large. Default: 64M."),
         click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Cases whose agents run at once (default 1)."),
+        click.option("--no-warmup", "no_warmup", is_flag=True,
+                     help="Run each case's measured phase alone, without the warmup before it (for slow models; "
+                          "recorded in the manifest, kept by --resume). Default: the suite's `warmup`, else a warmup."),
         click.option("--trials", type=click.IntRange(1, 100), default=None,
                      help="Run each cell (agent × model × format × test) N times; reports give pass@k and pass^k "
                           "and mark cells whose trials disagree. Default: the suite's `trials`, else 1."),
@@ -137,7 +140,7 @@ def run_suite_command(suite, resume, **common) -> None:
 
 def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, proxy_mode, proxy_max_body, timeout_s,
              base_url, specs_root, no_shipped, hardware, no_install, results_root, sandbox, trials, token_budget,
-             executor, ray_address, ray_max_attempts, whole_suite: bool = False) -> None:
+             executor, ray_address, ray_max_attempts, no_warmup: bool = False, whole_suite: bool = False) -> None:
     from ..proxy import DEFAULT_MAX_REQUEST_BODY
     from ..runner import RunSettings, execute_run, plan_cases, plan_suite
     from ..runner.matrix import with_trials
@@ -233,6 +236,7 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         resumed_cap = state.option("proxy_max_body")
         proxy_max_body = proxy_max_body or (resumed_cap if type(resumed_cap) is int and 0 < resumed_cap <= SIZE_MAX
                                             else None)
+        no_warmup = no_warmup or state.option("warmup") is False
         resumed_budget = state.option("max_tokens_per_phase")
         token_budget = token_budget or (resumed_budget if type(resumed_budget) is int and 0 < resumed_budget <= COUNT_MAX
                                         else None)
@@ -279,7 +283,8 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
                           hardware_profile=hardware, proxy_max_body=proxy_max_body or DEFAULT_MAX_REQUEST_BODY,
                           preflight=[p.model_dump(mode="json") for p in probes], trials=trials,
                           token_budget=token_budget or (s.max_tokens_per_phase if s is not None else None),
-                          interaction=suite_interaction)
+                          interaction=suite_interaction,
+                          warmup=not no_warmup and (s.warmup if s is not None else True))
     except BaseException:
         runner.close()
         raise

@@ -380,6 +380,9 @@ class SuiteSpec(_Strict):
         default=None, description="auto | bwrap | none for every agent of the suite (the command line's --sandbox wins).")
     trials: int | None = Field(default=None, ge=1, le=TRIALS_MAX,
                                description="How many times each cell runs (the command line's --trials wins).")
+    warmup: bool = Field(
+        default=True, description="Run each case's warmup phase before the measured one (false: the measured phase "
+                                  "alone, for slow models; the command line's --no-warmup also turns it off).")
     max_tokens_per_phase: TokenBudget | None = Field(
         default=None, description="Token budget of each phase, enforced by the recording proxy "
                                         "(the command line's --max-tokens-per-phase wins over this, this over a model's).")

@@ -206,8 +206,10 @@ def render_case_html(case_dir: Stored, result: CaseResult | None, run_id: str = 
 def _case_context(case_dir: Stored, result: CaseResult | None, run_id: str = "") -> dict[str, Any]:
     """What ``case.html`` (and the live view's page built on it) is rendered from."""
     case_json = case_dir / "case.json"
-    timeline = {ph: _read_events(case_dir / "artifacts" / f"events.{ph}.jsonl") for ph in PHASES}
     phases = {p.phase: p for p in result.phases} if result else {}
+    # a run without warmup (--no-warmup) shows its measured phase alone, not a warmup "missing"
+    shown = [ph for ph in PHASES if ph in phases] if result and result.phases else list(PHASES)
+    timeline = {ph: _read_events(case_dir / "artifacts" / f"events.{ph}.jsonl") for ph in shown}
     return dict(
         run_id=safe_name(run_id or (result.run_id if result else "")), case_id=safe_name(case_dir.name),
         r=result, case_json_state="missing" if not case_json.lexists() else ("ok" if result else "unreadable"),
@@ -216,10 +218,10 @@ def _case_context(case_dir: Stored, result: CaseResult | None, run_id: str = "")
         usage=_usage_view(result.usage) if result else None,
         events_data={ph: t["events"] for ph, t in timeline.items()},
         prompt=_read_text(case_dir / "prompt.txt"),
-        phases=[_phase_view(case_dir, ph, phases.get(ph)) for ph in PHASES],
+        phases=[_phase_view(case_dir, ph, phases.get(ph)) for ph in shown],
         workspace=workspace_view(case_dir / "workspace"), scan_max=WORKSPACE_SCAN_MAX, depth_max=WORKSPACE_DEPTH_MAX,
         diffs=_diffs(result),
-        proxy=[_proxy_view(case_dir, ph, phases.get(ph)) for ph in PHASES],
+        proxy=[_proxy_view(case_dir, ph, phases.get(ph)) for ph in shown],
         artifacts=_artifact_list(case_dir / "artifacts"),
     )
 

@@ -170,7 +170,8 @@ class PhaseSetup:
 
 
 async def run_phases(case: PlannedCase, run: ActiveRun, case_dir: Path, *, slot: SlotHold | None = None) -> list[PhaseResult]:
-    """Run the case's phases in order and return what each left (a phase that could not run ends the list).
+    """Run the case's phases in order (the measured phase alone when the run skips the warmup) and return what
+    each left (a phase that could not run ends the list).
 
     With ``slot`` the first agent starts once the case holds an agent slot, given back after the last
     agent's exit. Sandboxed, the next phase is prepared while an agent runs and a phase is collected while
@@ -178,13 +179,14 @@ async def run_phases(case: PlannedCase, run: ActiveRun, case_dir: Path, *, slot:
     (``--sandbox none``) a phase is collected, and the next prepared, after its agent and everything it
     left behind are gone: an agent that may reach every path must not find the next phase's folders."""
     overlap = resolve_sandbox(case.sandbox).confined
+    phases = PHASES if run.settings.warmup else PHASES[1:]
     finishing: list[asyncio.Future] = []
     never_ran: list[PhaseResult] = []
     async with AsyncExitStack() as outer:  # on any way out: pending collects cancelled, every server stopped
         outer.push_async_callback(_cancel_all, finishing)
-        nxt: _OpenPhase | None = await _open_phase(case, run, PHASES[0], case_dir, outer)
-        for i in range(len(PHASES)):
-            cur, nxt, last = nxt, None, i == len(PHASES) - 1
+        nxt: _OpenPhase | None = await _open_phase(case, run, phases[0], case_dir, outer)
+        for i in range(len(phases)):
+            cur, nxt, last = nxt, None, i == len(phases) - 1
             assert cur is not None
             if isinstance(cur.setup, PhaseResult):  # the proxy was required and is not available: no agent
                 await cur.servers.aclose()
@@ -195,7 +197,7 @@ async def run_phases(case: PlannedCase, run: ActiveRun, case_dir: Path, *, slot:
             agent = asyncio.ensure_future(launch(cur.setup, run, case_dir))
             try:
                 if overlap and not last:
-                    nxt = await _open_phase(case, run, PHASES[i + 1], case_dir, outer)
+                    nxt = await _open_phase(case, run, phases[i + 1], case_dir, outer)
                 process = await agent
             finally:
                 if not agent.done():
@@ -208,7 +210,7 @@ async def run_phases(case: PlannedCase, run: ActiveRun, case_dir: Path, *, slot:
             if not overlap:
                 await finishing[-1]
                 if not last:
-                    nxt = await _open_phase(case, run, PHASES[i + 1], case_dir, outer)
+                    nxt = await _open_phase(case, run, phases[i + 1], case_dir, outer)
         return [*[await f for f in finishing], *never_ran]
 
 

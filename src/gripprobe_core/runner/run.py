@@ -93,6 +93,7 @@ def _manifest(run: ActiveRun, cases: list[PlannedCase], *, status: str, started_
         "sandbox": opts.sandbox, "judge": opts.judge,
         "timeout_s": opts.timeout_s, "base_url_override": opts.base_url_override, "run_values": dict(run.values),
         "proxy_max_body": opts.proxy_max_body, "trials": opts.trials, "max_tokens_per_phase": opts.token_budget,
+        "warmup": opts.warmup,
         "host": {"python": platform.python_version(), "platform": platform.platform(), "event_loop": loop_name()},
         "harness": harness_identity(),
         "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version}

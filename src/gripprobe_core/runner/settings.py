@@ -55,6 +55,9 @@ class RunSettings:
     """The suite's ``observe.interaction`` (an InteractionSpec), for its tests that carry none; None: none."""
     token_budget: int | None = None
     """Tokens each phase may spend (--max-tokens-per-phase, else the suite's); None: each model's policy."""
+    warmup: bool = True
+    """Whether each case runs its warmup phase before the measured one (``--no-warmup``, a suite's ``warmup:
+    false``: the measured phase alone)."""
     durable: bool = True
     """Whether case files are made durable as they are written (False on a cluster worker, whose copy is
     temporary: the driver makes the delivered case durable)."""
