@@ -43,8 +43,11 @@ class ReferenceDriver(BaseAgentDriver):
         return InteractionSupport("session", True)
 
     def command(self, ctx: PhaseContext) -> AgentCommand:
+        # it waits on the backend as long as its phase may last (a slow model may take minutes to its first
+        # token), not its own default of 300 s: the phase's timeout ends it either way
         argv = [ctx.agent.executable, *ctx.agent.default_args, "--base-url", ctx.openai_base_url,
-                "--model", ctx.model_name, "--workspace", str(ctx.workspace), "--prompt", ctx.prompt]
+                "--model", ctx.model_name, "--workspace", str(ctx.workspace),
+                "--request-timeout", f"{ctx.timeout_s:g}", "--prompt", ctx.prompt]
         if ctx.interaction is None:
             return AgentCommand(argv)
         return AgentCommand([*argv, "--ask"], session=AskSession(self.tool_names))
