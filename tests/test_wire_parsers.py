@@ -393,6 +393,11 @@ POSITIVE_TEXT_CALLS = [
     ("<tool_use><name>shell</name><arguments>{\"command\": \"ls\"}</arguments></tool_use>",
      [("shell", '{"command": "ls"}')]),
     ('[TOOL_CALLS][{"name": "shell", "arguments": {"command": "ls"}}]', [("shell", '{"command": "ls"}')]),
+    # gptme's own call lines, as a model copied them from gptme's tool examples (issue 22)
+    ('I will create the file.\n@save: {"path": "hello.txt", "content": "hi"}', [("save", '{"path": "hello.txt", "content": "hi"}')]),
+    ('@save: {\n  "path": "hello.py",\n  "content": "print(1)"\n}\n@complete: {}',
+     [("save", '{"path": "hello.py", "content": "print(1)"}'), ("complete", "{}")]),
+    ('Done.\n@shell(call_a1): {"command": "pwd"}', [("shell", '{"command": "pwd"}')]),
 ]
 
 NEGATIVE_TEXT = [
@@ -410,6 +415,11 @@ NEGATIVE_TEXT = [
     '```json\n[{"name": "a", "arguments": {}}, {"id": 3}]\n```',
     "function=shell is how it is called",
     "",
+    "@save: hello.txt please",
+    'Write to me @john: {"path": "x"} or not',
+    '@save: {"path": "a"} and then more prose',
+    '```\n@save: {"path": "a", "content": "b"}\n```',
+    "@save: {not json}",
 ]
 
 
@@ -421,6 +431,11 @@ def test_text_tool_calls_are_found(text, want):
 @pytest.mark.parametrize("text", NEGATIVE_TEXT)
 def test_prose_and_code_are_not_tool_calls(text):
     assert find_text_tool_calls(text) == []
+
+
+def test_gptme_call_lines_keep_their_id_and_syntax():
+    calls = scan_text_tool_calls('@save(call_9): {"path": "a", "content": "b"}\n@complete: {}')
+    assert [(c.name, c.id, c.syntax) for c in calls] == [("save", "call_9", "gptme_at"), ("complete", None, "gptme_at")]
 
 
 def test_text_tool_call_ids_are_kept_or_synthesized_in_the_record():

@@ -11,7 +11,10 @@ Recognized syntaxes (model-native tool-call formats; rules and examples in ``doc
    (Anthropic-style XML);
 4. a fenced code block (```` ```json ````, ```` ```tool_call ````, or no language) whose whole body is a
    JSON call object or a list of them;
-5. a bare JSON call object (or list) standing on its own lines, outside any code fence.
+5. a bare JSON call object (or list) standing on its own lines, outside any code fence;
+6. gptme's call line ``@NAME: {json arguments}`` (also ``@NAME(ID): {…}``, as gptme logs a call), at the
+   start of a line outside any code fence: the syntax of gptme's own tool examples, which a model copies
+   into its reply text instead of calling the tool.
 
 A *call object* is a JSON object with a string ``name`` (identifier-like) and ``arguments`` or
 ``parameters``, or ``{"function": {"name", "arguments"}}``. A tool *definition* (``parameters`` is
@@ -48,6 +51,8 @@ _OPENERS: tuple[tuple[str, str | None], ...] = (
     ("[TOOL_CALLS]", None),
 )
 _DECODER = json.JSONDecoder()
+_AT_CALL = re.compile(r"^[ \t]*@([A-Za-z_][\w.\-]{0,127})(?:\(([^()\s]{1,128})\))?:[ \t]*(?=\{)", re.M)
+"""gptme's ``@save: {…}`` / ``@save(call_1): {…}``: the name, the id, then a JSON object on the same line."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,7 @@ class _Scanner:
         self._tool_use()
         self._fenced_json()
         self._bare_json()
+        self._at_calls()
         return sorted(self.calls, key=lambda c: c.start)[:MAX_CALLS]
 
     @property
@@ -365,3 +371,22 @@ class _Scanner:
             if calls:
                 self.spans.append((begin, stop))
                 pos = stop
+
+    def _at_calls(self) -> None:
+        text = self.text
+        attempts = 0
+        for m in _AT_CALL.finditer(text):
+            if self.full or attempts >= _MAX_BARE_ATTEMPTS:
+                return
+            attempts += 1
+            begin = m.start() + (len(m.group(0)) - len(m.group(0).lstrip()))
+            if self._in_fence(begin) or self._taken(begin, m.end() + 1):
+                continue
+            try:
+                value, stop = _DECODER.raw_decode(text, m.end())
+            except (ValueError, RecursionError):
+                continue
+            line_end = text.find("\n", stop)
+            if not isinstance(value, dict) or text[stop:line_end if line_end >= 0 else len(text)].strip():
+                continue  # arguments are one JSON object, then the line ends
+            self._add(begin, stop, m.group(1), _args_text(value), m.group(2), "gptme_at")
