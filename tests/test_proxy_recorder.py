@@ -32,7 +32,7 @@ from proxy_helpers import proxied, run, serving  # noqa: E402
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
-TIMING = ("x_gripprobe_duration_ms", "x_gripprobe_ttfb_ms", "x_gripprobe_timestamp")
+TIMING = ("x_gripprobe_duration_ms", "x_gripprobe_ttfb_ms", "x_gripprobe_ttft_ms", "x_gripprobe_timestamp")
 CANARY = "sk-canaryRECORDER0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {CANARY}", "X-Api-Key": "canary-xapikey-recorder-77"}
 
@@ -132,6 +132,8 @@ def test_records_identical_to_the_in_process_observer(tmp_path: Path, client: Re
     for got, want in zip(child, inproc):
         assert untimed(got) == untimed(want), want["x_gripprobe_path"]
         assert all(k in got for k in TIMING)
+        # both timed the first output object, or neither found one
+        assert (got["x_gripprobe_ttft_ms"] is None) == (want["x_gripprobe_ttft_ms"] is None), want["x_gripprobe_path"]
     # the records are the full ones, not metadata only
     assert [r["x_gripprobe_tool_call_count"] for r in child[:5]] == [1, 1, 1, 1, 2]
     assert child[6]["x_gripprobe_backend_tool_unsupported"] is True
@@ -172,7 +174,7 @@ def test_frames_flush_ack_follows_every_earlier_record(tmp_path: Path, client: R
         xid = client.next_id()
         m = {**meta, "record_path": str(a if i % 2 == 0 else b)}
         assert child.send([(BEGIN, xid, m, body)], len(body))
-        assert child.end(xid, m, end, [(CHUNK, xid, reply)], len(reply))
+        assert child.end(xid, m, end, [(CHUNK, xid, reply, 0.5)], len(reply))
     child.flush(a).result(timeout=30)
     assert len(a.read_text().splitlines()) == 30
     child.flush(b).result(timeout=30)

@@ -175,7 +175,7 @@ class Exchange:
             return
         for frame in frames:
             if frame[0] == CHUNK:
-                self._feed_observer(frame[2])
+                self._feed_observer(frame[2], frame[3])
 
     def _first_handover(self, frames: list[tuple], nbytes: int, end: dict | None = None) -> bool:
         """Hand the first frames (BEGIN included; END too when ``end``) to a live recorder, restarting
@@ -199,12 +199,13 @@ class Exchange:
         return False
 
     def feed(self, chunk: bytes) -> None:
+        at_ms = (time.perf_counter() - self.t0) * 1000  # when these bytes arrived: the observer's TTFT
         self.response_bytes += len(chunk)
         self._open()
         if self.frames is None:
-            self._feed_observer(chunk)
+            self._feed_observer(chunk, at_ms)
             return
-        self.frames.append((CHUNK, self.xid, chunk))
+        self.frames.append((CHUNK, self.xid, chunk, at_ms))
         self.batch += len(chunk)
         if self.batch < BATCH_BYTES:
             return
@@ -215,11 +216,14 @@ class Exchange:
         elif not self._first_handover(frames, nbytes):
             self._observe_in_process(frames)
 
-    def _feed_observer(self, chunk: bytes) -> None:
+    def _feed_observer(self, chunk: bytes, at_ms: float) -> None:
         obs = self.observer
         if obs is None:
             return
         try:
+            arrived = getattr(obs, "arrived", None)  # an observer that does not time its objects has none
+            if arrived is not None:
+                arrived(at_ms)
             obs.feed(chunk)
         except Exception:
             log.exception("recording proxy: observer.feed failed; this exchange is no longer observed")

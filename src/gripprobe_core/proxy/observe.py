@@ -54,8 +54,69 @@ RECORD_KEYS: tuple[str, ...] = tuple(PREFIX + k for k in (
     "stream", "request", "response", "budget_exceeded", "tool_call_count", "tool_calls", "tool_names",
     "tool_call_ids", "tool_call_nonstructured_count", "tool_names_nonstructured", "tool_call_ids_nonstructured",
     "tool_result_count", "tool_results", "usage", "tokens", "response_id", "text", "reasoning", "backend_tool_unsupported",
-    "error", "proxy_error",
+    "error", "proxy_error", "ttft_ms", "server_timings",
 ))
+SERVER_TIMINGS_KEYS = 16
+"""At most this many of a server's own ``timings`` fields are kept (numbers only)."""
+
+
+def _filled(value: Any) -> bool:
+    return bool(value) and (not isinstance(value, str) or bool(value.strip()))
+
+
+def carries_output(value: Any, event: str | None = None) -> bool:
+    """Whether one decoded response object (an SSE event's data, a JSON line, a whole body) carries model
+    output: text, reasoning or a tool call, on any of the four wires. Role-only deltas, empty text, usage
+    and keep-alive objects do not (an SSE comment, a server's ping while it prefills, is no object at all)."""
+    if not isinstance(value, dict):
+        return False
+    choices = value.get("choices")
+    if isinstance(choices, list):  # OpenAI chat completions (chunk or whole), legacy completions
+        for c in choices:
+            if not isinstance(c, dict):
+                continue
+            if _filled(c.get("text")):
+                return True
+            for part in (c.get("delta"), c.get("message")):
+                if isinstance(part, dict) and any(_filled(part.get(k)) for k in (
+                        "content", "reasoning_content", "reasoning", "tool_calls", "function_call")):
+                    return True
+        return False
+    kind = value.get("type") if isinstance(value.get("type"), str) else event
+    if kind == "content_block_delta":  # Anthropic Messages
+        delta = value.get("delta")
+        return isinstance(delta, dict) and any(_filled(delta.get(k)) for k in ("text", "thinking", "partial_json"))
+    if kind == "content_block_start":
+        block = value.get("content_block")
+        return isinstance(block, dict) and (block.get("type") in ("tool_use", "server_tool_use")
+                                            or _filled(block.get("text")) or _filled(block.get("thinking")))
+    if kind == "message" and isinstance(value.get("content"), list):
+        return any(isinstance(b, dict) and (b.get("type") == "tool_use" or _filled(b.get("text"))
+                                            or _filled(b.get("thinking"))) for b in value["content"])
+    if isinstance(kind, str) and kind.startswith("response."):  # OpenAI Responses
+        if kind.endswith(".delta"):
+            return _filled(value.get("delta"))
+        item = value.get("item")
+        return kind == "response.output_item.added" and isinstance(item, dict) and \
+            item.get("type") in ("function_call", "custom_tool_call")
+    if kind == "response" or value.get("object") == "response":
+        return any(isinstance(o, dict) and o.get("type") in ("message", "function_call", "custom_tool_call", "reasoning")
+                   for o in value.get("output") or [] if isinstance(value.get("output"), list))
+    msg = value.get("message")  # Ollama chat (a line or a whole body); /api/generate's "response"
+    if isinstance(msg, dict):
+        return any(_filled(msg.get(k)) for k in ("content", "thinking", "tool_calls"))
+    return _filled(value.get("response")) and isinstance(value.get("response"), str)
+
+
+def server_timings(value: Any) -> dict[str, float] | None:
+    """A server's own ``timings`` object (llama.cpp's ``prompt_ms``, ``predicted_per_second`` …): its numeric
+    fields, at most :data:`SERVER_TIMINGS_KEYS`; None when there is none."""
+    timings = value.get("timings") if isinstance(value, dict) else None
+    if not isinstance(timings, dict):
+        return None
+    out = {str(k)[:64]: float(v) for k, v in timings.items()
+           if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")}
+    return dict(list(out.items())[:SERVER_TIMINGS_KEYS]) or None
 _STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/jsonl", "application/stream+json")
 _SSE_PREFIXES = (b"data:", b"event:", b"id:", b"retry:", b":")
 _SNIFF_LIMIT = 1024
@@ -167,8 +228,24 @@ class ExchangeObserver:
         self._failed = False
         self._tail = b""
         self._partial_hit = True  # unknown until a newline is seen in lazy mode
+        self._at: float | None = None
+        """When the bytes being fed arrived (ms since the request, :meth:`arrived`); None: not told."""
+        self._ttft: float | None = None
+        self._timings: dict[str, float] | None = None
 
     # ------------------------------------------------------------------------------ feeding
+
+    def arrived(self, at_ms: float) -> None:
+        """The next :meth:`feed` holds bytes that reached the proxy ``at_ms`` after the request did: the first
+        object carrying output (:func:`carries_output`) gives the record's ``ttft_ms``."""
+        if isinstance(at_ms, (int, float)) and not isinstance(at_ms, bool):
+            self._at = float(at_ms)
+
+    def _seen(self, value: Any, event: str | None = None) -> None:
+        if self._ttft is None and self._at is not None and carries_output(value, event):
+            self._ttft = self._at
+        if isinstance(value, dict) and "timings" in value:
+            self._timings = server_timings(value) or self._timings
 
     def feed(self, chunk: bytes) -> None:
         """Take the next response bytes. Never raises (a parser bug only stops the parsing)."""
@@ -273,6 +350,7 @@ class ExchangeObserver:
         if value is not data:
             self._values += 1
             self.assembler.on_object(value, event)
+            self._seen(value, event)
         item = {"event": event, "data": value} if event else {"data": value}
         self._keep(item, len(data) + (len(event) if event else 0))
 
@@ -290,6 +368,7 @@ class ExchangeObserver:
         if self._values == 1:
             self._first_value = value
         self.assembler.on_object(value)
+        self._seen(value)
         self._keep(value, len(line))
 
     # ----------------------------------------------------------------------------- finishing
@@ -351,6 +430,7 @@ class ExchangeObserver:
             # a pretty-printed JSON body: its lines meant nothing one by one
             self.assembler = ReplyAssembler(text_limit=self.text_scan_limit)
             self.assembler.on_object(whole)
+            self._seen(whole)  # complete only with its last bytes
         content_type = _content_type(response_headers)
         if self.mode == "json" and whole_ok:
             response_value: Any = whole
@@ -419,6 +499,8 @@ class ExchangeObserver:
             "backend_tool_unsupported": unsupported,
             "error": _clip(red.text(errors[0]), ERROR_LIMIT) if errors else None,
             "proxy_error": proxy_error if isinstance(proxy_error, str) else None,
+            "ttft_ms": round(self._ttft, 3) if self._ttft is not None and is_model else None,
+            "server_timings": self._timings if is_model else None,
         }
         out = {PREFIX + k: v for k, v in record.items()}
         # A final pass over every string (names, ids, paths ...) — bodies were redacted before cutting.

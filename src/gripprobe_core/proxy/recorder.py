@@ -19,7 +19,8 @@ kind      id           payload
                        ``started`` (request arrival, Unix time: the record's timestamp),
                        ``caps`` (``[max_records, max_bytes, proxy id]`` of its record file, see
                        :class:`RecordBook`), ``count`` (true: reply ``TOK``, below)
-``CHUNK`` exchange id  response bytes, exactly as relayed, in order
+``CHUNK`` exchange id  ``f64`` when the bytes arrived (ms since the request), then the response
+                       bytes, exactly as relayed, in order
 ``END``   exchange id  JSON: ``status``, ``response_headers`` (pairs), ``duration_ms``,
                        ``ttfb_ms``, ``proxy_error``
 ``FLUSH`` token        the record path (``os.fsencode``)
@@ -55,7 +56,7 @@ from typing import Any, Callable, Iterator
 
 from ..jsonl import dumps
 
-__all__ = ["BEGIN", "CHUNK", "DEFAULT_MAX_RECORDS", "DEFAULT_MAX_RECORD_BYTES", "END", "FLUSH", "HEADER", "WATERMARK",
+__all__ = ["ARRIVED", "BEGIN", "CHUNK", "DEFAULT_MAX_RECORDS", "DEFAULT_MAX_RECORD_BYTES", "END", "FLUSH", "HEADER", "WATERMARK",
            "RecordBook", "RecordFile", "Recorder", "encode_record", "main", "minimal_record", "record_timestamp",
            "slim_record"]
 
@@ -63,6 +64,8 @@ log = logging.getLogger(__name__)
 
 BEGIN, CHUNK, END, FLUSH = 1, 2, 3, 4
 HEADER = struct.Struct("!BQQ")
+ARRIVED = struct.Struct("!d")
+"""A CHUNK's arrival time (ms since its request), before its bytes."""
 """Frame header: kind, id (exchange id or flush token), payload length."""
 META_LEN = struct.Struct("!I")
 WATERMARK = struct.Struct("!Q")
@@ -294,7 +297,10 @@ class Recorder:
             if kind == CHUNK:
                 ex = self.open.get(ident)
                 if ex is not None and ex.observer is not None:
-                    ex.observer.feed(payload)
+                    arrived = getattr(ex.observer, "arrived", None)
+                    if arrived is not None:
+                        arrived(ARRIVED.unpack_from(payload, 0)[0])
+                    ex.observer.feed(memoryview(payload)[ARRIVED.size:])
             elif kind == BEGIN:
                 self._begin(ident, payload)
             elif kind == END:

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .recorder import (BEGIN, CHUNK, END, FLUSH, HEADER, META_LEN, WATERMARK, RecordFile, encode_record,
+from .recorder import (ARRIVED, BEGIN, CHUNK, END, FLUSH, HEADER, META_LEN, WATERMARK, RecordFile, encode_record,
                        minimal_record)
 
 __all__ = ["BATCH_BYTES", "HIGH_WATER", "LOW_WATER", "RecorderChild", "RecorderClient", "RecorderDied",
@@ -124,7 +124,7 @@ def _encode(frames: list[tuple]) -> bytes:
         kind, ident = item[0], item[1]
         if kind == CHUNK:
             data = item[2]
-            parts += (HEADER.pack(CHUNK, ident, len(data)), data)
+            parts += (HEADER.pack(CHUNK, ident, ARRIVED.size + len(data)), ARRIVED.pack(item[3]), data)
         elif kind == BEGIN:
             meta = json.dumps(item[2], default=str).encode()
             body = item[3]
@@ -188,7 +188,7 @@ class RecorderChild:
     # ------------------------------------------------------------------ the relay's side (any thread)
 
     def send(self, frames: list[tuple], nbytes: int) -> bool:
-        """Queue ``frames`` (``(BEGIN, xid, meta, body)``, ``(CHUNK, xid, data)``: see
+        """Queue ``frames`` (``(BEGIN, xid, meta, body)``, ``(CHUNK, xid, data, arrived_ms)``: see
         :mod:`.recorder`; ``nbytes`` their body bytes, for the backlog) in one put. ``False`` when this
         child is dead: they were not taken."""
         data = _encode(frames)

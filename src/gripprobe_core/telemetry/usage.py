@@ -1,8 +1,10 @@
 """Model calls, tokens, latency and cost of a phase, from the wire.
 
 With the recording proxy (tier A) every model call is a record: its usage (prompt, completion, cached
-tokens as the backend reported them), the time to its first response byte (``ttfb_ms``: time to first
-token for a streamed reply) and its duration. Without the proxy, the agent's own ``model_response`` events
+tokens as the backend reported them), the time to its first output (``ttft_ms``: the first object that
+carries text, reasoning or a tool call — a server's keep-alive comments while it reads a long prompt and
+role-only deltas are not output; records from before it existed give the first response byte, ``ttfb_ms``)
+and its duration. Without the proxy, the agent's own ``model_response`` events
 (tier B) may carry usage; then there is no timing. Cost comes from the model spec's optional ``pricing``.
 """
 
@@ -30,6 +32,7 @@ class ModelCall:
     cached: int | None = None
     total: int | None = None
     ttfb_ms: float | None = None
+    """Time to the first output (the record's ``ttft_ms``; ``ttfb_ms`` in records that predate it)."""
     duration_ms: float | None = None
 
 
@@ -85,7 +88,8 @@ def call_tokens(usage: Any) -> tuple[int | None, int | None]:
 
 def calls_from_records(records: Iterable[Any]) -> list[ModelCall]:
     """One call per proxy record of a model protocol (listings and other requests are not model calls)."""
-    return [_call(r.get(P + "usage"), r.get(P + "ttfb_ms"), r.get(P + "duration_ms")) for r in records
+    return [_call(r.get(P + "usage"), r.get(P + "ttft_ms") if P + "ttft_ms" in r else r.get(P + "ttfb_ms"),
+                  r.get(P + "duration_ms")) for r in records
             if isinstance(r, dict) and r.get(P + "protocol") in MODEL_PROTOCOLS]
 
 
