@@ -31,6 +31,7 @@ def test_no_warmup_runs_the_measured_phase_alone_and_resume_keeps_it(tmp_path):
     cases = {p.parent.name: read_json(p) for p in (run_dir / "cases").glob("*/case.json")}
     assert {c["key"]["model"]: c["verdict"]["status"] for c in cases.values()} == {"oracle-perfect": "PASS",
                                                                                   "oracle-lazy": "NO_TOOL_CALL"}
+    assert {tuple(c["usage"]["phases"]) for c in cases.values()} == {("measured",)}  # what its tokens count
     one = next(iter(cases))
     assert not list((run_dir / "cases" / one).glob("warmup.*"))
     assert not list((run_dir / "cases" / one / "artifacts").glob("*warmup*"))
@@ -60,6 +61,11 @@ def test_a_suite_can_turn_the_warmup_off_and_a_default_run_keeps_it(tmp_path):
     warm = _run_dir(gripprobe("run", "--specs", str(root), "--no-shipped", "--results", str(tmp_path / "r"),
                               "-a", "reference", "-m", "oracle-perfect", "-t", "save_file"))
     assert list(_phases(warm).values()) == [["warmup", "measured"]]
+    case = read_json(next(warm.glob("cases/*/case.json")))
+    assert case["usage"]["phases"] == ["warmup", "measured"] and case["usage"]["model_calls"] == sum(
+        p["usage"]["model_calls"] for p in case["phases"])
+    page = next((warm / "reports" / "cases").glob("*.html")).read_text()
+    assert "<dt>phases</dt><dd>warmup + measured</dd>" in page
     assert read_json(warm / "manifest.json")["warmup"] is True
 
 

@@ -184,12 +184,17 @@ class Usage(_M):
     cached_tokens: Count | None = Field(default=None, description="Prompt tokens the backend served from its cache.")
     total_tokens: Count | None = None
     ttft_ms: Millis | None = Field(default=None, description="Time to first token: median over the model calls "
-                                                            "(the proxy's time to the first response byte).")
+                                                            "(the proxy's time to the first response object "
+                                                            "carrying output).")
     model_time_s: Seconds | None = Field(default=None, description="Time the model calls took, summed.")
     generation_s: Seconds | None = Field(default=None, description="Time from first to last byte of the calls, summed.")
     output_tokens_per_s: Rate | None = Field(default=None, description="completion_tokens / generation_s.")
     cost: Cost | None = Field(default=None, description="From the model spec's pricing; None without one.")
     currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")
+    phases: list[Literal["warmup", "measured"]] | None = Field(
+        default=None, max_length=2, description="The phases these figures add up: a case's usage counts every "
+                                                "phase that ran, the warmup too (its agent time is the measured "
+                                                "phase's alone); None on one phase's own usage.")
 
 
 class PhaseRecord(_M):

@@ -415,6 +415,8 @@ def usage_parts(usage: Mapping[str, Any] | None) -> list[tuple[str, str]]:
         out.append(("out", f"{usage['output_tokens_per_s']:.0f} tok/s"))
     if usage.get("agent_s_mean") is not None:
         out.append(("agent", f"{usage['agent_s_mean']:.1f} s/case"))
+    if out and isinstance(usage.get("phases"), list) and usage["phases"]:
+        out.append(("phases", " + ".join(str(p) for p in usage["phases"])))
     return out
 
 

@@ -20,7 +20,7 @@ from ..integrity.seal import REWRITE, write_case_json
 from ..store import atomic_write_json, atomic_write_text
 from ..store.trees import remove_tree
 from ..telemetry.summary import summarize_phase
-from ..telemetry.usage import combine
+from ..telemetry.usage import phases_usage
 from ..timeutil import utc_now_iso
 from .backfill import run_time_hash
 from .evidence import evidence_digests
@@ -80,7 +80,7 @@ async def _run_case(case: PlannedCase, run: ActiveRun, hold: SlotHold | None) ->
     warnings = [w for p in phases for w in p.warnings] + [f"scratch_not_removed: {problem}" for problem in left]
     res = result(phases=judged.phases, validators=judged.validators, verdict=judged.verdict,
                  telemetry=judged.telemetry, harness_error=judged.harness_error,
-                 sandbox=resolve_sandbox(case.sandbox).kind, usage=combine(p.usage for p in judged.phases),
+                 sandbox=resolve_sandbox(case.sandbox).kind, usage=phases_usage(judged.phases),
                  warnings=warnings, interaction=judged.interaction)
     await asyncio.to_thread(write_case, case_dir, res, durable=run.settings.durable, signer=run.signer)
     return res

@@ -34,7 +34,7 @@ from ..phase import PhaseContext
 from ..pluginmanager import GripProbePluginManager
 from ..store import RunFolder, Stored, atomic_write_bytes, read_regular
 from ..store.layout import STORED_JSON_LIMIT
-from ..telemetry.usage import combine
+from ..telemetry.usage import phases_usage
 from ..integrity.check import tamper_problems
 from .evidence import copy_stored_case
 from .sandbox import stored_data_sandbox
@@ -187,7 +187,7 @@ def recompute_case(plugins: GripProbePluginManager, run_dir: RunFolder, case_dir
             return Recomputed(case_id, res, _changed(orig, res), str(exc))
     res = orig.model_copy(update={"phases": judged.phases, "validators": judged.validators, "verdict": judged.verdict,
                                   "telemetry": judged.telemetry, "harness_error": judged.harness_error,
-                                  "usage": combine(p.usage for p in judged.phases),
+                                  "usage": phases_usage(judged.phases),
                                   "interaction": InteractionRecord.model_validate(judged.interaction)
                                   if judged.interaction is not None else None})
     return Recomputed(case_id, res, _changed(orig, res), events=judged.events)

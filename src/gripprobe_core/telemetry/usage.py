@@ -20,7 +20,7 @@ from ..models.results import Usage
 from ..models.specs import Pricing
 from ..models.events import MODEL_PROTOCOLS
 
-__all__ = ["ModelCall", "calls_from_events", "calls_from_records", "combine", "summarize"]
+__all__ = ["ModelCall", "calls_from_events", "calls_from_records", "combine", "phases_usage", "summarize"]
 
 P = "x_gripprobe_"
 
@@ -137,6 +137,15 @@ def summarize(calls: list[ModelCall], source: str, pricing: Pricing | None = Non
                  model_time_s=_seconds(sum(durations)) if durations else None,
                  generation_s=_seconds(generation_s * 1000) if generation_s is not None else None,
                  output_tokens_per_s=out_rate, cost=cost, currency=pricing.currency if cost is not None else None)
+
+
+def phases_usage(phases: Iterable[Any]) -> Usage | None:
+    """A case's usage: its phases' (records with ``phase`` and ``usage``) added up, saying which it counts."""
+    phases = [p for p in phases if p.usage is not None]
+    total = combine(p.usage for p in phases)
+    if total is not None:
+        total.phases = [p.phase for p in phases]
+    return total
 
 
 def combine(usages: Iterable[Usage | None]) -> Usage | None:
