@@ -210,6 +210,7 @@ def _case_context(case_dir: Stored, result: CaseResult | None, run_id: str = "")
     # a run without warmup (--no-warmup) shows its measured phase alone, not a warmup "missing"
     shown = [ph for ph in PHASES if ph in phases] if result and result.phases else list(PHASES)
     timeline = {ph: _read_events(case_dir / "artifacts" / f"events.{ph}.jsonl") for ph in shown}
+    proxy = [_proxy_view(case_dir, ph, phases.get(ph)) for ph in shown]
     return dict(
         run_id=safe_name(run_id or (result.run_id if result else "")), case_id=safe_name(case_dir.name),
         r=result, case_json_state="missing" if not case_json.lexists() else ("ok" if result else "unreadable"),
@@ -221,7 +222,9 @@ def _case_context(case_dir: Stored, result: CaseResult | None, run_id: str = "")
         phases=[_phase_view(case_dir, ph, phases.get(ph)) for ph in shown],
         workspace=workspace_view(case_dir / "workspace"), scan_max=WORKSPACE_SCAN_MAX, depth_max=WORKSPACE_DEPTH_MAX,
         diffs=_diffs(result),
-        proxy=[_proxy_view(case_dir, ph, phases.get(ph)) for ph in shown],
+        proxy=proxy,
+        # the calls the model wrote as text in the judged phase: the diagnosis, shown at the top
+        text_calls=[n for p in proxy if p["phase"] == "measured" for x in p["rows"] for n in x["text_calls"]],
         artifacts=_artifact_list(case_dir / "artifacts"),
     )
 
@@ -478,8 +481,10 @@ def _proxy_view(case_dir: Stored, phase: str, rec) -> dict:
 def _exchange(d: dict) -> dict:
     g = lambda k: d.get(f"x_gripprobe_{k}")  # noqa: E731
     tools = [str(t) for t in (g("tool_names") or []) if t is not None]
-    tools += [f"{t} (unstructured)" for t in (g("tool_names_nonstructured") or []) if t is not None]
-    return {"ts": g("timestamp"), "method": g("method"), "path": g("path"), "status": g("status"),
+    as_text = [str(t) for t in (g("tool_names_nonstructured") or []) if t is not None] \
+        if isinstance(g("tool_names_nonstructured"), list) else []
+    tools += [f"{t} (unstructured)" for t in as_text]
+    return {"text_calls": as_text, "ts": g("timestamp"), "method": g("method"), "path": g("path"), "status": g("status"),
             "duration": g("duration_ms"), "protocol": g("protocol"), "stream": g("stream"),
             "tools": ", ".join(tools), "results": g("tool_result_count"),
             "error": g("proxy_error") or g("error"), "budget": bool(g("budget_exceeded"))}
