@@ -287,3 +287,38 @@ def test_reasoning_aider_logs_inside_the_reply_is_a_thought_event_and_not_the_an
     assert out.final_text and "thinking-content" not in out.final_text
     assert [(e.event_type, e.status) for e in out.events if e.is_tool_event()] == [
         ("tool_call_start", "started"), ("tool_call_result", "success")]
+
+
+# ------------------------------------------------------------------------------------------ printed usage
+
+def test_the_printed_token_line_is_the_replys_usage():
+    """aider asks no usage of the wire, but prints ``Tokens: N sent, M received.`` after each answered call:
+    each reply's ``model_response`` carries it (issue 22)."""
+    out = sample("whole_success")
+    (response,) = [e for e in out.events if e.event_type == "model_response"]
+    stdout = (FIXTURES / "samples" / "whole_success" / "stdout.txt").read_text()
+    line = next(x for x in stdout.splitlines() if x.startswith("Tokens: "))
+    sent, received = (int(w) for w in line.replace(",", "").split() if w.isdigit())
+    assert response.payload["usage"] == {"prompt_tokens": sent, "completion_tokens": received}
+
+
+@pytest.mark.parametrize("line, want", [
+    ("Tokens: 633 sent, 12 received.", {"prompt_tokens": 633, "completion_tokens": 12}),
+    ("Tokens: 1.8k sent, 28 received.", {"prompt_tokens": 1800, "completion_tokens": 28, "approximate": True}),
+    ("Tokens: 12k sent, 1.2k cache hit, 120 received. Cost: $0.01 message, $0.02 session.",
+     {"prompt_tokens": 12000, "completion_tokens": 120, "cached_tokens": 1200, "approximate": True}),
+    ("Tokens: lots sent, none received.", None),
+])
+def test_token_lines(line, want):
+    from gripprobe_aider.parse import token_lines
+
+    got = token_lines(f"intro\n{line}\n", [])
+    assert got == ([want] if want else [])
+
+
+def test_a_token_line_inside_a_reply_is_the_models_text_not_aiders():
+    from gripprobe_aider.parse import Exchange, token_lines
+
+    reply = "Tokens: 9 sent, 9 received."
+    ex = Exchange(sent=None, sent_line=1, received=None, received_line=2, reply=reply)
+    assert token_lines(f"{reply}\nTokens: 5 sent, 3 received.\n", [ex]) == [{"prompt_tokens": 5, "completion_tokens": 3}]

@@ -191,6 +191,10 @@ class Usage(_M):
     output_tokens_per_s: Rate | None = Field(default=None, description="completion_tokens / generation_s.")
     cost: Cost | None = Field(default=None, description="From the model spec's pricing; None without one.")
     currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")
+    tokens_from: Literal["agent"] | None = Field(
+        default=None, description="agent: the wire carried no token counts (the agent did not ask for them); these "
+                                  "are the ones the agent reported itself (aider's printed `Tokens:` line, rounded "
+                                  "as it prints them). None: from this usage's own source.")
     phases: list[Literal["warmup", "measured"]] | None = Field(
         default=None, max_length=2, description="The phases these figures add up: a case's usage counts every "
                                                 "phase that ran, the warmup too (its agent time is the measured "

@@ -404,6 +404,8 @@ def usage_parts(usage: Mapping[str, Any] | None) -> list[tuple[str, str]]:
         tokens = f"{_tokens(usage.get('prompt_tokens'))} in / {_tokens(usage.get('completion_tokens'))} out"
         if usage.get("cached_tokens"):
             tokens += f" ({_tokens(usage['cached_tokens'])} cached)"
+        if usage.get("tokens_from") == "agent":
+            tokens += " as the agent reported them"
         out.append(("tokens", tokens))
     if usage.get("cost") is not None:
         out.append(("cost", money_text(usage["cost"], usage.get("currency"))))

@@ -33,7 +33,7 @@ from ..phase import PhaseCapture, PhaseContext, Transcript
 from ..pluginmanager import GripProbePluginManager, Registry
 from ..telemetry.permissions import interaction_record, violations
 from ..telemetry.summary import merge_events, summarize_phase
-from ..telemetry.usage import ModelCall, calls_from_events, calls_from_records, summarize
+from ..telemetry.usage import ModelCall, calls_from_events, calls_from_records, summarize, with_agent_tokens
 from ..validators import is_invalid_options
 from ..validators.context import ValidatorContext
 
@@ -190,8 +190,9 @@ def derive_telemetry(hooks: Hooks, driver: AgentDriver, ctx: PhaseContext, captu
     )
     if parse_error:
         summary.telemetry_capture_skip_reason = "wrapper_parse_error"
-    if proxy.calls:
-        usage = summarize(proxy.calls, "A", ctx.model.pricing)
+    if proxy.calls:  # the wire; its token counts from the agent's own report when the wire carried none
+        usage = with_agent_tokens(summarize(proxy.calls, "A", ctx.model.pricing),
+                                  calls_from_events(transcript.events, ("B", "C")), ctx.model.pricing)
     else:
         usage = summarize(calls_from_events(transcript.events), "B", ctx.model.pricing)
     return Derived(events, summary, transcript, usage)

@@ -169,6 +169,7 @@ class Usage(_S, kw_only=True):
     output_tokens_per_s: Rate | None = None
     cost: Cost | None = None
     currency: Annotated[str, Meta(pattern=r"^[A-Z]{3}\Z")] | None = None
+    tokens_from: Literal["agent"] | None = None
     phases: Annotated[list[Literal["warmup", "measured"]], Meta(max_length=2)] | None = None
 
 

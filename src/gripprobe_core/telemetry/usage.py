@@ -20,7 +20,8 @@ from ..models.results import Usage
 from ..models.specs import Pricing
 from ..models.events import MODEL_PROTOCOLS
 
-__all__ = ["ModelCall", "calls_from_events", "calls_from_records", "combine", "phases_usage", "summarize"]
+__all__ = ["ModelCall", "calls_from_events", "calls_from_records", "combine", "phases_usage", "summarize",
+           "with_agent_tokens"]
 
 P = "x_gripprobe_"
 
@@ -93,10 +94,27 @@ def calls_from_records(records: Iterable[Any]) -> list[ModelCall]:
             if isinstance(r, dict) and r.get(P + "protocol") in MODEL_PROTOCOLS]
 
 
-def calls_from_events(events: Iterable[Event]) -> list[ModelCall]:
-    """One call per ``model_response`` an agent reported (tier B), with the usage it reported, if any."""
+def calls_from_events(events: Iterable[Event], tiers: tuple[str, ...] = ("B",)) -> list[ModelCall]:
+    """One call per ``model_response`` an agent reported (tier B; ``tiers``: also C, its printed output), with
+    the usage it reported, if any."""
     return [_call(e.payload.get("usage") if isinstance(e.payload, dict) else None, duration=e.latency_ms)
-            for e in events if e.event_type == "model_response" and e.source_tier == "B"]
+            for e in events if e.event_type == "model_response" and e.source_tier in tiers]
+
+
+def with_agent_tokens(usage: Usage, told: list[ModelCall], pricing: Pricing | None = None) -> Usage:
+    """``usage`` (from the wire) whose calls carried no token counts, given the ones the agent reported for
+    the same calls (``told``: aider prints ``Tokens: N sent, M received.`` and asks the wire for none);
+    ``tokens_from`` then says so. Unchanged when the wire had counts or the agent told none."""
+    if usage.prompt_tokens is not None or usage.completion_tokens is not None:
+        return usage
+    agent = summarize(told, "B", pricing)
+    if agent.prompt_tokens is None and agent.completion_tokens is None:
+        return usage
+    rate = _rate(agent.completion_tokens, usage.generation_s) if agent.completion_tokens and usage.generation_s else None
+    return usage.model_copy(update={
+        "prompt_tokens": agent.prompt_tokens, "completion_tokens": agent.completion_tokens,
+        "cached_tokens": agent.cached_tokens, "total_tokens": agent.total_tokens, "output_tokens_per_s": rate,
+        "cost": agent.cost, "currency": agent.currency, "tokens_from": "agent"})
 
 
 def _sum(values: list[int | None]) -> int | None:
@@ -169,4 +187,5 @@ def combine(usages: Iterable[Usage | None]) -> Usage | None:
         model_time_s=_seconds(model_time * 1000) if model_time else None,
         generation_s=_seconds(generation * 1000) if generation else None,
         output_tokens_per_s=_rate(completion, generation) if completion and generation else None,
-        cost=round(min(sum(costs), COST_MAX), 8) if costs else None, currency=next((u.currency for u in parts if u.currency), None))
+        cost=round(min(sum(costs), COST_MAX), 8) if costs else None, currency=next((u.currency for u in parts if u.currency), None),
+        tokens_from="agent" if any(u.tokens_from == "agent" for u in parts) else None)

@@ -69,6 +69,9 @@ DRY_RUN = re.compile(r"^Did not apply edit to (?P<path>\S.*?) \(--dry-run\)\s*$"
 LITELLM_ERROR = re.compile(r"^litellm\.(?P<name>[A-Za-z]+):\s*(?P<message>.*)$")
 EDIT_FORMAT_LINE = re.compile(r"^Model: \S+ with (?P<fmt>[\w-]+) edit format")
 USAGE_LINE = re.compile(r"^Tokens: ")
+#: One count of aider's ``Tokens: 1.8k sent, 1.2k cache hit, 28 received.`` line (aider rounds: ``1.8k``, ``12k``).
+TOKEN_COUNT = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>[kM]?) (?P<what>sent|received|cache hit|cache write)\b")
+_UNITS = {"": 1, "k": 1_000, "M": 1_000_000}
 #: How aider keeps a reply's reasoning (``reasoning_content``) in the reply it logs: between two tags named with a
 #: random hex id (stdout shows it under ``► **THINKING**``).
 THINKING = re.compile(r"<(thinking-content-[0-9a-f]+)>(.*?)</\1>", re.S)
@@ -283,6 +286,29 @@ def scan_stdout(text: str, exchanges: list[Exchange]) -> tuple[list[Finding], st
     return findings, edit_format
 
 
+def token_lines(text: str, exchanges: list[Exchange]) -> list[dict]:
+    """The usage of each LLM call aider printed (``Tokens: 633 sent, 12 received.``), in order, outside the
+    replies' echoes: ``prompt_tokens`` (sent; aider counts cache hits among them), ``completion_tokens``,
+    ``cached_tokens``, and ``approximate`` when aider rounded a count (``1.8k``)."""
+    lines = text.split("\n")
+    owner = _mask_replies(lines, exchanges)
+    out: list[dict] = []
+    for i, raw in enumerate(lines):
+        if i in owner or not USAGE_LINE.match(raw):
+            continue
+        counts = {m.group("what"): (int(float(m.group("n")) * _UNITS[m.group("unit")]), m.group("unit") != "")
+                  for m in TOKEN_COUNT.finditer(raw)}
+        if "sent" not in counts or "received" not in counts:
+            continue
+        usage: dict = {"prompt_tokens": counts["sent"][0], "completion_tokens": counts["received"][0]}
+        if "cache hit" in counts:
+            usage["cached_tokens"] = counts["cache hit"][0]
+        if any(rounded for _, rounded in counts.values()):
+            usage["approximate"] = True
+        out.append(usage)
+    return out
+
+
 def _rejection_type(detail: list[str]) -> str:
     text = "\n".join(detail)
     return "edit_no_match" if any(m in text for m in NO_MATCH_MARKERS) else "protocol_malformed"
@@ -322,6 +348,7 @@ def parse_outputs(stdout_path: Path, llm_history_path: Path | None, phase: str, 
     for f in findings:
         key = f.exchange if f.exchange is not None and f.exchange < len(exchanges) else None
         by_exchange.setdefault(key, []).append(f)
+    printed = iter(token_lines(stdout, exchanges))  # one per answered call, in order
     for k, ex in enumerate(exchanges):
         here = by_exchange.get(k, [])
         errors = [f for f in here if f.kind == "request_error"]
@@ -330,9 +357,11 @@ def parse_outputs(stdout_path: Path, llm_history_path: Path | None, phase: str, 
         parent = None
         if not errors and ex.received_line is not None:
             answer, thoughts = split_thinking(ex.reply)
+            payload = {"text": answer[:TEXT_LIMIT], "edit_format": edit_format}
+            if (usage := next(printed, None)) is not None:
+                payload["usage"] = usage
             parent = b.add(None, event_type="model_response", status="success", timestamp=ex.received,
-                           raw_artifact_ref=f"{history_ref}:{ex.received_line}",
-                           payload={"text": answer[:TEXT_LIMIT], "edit_format": edit_format})
+                           raw_artifact_ref=f"{history_ref}:{ex.received_line}", payload=payload)
             for said in thoughts:
                 b.add(None, event_type="thought", status="success", timestamp=ex.received,
                       parent_id=parent.event_id if parent is not None else None,
