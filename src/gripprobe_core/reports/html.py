@@ -422,9 +422,11 @@ def command_summary(argv: list[str]) -> str:
     agent = None
     if "--" in argv[1:]:
         cut = argv.index("--", 1)
-        init = next((j for j in range(cut + 1, len(argv)) if argv[j].endswith("sandbox_init.py")), None)
-        if init is not None and "--" in argv[init + 1:]:
-            cut = argv.index("--", init + 1)
+        if "--as-pid-1" in argv:
+            try:  # bwrap's `--` starts the init's line (compiled or Python); the init's own `--` the command's
+                cut = argv.index("--", argv.index("--", argv.index("--as-pid-1")) + 1)
+            except ValueError:
+                pass
         if cut + 1 < len(argv):
             agent = os.path.basename(argv[cut + 1]) or argv[cut + 1]
     words = [prog, *(["…", agent] if agent and agent != prog else [])]
