@@ -303,3 +303,69 @@ def test_a_server_refusing_auto_tool_choice_gets_the_vllm_fix(tmp_path):
     (body,) = app.bodies
     assert body["tools"][0]["function"]["name"] == PROBE_TOOL_NAME and body["tool_choice"] == "auto"
     assert body["messages"] == [{"role": "user", "content": PROBE_PROMPT}] and body["stream"] is False
+
+
+class LlamaLikeThread(AppThread):
+    """A server answering as llama-server does with ``--jinja``: ``GET /props`` names its chat template's
+    capabilities, and the model's reply comes back as text (``content``), in the shape ``reply`` gives."""
+
+    def __init__(self, reply: str, supports_tool_calls: bool | None) -> None:
+        super().__init__()
+        self.reply, self.supports = reply, supports_tool_calls
+
+    async def _start(self) -> str:
+        async def models(request):
+            return web.json_response({"object": "list", "data": [{"id": "qwen-1.5b", "object": "model"}]})
+
+        async def props(request):
+            caps = {} if self.supports is None else {"supports_tools": True, "supports_tool_calls": self.supports}
+            return web.json_response({"chat_template": "{{ messages }}", "chat_template_caps": caps})
+
+        async def chat(request):
+            self.bodies.append(await request.json())
+            return web.json_response({"object": "chat.completion", "model": "qwen-1.5b", "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": self.reply}}]})
+
+        app = web.Application()
+        app.router.add_get("/v1/models", models)
+        app.router.add_get("/props", props)
+        app.router.add_post("/v1/chat/completions", chat)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", 0).start()
+        host, port = self.runner.addresses[0][:2]
+        return f"http://{host}:{port}"
+
+
+FENCED = f'```json\n{{"name": "{PROBE_TOOL_NAME}", "arguments": {{"path": "{PROBE_PATH}"}}}}\n```'
+HERMES = f'<tool_call>\n{{"name": "{PROBE_TOOL_NAME}", "arguments": {{"path": "{PROBE_PATH}"}}}}\n</tool_call>'
+
+
+@pytest.mark.parametrize("reply, supports, want, not_want", [
+    # the template does tool calls and the server parses them: the model wrote a JSON block instead
+    (FENCED, True, "the model ignored its chat template's tool-call format and wrote the call as a JSON block "
+                   "(the server's /props says its chat template does support tool calls): no server flag", "--jinja"),
+    # the template's own format, not parsed, and the server says its template has no tool calls: the parser is off
+    (HERMES, False, "the server did not parse the model's tool calls: enable its tool-call parser", "ignored"),
+    # the template's own format, and the server says its template does tool calls: a template mismatch
+    (HERMES, True, "llama-server's chat template supports tool calls (/props), yet the model's call in the "
+                   "template's own format was not parsed: check that the template matches the model", "ignored"),
+    # a server that says nothing (no caps): a JSON block is still the model's doing
+    (FENCED, None, "the model ignored its chat template's tool-call format and wrote the call as a JSON block: "
+                   "no server flag", "/props"),
+])
+def test_doctor_tells_a_parser_that_is_off_from_a_model_that_ignores_its_template(tmp_path, reply, supports,
+                                                                                  want, not_want):
+    app = LlamaLikeThread(reply, supports)
+    with app as base:
+        root = spec_root_with_model(tmp_path, kind="openai-compatible", base_url=base + "/v1",
+                                    profile="qwen-1.5b", model_id="llama-like")
+        res = doctor("-m", "llama-like", "--specs", str(root))
+        as_json = doctor("-m", "llama-like", "--specs", str(root), "--json")
+    assert res.returncode == 1
+    text = " ".join(" ".join(lines_of(res.stdout, "llama-like")).split())
+    assert f"fix: {want}" in text, text
+    assert not_want not in text.split("fix:", 1)[1], text
+    probe = json.loads(as_json.stdout)
+    found = json.dumps(probe)
+    assert '"text_tool_syntaxes"' in found and ('"json_fence"' in found) == (reply == FENCED), found

@@ -295,6 +295,13 @@ class ToolCallProbe:
     """The start of the answer's text (at most 300 characters), when it has text."""
     text_tool_calls: tuple[str, ...] = ()
     """Names of the tool calls the model wrote as text (``<tool_call>{…}</tool_call>`` …)."""
+    text_tool_syntaxes: tuple[str, ...] = ()
+    """How it wrote them (``tool_call_tag``, ``function_tag``, ``invoke``, ``tool_use``: a chat template's own
+    formats, which a server's tool-call parser reads; ``json_fence``, ``json``, ``gptme_at``: formats no
+    template asks for)."""
+    server_tool_template: bool | None = None
+    """llama-server's ``GET /props``: whether its chat template supports tool calls (``chat_template_caps``);
+    None when the server does not say."""
     error: str | None = None
     """Why the outcome is not ``structured``, in one clause (the server's error message for ``error``)."""
     latency_ms: float = 0.0
@@ -308,6 +315,7 @@ class ToolCallProbe:
     def to_json(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["text_tool_calls"] = list(self.text_tool_calls)
+        out["text_tool_syntaxes"] = list(self.text_tool_syntaxes)
         out["ok"] = self.ok
         return out
 

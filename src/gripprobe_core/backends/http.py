@@ -108,10 +108,29 @@ class OpenAICompatibleBackend(_Listing):
     async def probe_tool_call(self, url: str, *, model_id: str, api_key: str | None = None,
                               timeout_s: float = 120.0) -> ToolCallProbe:
         """``POST /v1/chat/completions`` offering one tool (``gripprobe doctor --model``; backends/toolprobe.py)."""
+        from dataclasses import replace
+
         from .toolprobe import chat_completions_request, judge_chat_completions, post_probe
 
-        return await post_probe(url, "/v1/chat/completions", chat_completions_request(model_id),
-                                judge_chat_completions, api_key=api_key, timeout_s=timeout_s)
+        probe = await post_probe(url, "/v1/chat/completions", chat_completions_request(model_id),
+                                 judge_chat_completions, api_key=api_key, timeout_s=timeout_s)
+        if probe.outcome == "text":  # llama-server says whether its template does tool calls
+            probe = replace(probe, server_tool_template=await template_supports_tools(url, api_key))
+        return probe
+
+
+async def template_supports_tools(url: str, api_key: str | None, timeout_s: float = 5.0) -> bool | None:
+    """llama-server's ``GET /props`` → ``chat_template_caps.supports_tool_calls`` (None when the server has no
+    such page or does not say: another server, an older build)."""
+    import json
+
+    try:
+        status, body = await _get(server_root(url) + "/props", api_key, timeout_s)
+        caps = json.loads(body).get("chat_template_caps") if status == 200 else None
+    except Exception:  # noqa: BLE001 - any failure means the server did not say
+        return None
+    value = caps.get("supports_tool_calls") if isinstance(caps, dict) else None
+    return value if isinstance(value, bool) else None
 
 
 class OllamaBackend(_Listing):

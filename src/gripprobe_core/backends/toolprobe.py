@@ -143,7 +143,8 @@ def _judge_text(content: Any, reasoning: Any, status: int, finish: Any = None) -
     from ..proxy.text_tools import scan_text_tool_calls
 
     text = content if isinstance(content, str) else ""
-    written = tuple(dict.fromkeys(c.name for c in scan_text_tool_calls(text))) if text else ()
+    found = scan_text_tool_calls(text) if text else []
+    written = tuple(dict.fromkeys(c.name for c in found))
     if written:
         why = (f"no structured call: the model wrote {', '.join(written)} as text, which the server did not "
                "parse into tool_calls")
@@ -157,7 +158,8 @@ def _judge_text(content: Any, reasoning: Any, status: int, finish: Any = None) -
     if finish == "length":
         why += " (cut off at the token limit)"
     excerpt = " ".join(text.split())[:TEXT_EXCERPT] or None
-    return {"outcome": "text", "http_status": status, "text": excerpt, "text_tool_calls": written, "error": why}
+    return {"outcome": "text", "http_status": status, "text": excerpt, "text_tool_calls": written,
+            "text_tool_syntaxes": tuple(dict.fromkeys(c.syntax for c in found)), "error": why}
 
 
 def judge_chat_completions(status: int, body: bytes) -> Judged:

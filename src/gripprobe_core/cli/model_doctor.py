@@ -93,6 +93,11 @@ def fixes(check: ModelCheck, specs, *, base_url: str | None, env: Mapping[str, s
     return out
 
 
+#: Tool-call text in a chat template's own format: what a server's tool-call parser (``--jinja``,
+#: ``--tool-call-parser``) turns into tool calls. A fenced or bare JSON block is in none.
+TEMPLATE_SYNTAXES = frozenset({"tool_call_tag", "function_tag", "invoke", "tool_use"})
+
+
 def tool_fix(tc, kind: str) -> str:
     """What to do about a tool-call probe that did not give a structured call (docs/backends.md)."""
     err = (tc.error or "").lower()
@@ -111,6 +116,17 @@ def tool_fix(tc, kind: str) -> str:
         return ("the server returned a broken call: check that its tool-call parser matches the model "
                 "(docs/backends.md)")
     if tc.text_tool_calls:
+        syntaxes = set(getattr(tc, "text_tool_syntaxes", ()) or ())
+        template = getattr(tc, "server_tool_template", None)
+        if syntaxes and not syntaxes & TEMPLATE_SYNTAXES:  # a JSON block: no template's format
+            said = " (the server's /props says its chat template does support tool calls)" if template else ""
+            return ("the model ignored its chat template's tool-call format and wrote the call as a JSON block"
+                    f"{said}: no server flag parses that; try another model or a larger quantization "
+                    "(docs/backends.md)")
+        if template:
+            return ("llama-server's chat template supports tool calls (/props), yet the model's call in the "
+                    "template's own format was not parsed: check that the template matches the model "
+                    "(--chat-template-file; docs/backends.md)")
         if kind == "ollama":
             return ("Ollama did not parse the model's tool-call format: update Ollama, or use a model whose "
                     "`ollama show` lists the tools capability (docs/backends.md)")
