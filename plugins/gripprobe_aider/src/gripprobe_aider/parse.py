@@ -45,6 +45,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from gripprobe_core.plugin import Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, permission_events
 
@@ -357,7 +358,7 @@ def parse_outputs(stdout_path: Path, llm_history_path: Path | None, phase: str, 
         parent = None
         if not errors and ex.received_line is not None:
             answer, thoughts = split_thinking(ex.reply)
-            payload = {"text": answer[:TEXT_LIMIT], "edit_format": edit_format}
+            payload: dict[str, Any] = {"text": answer[:TEXT_LIMIT], "edit_format": edit_format}
             if (usage := next(printed, None)) is not None:
                 payload["usage"] = usage
             parent = b.add(None, event_type="model_response", status="success", timestamp=ex.received,
