@@ -21,11 +21,11 @@ import hashlib
 import io
 import os
 import sys
-import tempfile
 import tokenize
 from functools import lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
+from pathlib import Path
 
 PACKAGE = "gripprobe_core.oracle"
 
@@ -170,20 +170,11 @@ def _read_entry(path: str) -> str | None:
 
 def _write_entry(path: str, digest: str) -> None:
     """Store ``digest`` at ``path`` atomically; OS errors (a read-only home, a full disk) are ignored."""
-    folder = os.path.dirname(path)
+    from ..store import atomic_write_text
+
     try:
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".entry-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="ascii") as f:
-                f.write(digest + "\n")
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        atomic_write_text(Path(path), digest + "\n", sync=False)
     except OSError:
         return
 
