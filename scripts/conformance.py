@@ -43,8 +43,9 @@ INTERACTION_TESTS = {"shell_denied": "scripted", "save_file_denied": "auto-deny"
 def expectations() -> dict:
     from gripprobe_core.oracle.profiles import EXPECTED_REFERENCE_STATUS
     data = YAML(typ="safe").load(EXPECTED.read_text()) or {}
-    # deny-then-recover is for interaction policies: its column is the interaction run's, not a profile's
-    profiles = {k: v for k, v in EXPECTED_REFERENCE_STATUS.items() if k != "deny-then-recover"}
+    # deny-then-recover is for interaction policies: its column is the interaction run's, not a profile's;
+    # repeat-loop runs until the timeout and is not in the conformance suite (tests/test_repeat_loop.py runs it)
+    profiles = {k: v for k, v in EXPECTED_REFERENCE_STATUS.items() if k not in ("deny-then-recover", "repeat-loop")}
     return {"default": profiles, "overrides": data.get("overrides") or {},
             "interaction": data.get("interaction") or {}}
 

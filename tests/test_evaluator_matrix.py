@@ -15,6 +15,7 @@ from gripprobe_core.evaluator import EvaluationInputs
 from gripprobe_core.evaluator import classify, event_evaluator
 from gripprobe_core.models.events import Event
 from gripprobe_core.models.results import STATUSES, ProcessResult, ValidatorResult
+from gripprobe_core.telemetry.attempts import tool_attempts
 from gripprobe_core.telemetry.summary import summarize_phase
 
 PROCESSES = ["ok", "timeout", "shell_error", "harness_capture_failed", "nonzero_exit"]
@@ -331,3 +332,99 @@ def test_a_swapped_model_is_never_credited_and_stays_in_n(evs: list[Event], obs:
 def test_without_a_swap_nothing_changes() -> None:
     for combo in ALL_INPUTS:
         assert classify(*combo, model_not_under_test=False) == classify(*combo), combo
+
+
+# ------------------------------------------------- a repeat loop (issue 22): the reason, never the status
+
+LOOP_CALL = {"name": "read", "kind": "read", "arguments": {"path": "notes.txt"}}
+
+
+def _loop_call(i: int, tier: str = "B", status: str = "success") -> list[Event]:
+    return [Event(event_type=t, event_id=f"loop{i}{t}", source_tier=tier,
+                  source="proxy" if tier == "A" else "wrapper", tool_call_id=f"loop{i}", payload=dict(LOOP_CALL),
+                  status="started" if t == "tool_call_start" else status)
+            for t in ("tool_call_start", "tool_call_result")]
+
+
+# (process, validators pass) -> (status, reason code, failure_reason) for a phase ending on the same successful
+# call five times (confirmed, tier B) — stated here from docs/evaluator.md, not from the evaluator's tables.
+REPEAT_ROWS: dict[tuple[str, bool], tuple[str, str, str | None]] = {
+    ("timeout", True): ("TIMEOUT", "timeout", "tool_repeat_loop"),
+    ("timeout", False): ("TIMEOUT", "timeout", "tool_repeat_loop"),
+    ("nonzero_exit", True): ("SHELL_ERROR", "validators_pass_after_nonzero", "tool_repeat_loop"),
+    ("nonzero_exit", False): ("SHELL_ERROR", "nonzero_exit", "tool_repeat_loop"),
+    ("shell_error", True): ("SHELL_ERROR", "process_error", "process_error"),
+    ("shell_error", False): ("SHELL_ERROR", "process_error", "process_error"),
+    ("harness_capture_failed", True): ("HARNESS_ERROR", "capture_missing", "capture_missing"),
+    ("harness_capture_failed", False): ("HARNESS_ERROR", "capture_missing", "capture_missing"),
+    ("ok", True): ("PASS", "none", None),
+    ("ok", False): ("FAIL", "none", "tool_repeat_loop"),
+}
+#: The same rows without the loop (two calls only): what the reason would otherwise be.
+NO_REPEAT_FAILURE: dict[str, str] = {"timeout": "timeout", "nonzero_exit": "nonzero_exit",
+                                     "shell_error": "process_error", "harness_capture_failed": "capture_missing",
+                                     "ok": "artifact_mismatch_after_success"}
+
+
+def test_every_repeat_loop_row_holds_and_the_status_never_moves() -> None:
+    loop = [e for i in range(5) for e in _loop_call(i)]
+    short = [e for i in range(2) for e in _loop_call(i)]
+    for (process, vp), (status, code, failure) in REPEAT_ROWS.items():
+        summary = summarize_phase(loop, observability="structured", capture_missing=False, parse_error=False)
+        assert summary.telemetry_repeat_loop_count == 5
+        v = _evaluate(loop, summary, vp, process)
+        assert (v.status, v.evaluator_reason_code, v.failure_reason) == (status, code, failure), (process, vp)
+        plain = _evaluate(short, summarize_phase(short, observability="structured", capture_missing=False,
+                                                 parse_error=False), vp, process)
+        assert (plain.status, plain.evaluator_reason_code) == (status, code), (process, vp)  # the loop moves no status
+        assert plain.failure_reason == (None if status == "PASS" else NO_REPEAT_FAILURE[process]), (process, vp)
+
+
+def _ends_repeating(evs: list[Event]) -> bool:
+    """The rule as docs/evaluator.md states it, read backwards from the phase's end over its A/B/C attempts."""
+    attempts = tool_attempts(evs, include_tier_d=False)
+    if not attempts:
+        return False
+    last = attempts[-1].signature
+    came_back = 0
+    for attempt in reversed(attempts):
+        if attempt.signature != last or attempt.failed:
+            break
+        came_back += attempt.status is not None
+    return came_back >= 3
+
+
+@st.composite
+def looping(draw: Any) -> list[Event]:
+    """Random events, then a run of the same call (some may fail, some be another tier), maybe one more asked for."""
+    head = draw(events(["A", "B", "C", "D"]))
+    tail: list[Event] = []
+    for i in range(draw(st.integers(0, 6))):
+        tail += _loop_call(i, draw(st.sampled_from(["A", "B", "C", "D"])),
+                           draw(st.sampled_from(["success", "success", "unknown", "error"])))
+    if draw(st.booleans()):
+        tail.append(Event(event_type="tool_call_start", event_id="asked", source_tier="A", source="proxy",
+                          tool_call_id="asked", payload=dict(LOOP_CALL), status="started"))
+    return head + tail
+
+
+@settings(max_examples=300, deadline=None)
+@given(looping(), observability, proxy_status, st.booleans(), st.sampled_from(PROCESSES), st.booleans(),
+       st.booleans())
+def test_tool_repeat_loop_is_named_exactly_where_the_table_says(evs: list[Event], obs: str, proxy: str, vp: bool,
+                                                                process: str, budget: bool, unreachable: bool) -> None:
+    summary = summarize_phase(evs, observability=obs, capture_missing=False, parse_error=False, proxy_status=proxy)
+    repeat, retry = _ends_repeating(evs), summary.telemetry_retry_loop_detected
+    assert (summary.telemetry_repeat_loop_count > 0) == repeat
+    v = event_evaluator(EvaluationInputs(
+        validators=[ValidatorResult(kind="file", passed=vp)],
+        process=ProcessResult(status=process, exit_code=0 if process == "ok" else 1), events=evs,
+        summary=summary, budget_exceeded=budget, backend_unreachable=unreachable))
+    ran_out = v.evaluator_reason_code in ("timeout", "nonzero_exit", "validators_pass_after_nonzero")
+    judged = v.status in ("FAIL", "NO_TOOL_CALL", "PASS_WITH_POLICY_VIOLATION")
+    expected = repeat and (ran_out or (judged and not retry))
+    assert (v.failure_reason == "tool_repeat_loop") == expected, (v.status, v.evaluator_reason_code, retry)
+    if judged and retry:
+        assert v.failure_reason == "tool_retry_loop"  # failing repeats keep their own reason, and come first
+    if v.status == "PASS":
+        assert v.failure_reason is None

@@ -16,13 +16,14 @@ from .models.results import (
     ValidatorResult, Verdict,
 )
 from .telemetry.attempts import (
-    ToolAttempt, detect_retry_loop, repeated_after_error, tool_attempts, unrecovered_failures,
+    ToolAttempt, detect_retry_loop, repeat_loop, repeated_after_error, tool_attempts, unrecovered_failures,
 )
 
 __all__ = [
     "BACKEND_UNREACHABLE", "BUDGET_EXCEEDED", "DENIAL_VIOLATED", "EvaluationInputs", "INTERACTION_NOT_APPLIED", "Evaluator", "MODEL_NOT_UNDER_TEST", "EVALUATOR_NAME",
     "FAILURE_REASON_BY_CODE", "HARNESS_REASONS", "MALFORMED_ERROR_TYPES", "NONZERO_EXIT", "OFF_TABLE",
-    "OVERALL_SCORE", "PRECEDENCE", "PROCESS_ROWS", "TOOL_MATRIX", "classify", "event_evaluator",
+    "OVERALL_SCORE", "PRECEDENCE", "PROCESS_ROWS", "REPEAT_LOOP_CODES", "TOOL_MATRIX", "classify",
+    "event_evaluator",
 ]
 
 EVALUATOR_NAME = "event_evaluator"
@@ -158,6 +159,10 @@ FAILURE_REASON_BY_CODE: dict[str, str] = {
 #: ``error_type`` values parsers use for a tool call whose arguments could not be decoded.
 MALFORMED_ERROR_TYPES: frozenset[str] = frozenset({"malformed_arguments", "invalid_arguments", "protocol_malformed"})
 
+#: Reason codes of a phase that ran out (the timeout, or the agent gave up: a nonzero exit) whose failure_reason is
+#: ``tool_repeat_loop`` when the phase ended repeating one call: the loop is why it ran out. The status stays.
+REPEAT_LOOP_CODES: frozenset[str] = frozenset({"timeout", "nonzero_exit", "validators_pass_after_nonzero"})
+
 _PROCESS_STATUSES = frozenset({"ok", "timeout", "shell_error", "harness_capture_failed", "nonzero_exit"})
 
 
@@ -234,12 +239,17 @@ def event_evaluator(inputs: EvaluationInputs) -> Verdict:
     events = list(inputs.events or [])
     attempts = tool_attempts(events, include_tier_d=False)
     loop = summary.telemetry_retry_loop_detected or detect_retry_loop(events)
-    failure = _failure_reason(status, code, summary, attempts, events, loop, harness_error)
+    repeat = repeat_loop(events)
+    repeats = summary.telemetry_repeat_loop_count or (repeat.calls if repeat is not None else 0)
+    failure = _failure_reason(status, code, summary, attempts, events, loop, repeats > 0, harness_error)
+    text = _reason_text(status, code, summary, passed, len(validators), inputs.process.exit_code)
+    if failure == "tool_repeat_loop":
+        text += " " + _repeat_text(repeat.signature if repeat is not None else None, repeats)
     return Verdict(
         verdict_source=EVALUATOR_NAME,
         status=status,
         evaluator_reason_code=code,
-        evaluator_reason_text=_reason_text(status, code, summary, passed, len(validators), inputs.process.exit_code),
+        evaluator_reason_text=text,
         failure_reason=failure,
         trajectory=_trajectory(status, inputs.process.status, attempts, events, loop,
                                bool(rules.get("no_retry_on_error"))),
@@ -278,17 +288,21 @@ def _summary(value: Any) -> TelemetrySummary:
 
 
 def _failure_reason(status: str, code: str, summary: TelemetrySummary, attempts: list[ToolAttempt],
-                    events: list[Any], loop: bool, harness_error: str | None) -> str | None:
+                    events: list[Any], loop: bool, repeat: bool, harness_error: str | None) -> str | None:
     """First matching entry of the failure taxonomy (order documented in docs/evaluator.md)."""
     if status == PASS:
         return None
     if harness_error:
         return harness_error
+    if repeat and code in REPEAT_LOOP_CODES:
+        return "tool_repeat_loop"
     if code in ("model_not_under_test", "denied_call_ran", "denied_change_landed") or status not in (
             PWPV, "FAIL", "NO_TOOL_CALL"):
         return FAILURE_REASON_BY_CODE.get(code, code)
     if loop:
         return "tool_retry_loop"
+    if repeat:
+        return "tool_repeat_loop"
     if summary.telemetry_proxy_tool_call_nonstructured_count > 0 or any(
             e.error_type in MALFORMED_ERROR_TYPES for e in events if e.source_tier != "D"):
         return "protocol_malformed"
@@ -369,6 +383,21 @@ _TOOL_TEXT: dict[tuple[str, bool], str] = {
         "The validators failed ({passed}/{total}) and the tool evidence is inconclusive "
         "(self-report, or calls requested but never run).",
 }
+
+
+REPEAT_TEXT_ARGS = 80
+"""How much of a repeated call's canonical arguments the reason text quotes."""
+
+
+def _repeat_text(signature: tuple[str, str] | None, calls: int) -> str:
+    """The sentence a repeat loop adds to the reason text (the call quoted when the events name it)."""
+    call = ""
+    if signature is not None:
+        name, args = signature
+        args = args if len(args) <= REPEAT_TEXT_ARGS else args[:REPEAT_TEXT_ARGS - 1] + "…"
+        call = f"`{name} {args}` "
+    return (f"The phase ended repeating one call: {call}{calls} times in a row with the same arguments, "
+            "none of them failed.")
 
 
 def _reason_text(status: str, code: str, summary: TelemetrySummary, passed: int, total: int,

@@ -91,6 +91,9 @@ class TelemetrySummary(_M):
     telemetry_tool_error_count: Count = 0
     telemetry_invoked_confidence: Score = 0.0
     telemetry_retry_loop_detected: bool = False
+    telemetry_repeat_loop_count: Count = Field(
+        default=0, description="The identical calls (same name and arguments, none failed) the phase ended "
+                               "repeating, when at least 3 came back; else 0 (docs/evaluator.md, repeat loop).")
     telemetry_tool_call_without_result_count: Count = 0
     telemetry_tool_call_unwitnessed_count: Count = Field(
         default=0, description="Tool calls the agent reported that the recording proxy never saw the model ask "

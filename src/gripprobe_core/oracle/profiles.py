@@ -224,6 +224,32 @@ class RetryLoopProfile:
         return Reply(Turn(text=f"The same call failed {RETRY_LIMIT} times. I give up."))
 
 
+REPEAT_COMMAND, REPEAT_DELAY_S = "ls", 0.25
+
+
+class RepeatLoopProfile:
+    """The same call that succeeds (``ls`` through the shell tool; without one, the first reference step) on
+    every task request, never an answer: a model stuck re-reading until the agent's timeout. Each reply waits
+    ``REPEAT_DELAY_S`` so a short timeout sees a handful of calls, not thousands."""
+
+    name = "repeat-loop"
+    description = (f"repeats one successful call ({REPEAT_COMMAND} through the shell) with identical arguments "
+                   "on every turn, never answering")
+
+    def respond(self, ctx: ProfileContext) -> Reply:
+        if (side := side_reply(ctx)) is not None:
+            return side
+        find, make = getattr(ctx.dialect, "shell_tool", None), getattr(ctx.dialect, "_shell_call", None)
+        shell = find(ctx.request) if callable(find) else None
+        if shell is not None and callable(make):
+            turn = Turn(text="Let me look at the workspace again.", tool_call=make(shell, REPEAT_COMMAND))
+        elif ctx.actions:
+            turn = say_step(ctx, 0)
+        else:
+            turn = Turn(text="There is nothing I can look at.")
+        return Reply(turn, delay_s=REPEAT_DELAY_S)
+
+
 class Http500Profile:
     """HTTP 500 on every task request (side requests are still answered)."""
 
@@ -378,6 +404,7 @@ EXPECTED_REFERENCE_STATUS: dict[str, tuple[str, str | None]] = {
     "malformed-args": ("FAIL", "protocol_malformed"),
     "error-then-recover": ("PASS", None),
     "retry-loop": ("FAIL", "tool_retry_loop"),
+    "repeat-loop": ("TIMEOUT", "tool_repeat_loop"),
     "http-500": ("SHELL_ERROR", "nonzero_exit"),
     "tools-unsupported": ("TOOL_UNSUPPORTED", "backend_tool_unsupported"),
     "stall": ("TIMEOUT", None),
@@ -393,6 +420,6 @@ def builtin_profiles() -> dict[str, Profile]:
     """A fresh name → profile mapping of every built-in profile."""
     profiles: list[Profile] = [
         PerfectProfile(), LazyProfile(), TextToolsProfile(), MalformedArgsProfile(), ErrorThenRecoverProfile(),
-        RetryLoopProfile(), Http500Profile(), ToolsUnsupportedProfile(), StallProfile(), SlowStreamProfile(),
-        FlakyProfile(), DenyThenRecoverProfile()]
+        RetryLoopProfile(), RepeatLoopProfile(), Http500Profile(), ToolsUnsupportedProfile(), StallProfile(),
+        SlowStreamProfile(), FlakyProfile(), DenyThenRecoverProfile()]
     return {p.name: p for p in profiles}

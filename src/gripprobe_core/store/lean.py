@@ -106,6 +106,7 @@ class TelemetrySummary(_S, kw_only=True):
     telemetry_tool_error_count: Count = 0
     telemetry_invoked_confidence: Score = 0.0
     telemetry_retry_loop_detected: bool = False
+    telemetry_repeat_loop_count: Count = 0
     telemetry_tool_call_without_result_count: Count = 0
     telemetry_tool_call_unwitnessed_count: Count = 0
     telemetry_tool_result_orphan_count: Count = 0

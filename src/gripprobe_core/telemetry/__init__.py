@@ -4,14 +4,15 @@ Pure functions only; the runner does the I/O. See ``docs/evaluator.md`` for ever
 """
 
 from .attempts import (
-    CONFIRMING_TIERS, RETRY_LOOP_MIN_ATTEMPTS, ToolAttempt, detect_retry_loop, repeated_after_error,
-    tool_attempts, unrecovered_failures,
+    CONFIRMING_TIERS, REPEAT_LOOP_MIN_CALLS, RETRY_LOOP_MIN_ATTEMPTS, RepeatLoop, ToolAttempt, detect_repeat_loop,
+    detect_retry_loop, repeat_loop, repeated_after_error, tool_attempts, unrecovered_failures,
 )
 from .merge import canonical_arguments, merge_events, parse_timestamp
 from .summary import TIER_CONFIDENCE, summarize_phase
 
 __all__ = [
-    "CONFIRMING_TIERS", "RETRY_LOOP_MIN_ATTEMPTS", "TIER_CONFIDENCE", "ToolAttempt", "canonical_arguments",
-    "detect_retry_loop", "merge_events", "parse_timestamp", "repeated_after_error", "summarize_phase",
-    "tool_attempts", "unrecovered_failures",
+    "CONFIRMING_TIERS", "REPEAT_LOOP_MIN_CALLS", "RETRY_LOOP_MIN_ATTEMPTS", "RepeatLoop", "TIER_CONFIDENCE",
+    "ToolAttempt", "canonical_arguments", "detect_repeat_loop", "detect_retry_loop", "merge_events",
+    "parse_timestamp", "repeat_loop", "repeated_after_error", "summarize_phase", "tool_attempts",
+    "unrecovered_failures",
 ]

@@ -15,8 +15,9 @@ from ..models.events import TIER_ORDER, Event
 from .merge import call_name, call_signature
 
 __all__ = [
-    "CONFIRMING_TIERS", "FAILED_STATUSES", "RETRY_LOOP_MIN_ATTEMPTS", "ToolAttempt", "detect_retry_loop",
-    "repeated_after_error", "tool_attempts", "unrecovered_failures",
+    "CONFIRMING_TIERS", "FAILED_STATUSES", "REPEAT_LOOP_MIN_CALLS", "RETRY_LOOP_MIN_ATTEMPTS", "RepeatLoop",
+    "ToolAttempt", "detect_repeat_loop", "detect_retry_loop", "repeat_loop", "repeated_after_error", "tool_attempts",
+    "unrecovered_failures",
 ]
 
 #: Tiers whose evidence can confirm that a tool was executed (D is self-report: never).
@@ -25,6 +26,8 @@ CONFIRMING_TIERS: frozenset[str] = frozenset({"A", "B", "C"})
 FAILED_STATUSES: frozenset[str] = frozenset({"error", "timeout"})
 #: Identical consecutive failing attempts that make a retry loop.
 RETRY_LOOP_MIN_ATTEMPTS = 3
+#: Identical consecutive calls, none failed, that make a repeat loop when the phase ends on them.
+REPEAT_LOOP_MIN_CALLS = 3
 
 _TERMINAL = frozenset({"success", "error", "timeout"})
 
@@ -158,6 +161,48 @@ def detect_retry_loop(events: list[Event]) -> bool:
         if run >= RETRY_LOOP_MIN_ATTEMPTS:
             return True
     return False
+
+
+@dataclass(frozen=True)
+class RepeatLoop:
+    """The identical calls the phase's tool timeline ended on (:func:`repeat_loop`)."""
+
+    name: str
+    signature: tuple[str, str]
+    calls: int
+    """How many of them have a result (the calls that ran and came back); at least :data:`REPEAT_LOOP_MIN_CALLS`."""
+
+
+def repeat_loop(events: list[Event]) -> RepeatLoop | None:
+    """The repeat loop the phase ended in, or None.
+
+    Rule: among the tool attempts of tiers A/B/C in timeline order, the phase's *last* attempts have the same
+    name and canonical arguments, none of them failed, and at least ``REPEAT_LOOP_MIN_CALLS`` (3) of them came
+    back with a result (status ``success`` or ``unknown``, or a start carrying ``success``). A call of the same
+    signature with no outcome yet (the model asked again and the phase ended before it ran) neither counts nor
+    breaks the run; any other attempt (another call, or a failure: that is :func:`detect_retry_loop`'s) ends it.
+    So ``cat a`` × 12 until the timeout is a loop; ``cat a`` × 3 then ``write`` is not (the agent got out);
+    tier-D self-reports never count.
+    """
+    signature: tuple[str, str] | None = None
+    name, calls = "", 0
+    for attempt in tool_attempts(events, include_tier_d=False):
+        if attempt.failed:
+            signature, calls = None, 0
+            continue
+        if attempt.signature != signature:
+            signature, name, calls = attempt.signature, attempt.name, 0
+        if attempt.status is not None:
+            calls += 1
+    if signature is None or calls < REPEAT_LOOP_MIN_CALLS:
+        return None
+    return RepeatLoop(name, signature, calls)
+
+
+def detect_repeat_loop(events: list[Event]) -> int:
+    """How many identical calls the phase ended repeating (:func:`repeat_loop`), 0 when it did not."""
+    loop = repeat_loop(events)
+    return loop.calls if loop is not None else 0
 
 
 def repeated_after_error(events: list[Event]) -> bool:

@@ -11,7 +11,7 @@ from typing import Literal
 
 from ..models.events import TIER_ORDER, Event
 from ..models.results import EventCaptureStatus, ProxyStatus, TelemetrySummary, ToolEventVerdict, ToolEventVerdictReason
-from .attempts import ToolAttempt, detect_retry_loop, tool_attempts
+from .attempts import ToolAttempt, detect_repeat_loop, detect_retry_loop, tool_attempts
 from .merge import merge_events
 
 __all__ = ["TIER_CONFIDENCE", "UPSTREAM_REASONS", "detect_retry_loop", "merge_events", "summarize_phase"]
@@ -99,6 +99,7 @@ def summarize_phase(
         telemetry_tool_error_count=sum(1 for a in attempts if a.failed),
         telemetry_invoked_confidence=TIER_CONFIDENCE[confidence_tier or "none"],
         telemetry_retry_loop_detected=detect_retry_loop(events),
+        telemetry_repeat_loop_count=detect_repeat_loop(events),
         telemetry_tool_call_without_result_count=sum(1 for a in attempts if a.requested_only),
         telemetry_tool_call_unwitnessed_count=unwitnessed,
         telemetry_tool_result_orphan_count=max(0, int(proxy_orphan_result_count or 0)),
