@@ -5,11 +5,20 @@ terminal escape sequences cannot reach the terminal."""
 
 from __future__ import annotations
 
+import logging
+import math
+import os
 import sys
-from typing import Any
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 from ..models.results import CaseResult
+from ..runner.live import CaseEvent, RecordTally
 from ..textsafe import safe_name, safe_text
+
+log = logging.getLogger(__name__)
 
 
 def case_reason(r: CaseResult) -> str | None:
@@ -26,11 +35,8 @@ def case_reason(r: CaseResult) -> str | None:
 
 def case_line(r: CaseResult) -> tuple[str, str, str | None]:
     """(key, status, reason or None) of a finished case as safe display text."""
-    k = r.key
-    trial = f" (trial {k.trial})" if k.trial > 1 else ""
     reason = case_reason(r)
-    return (safe_text(f"{k.agent} {k.model} {k.format} {k.test}{trial}"), safe_text(r.verdict.status),
-            safe_text(reason) if reason is not None else None)
+    return key_text(r.key), safe_text(r.verdict.status), safe_text(reason) if reason is not None else None
 
 
 def _detail(reason: str | None, duration_s: float) -> str:
@@ -38,22 +44,171 @@ def _detail(reason: str | None, duration_s: float) -> str:
     return f"({reason}, {duration_s:.1f}s)" if reason else f"({duration_s:.1f}s)"
 
 
+# ------------------------------------------------------------------------------- running cases
+
+INTERVAL_VAR = "GRIPPROBE_PROGRESS_INTERVAL"
+"""Seconds between two plain "still running" lines of one case (not on a terminal); default 30."""
+DEFAULT_INTERVAL_S, INTERVAL_RANGE = 30.0, (1.0, 3600.0)
+
+
+def progress_interval(env: Mapping[str, str] | None = None) -> float:
+    """:data:`INTERVAL_VAR` in seconds (default 30); a value that is not a number from 1 to 3600 is a
+    one-line :class:`~gripprobe_core.errors.UserError`."""
+    from ..errors import UserError
+
+    raw = (os.environ if env is None else env).get(INTERVAL_VAR, "").strip()
+    if not raw:
+        return DEFAULT_INTERVAL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    low, high = INTERVAL_RANGE
+    if not low <= value <= high:  # NaN too
+        raise UserError(f"{INTERVAL_VAR}={safe_name(raw[:40])}: not a number of seconds from {low:.0f} to "
+                        f"{high:.0f} (the time between two 'still running' lines of a case)")
+    return value
+
+
+def elapsed_text(seconds: float) -> str:
+    """A duration as a running case's line shows it: ``45s``, ``2m30s``, ``1h02m05s`` (whole seconds, cut
+    down)."""
+    s = max(0, int(seconds)) if math.isfinite(seconds) else 0
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{s:02d}s"
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def live_detail(phase: str, elapsed_s: float, calls: int | None = None, tool_calls: int = 0,
+                since_reply_s: float | None = None) -> str:
+    """What a running case's line says after its key: the time since it started, its phase, and (when a
+    proxy records the phase: ``calls`` not None) the phase's model calls and tool calls so far and the time
+    since the model's last reply ended, e.g. ``2m30s, measured, 3 model calls, 1 tool call, last reply 12s
+    ago``; ``no model call yet`` before the first call's record. Safe display text."""
+    parts = [elapsed_text(elapsed_s), safe_text(phase)]
+    if calls == 0:
+        parts.append("no model call yet")
+    elif calls is not None:
+        parts += [_count(calls, "model call"), _count(tool_calls, "tool call")]
+        if since_reply_s is not None:
+            parts.append(f"last reply {elapsed_text(since_reply_s)} ago")
+    return ", ".join(parts)
+
+
+def key_text(key: Any) -> str:
+    """A case key as every progress line shows it: ``agent model format test`` and `` (trial N)`` past
+    the first trial. Safe display text."""
+    trial = f" (trial {key.trial})" if key.trial > 1 else ""
+    return safe_text(f"{key.agent} {key.model} {key.format} {key.test}{trial}")
+
+
+@dataclass
+class RunningCase:
+    """A case whose first agent has started and whose finished line is not printed yet."""
+
+    case_id: str
+    key: str
+    """Safe display text (:func:`key_text`)."""
+    started: float
+    phase: str
+    tally: RecordTally
+    next_note: float = 0.0
+    """When its next plain "still running" line is due (``time.monotonic()``)."""
+
+    def detail(self, now: float | None = None, wall: float | None = None) -> str:
+        now = time.monotonic() if now is None else now
+        wall = time.time() if wall is None else wall
+        t = self.tally
+        since = None if t.last_reply_at is None else max(0.0, wall - t.last_reply_at)
+        return live_detail(self.phase, now - self.started, t.model_calls if t.recorded else None, t.tool_calls,
+                           since)
+
+
 class PlainReporter:
-    def __init__(self, total: int, stream: Any = None) -> None:
+    """Progress in plain lines (not a terminal: CI, a pipe, a log file): ``started <key>: <phase>`` when a
+    case's first agent starts, ``still running <key>: ...`` every ``interval`` seconds while it runs, and
+    ``[done/total] <key>: STATUS (reason, time)`` when it ends. Whole lines of printable text only."""
+
+    def __init__(self, total: int, stream: Any = None, interval: float = DEFAULT_INTERVAL_S) -> None:
         self.total, self.done = total, 0
         self.stream = stream or sys.stderr
+        self.interval = interval
+        self.running: dict[str, RunningCase] = {}
+        self._lock = threading.Lock()
+        """Held to change :attr:`running` and to print: no line of a case after its finished line."""
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     def __enter__(self) -> "PlainReporter":
+        self._ticker = threading.Thread(target=self._tick_loop, name="gripprobe-progress", daemon=True)
+        self._ticker.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        return None
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(5.0)
+        with self._lock:
+            self.running.clear()
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def case_event(self, ev: CaseEvent) -> None:
+        """A running case entered a phase (the runner's event, on its event loop: nothing here waits)."""
+        with self._lock:
+            case = self.running.get(ev.case_id)
+            if case is None:
+                if ev.phase == "judging":
+                    return  # no agent ran (the phase could not start): only its finished line
+                case = self.running[ev.case_id] = RunningCase(ev.case_id, key_text(ev.key), ev.at, ev.phase,
+                                                              RecordTally(ev.record), ev.at + self.interval)
+                self.started(case)
+                return
+            case.phase = ev.phase
+            if ev.phase != "judging":  # judging: the measured phase's counts stay on its line
+                case.tally = RecordTally(ev.record)
+
+    def started(self, case: RunningCase) -> None:
+        self._print(f"started {case.key}: {safe_text(case.phase)}")
+
+    def _tick_loop(self) -> None:
+        while not self._stop.wait(self._tick_s()):
+            try:
+                self.tick()
+            except Exception:  # the display never stops the run
+                log.exception("progress display")
+
+    def _tick_s(self) -> float:
+        return min(1.0, self.interval / 4)  # a line is at most a quarter interval late
+
+    def tick(self, now: float | None = None) -> None:
+        """Print the "still running" line of every case due for one (its tallies read off the event loop)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            due = [c for c in self.running.values() if c.next_note <= now]
+        for c in due:
+            c.tally.look(now)
+        with self._lock:
+            for c in due:
+                if self.running.get(c.case_id) is c:
+                    c.next_note = now + self.interval
+                    self._print(f"still running {c.key}: {c.detail(now)}")
 
     def case_done(self, r: CaseResult) -> None:
-        self.done += 1
-        key, status, reason = case_line(r)
-        print(f"[{self.done}/{self.total}] {key}: {status} {_detail(reason, r.duration_s)}", file=self.stream,
-              flush=True)
+        with self._lock:
+            self.running.pop(r.case_id, None)
+            self.done += 1
+            key, status, reason = case_line(r)
+            self._print(f"[{self.done}/{self.total}] {key}: {status} {_detail(reason, r.duration_s)}")
 
     def final(self, outcome: Any) -> None:
         counts = safe_text(", ".join(f"{k} {v}" for k, v in outcome.counts.items()))
@@ -65,27 +220,71 @@ class PlainReporter:
 
 
 class RichReporter(PlainReporter):
+    """Progress on a terminal: the bar, and below it a line per running case redrawn in place (its key,
+    time, phase, model and tool calls, time since the last reply), gone when its finished line is printed."""
+
     def __init__(self, total: int, console: Any = None) -> None:
         super().__init__(total)
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        reporter = self
+
+        class LiveProgress(Progress):
+            def get_renderables(self) -> Any:
+                yield from super().get_renderables()
+                yield from reporter.live_lines()
+
         self.console = console or Console(stderr=True)
-        self.progress = Progress(TextColumn("[bold]gripprobe"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("{task.description}"), console=self.console,
-                                 transient=False)
+        self.progress = LiveProgress(TextColumn("[bold]gripprobe"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), TextColumn("{task.description}"), console=self.console,
+                                     transient=False)
         self.task = self.progress.add_task("", total=total)
 
     def __enter__(self) -> "RichReporter":
+        super().__enter__()
         self.progress.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)  # no running case's line stays on the screen
         self.progress.stop()
+
+    def _print(self, text: str) -> None:
+        from rich.text import Text
+
+        self.console.print(Text(text))
+
+    def started(self, case: RunningCase) -> None:
+        return None  # its line below the bar says so
+
+    def _tick_s(self) -> float:
+        return 1.0
+
+    def tick(self, now: float | None = None) -> None:
+        """Read the running phases' records (off the event loop); rich redraws the lines on its own."""
+        with self._lock:
+            cases = list(self.running.values())
+        for c in cases:
+            c.tally.look(now)
+
+    def live_lines(self) -> list[Any]:
+        """A line per running case (rendered by rich's refresh, or as a finished line is printed: only
+        what is in memory, nothing read here)."""
+        from rich.text import Text
+
+        with self._lock:
+            cases = sorted(self.running.values(), key=lambda c: (c.started, c.case_id))
+        now, wall = time.monotonic(), time.time()
+        return [Text(f"  {c.key}: {c.detail(now, wall)}", style="dim", no_wrap=True, overflow="ellipsis")
+                for c in cases]
 
     def case_done(self, r: CaseResult) -> None:
         from rich.markup import escape
 
-        self.done += 1
+        with self._lock:
+            self.running.pop(r.case_id, None)
+            self.done += 1
         key, status, reason = case_line(r)
         colour = {"PASS": "green", "PASS_WITH_POLICY_VIOLATION": "yellow"}.get(r.verdict.status, "red")
         detail = escape(_detail(reason, r.duration_s))
@@ -106,7 +305,10 @@ class RichReporter(PlainReporter):
 
 
 def make_reporter(total: int) -> PlainReporter:
-    return RichReporter(total) if sys.stderr.isatty() else PlainReporter(total)
+    """The bar and live lines on a terminal, plain lines otherwise (both on stderr); a bad
+    :data:`INTERVAL_VAR` is a one-line UserError."""
+    interval = progress_interval()
+    return RichReporter(total) if sys.stderr.isatty() else PlainReporter(total, interval=interval)
 
 
 # ------------------------------------------------------------------------------------- agent installs

@@ -118,6 +118,10 @@ def run_command(suite, agents, models, tests, formats, **common) -> None:
     Missing selections are taken from the suite (the default suite unless --suite is given); with -a, -m
     and -t given no suite is needed, and the run is recorded as ad hoc (suite null, its selection in
     manifest.json). The last line printed is the run directory.
+
+    Progress goes to stderr: on a terminal a bar and a line per running case (time, phase, model and tool
+    calls, last reply); otherwise a line as a case starts, every GRIPPROBE_PROGRESS_INTERVAL seconds (default
+    30) while it runs, and as it ends.
     """
     _execute(suite, agents, models, tests, formats, resume=None, **common)
 
@@ -131,7 +135,7 @@ def run_command(suite, agents, models, tests, formats, **common) -> None:
 def run_suite_command(suite, resume, **common) -> None:
     """Run one suite as it is written, or resume an interrupted run of it.
 
-    The last line printed is the run directory.
+    The last line printed is the run directory. Progress goes to stderr as for `gripprobe run`.
     """
     if not suite and not resume:
         raise UserError("run-suite needs --suite S (or --resume RUN_DIR); suites are in specs/suites/")
@@ -285,14 +289,14 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
                           token_budget=token_budget or (s.max_tokens_per_phase if s is not None else None),
                           interaction=suite_interaction,
                           warmup=not no_warmup and (s.warmup if s is not None else True))
+        reporter = make_reporter(total=len(cases))  # a bad GRIPPROBE_PROGRESS_INTERVAL: one line, exit 2
     except BaseException:
         runner.close()
         raise
-    reporter = make_reporter(total=len(cases))
     release_gc()  # the set-up is done (plugins, specs, plan): collect as usual while the cases run
     with reporter:
         outcome = execute_run(cases, plugins, opts, on_done=reporter.case_done, resume=state, executor=runner,
-                              signer=signer)
+                              signer=signer, on_event=reporter.case_event)
     reporter.final(outcome)
     click.echo(safe_name(outcome.run_dir.path))
     if outcome.interrupted:

@@ -22,6 +22,7 @@ from ..store.trees import remove_tree
 from ..telemetry.summary import summarize_phase
 from ..telemetry.usage import phases_usage
 from ..timeutil import utc_now_iso
+from . import live
 from .backfill import run_time_hash
 from .evidence import evidence_digests
 from .judge import CASE_INPUTS, CaseEvidence, Judgement, evaluate, judge_case, write_events
@@ -76,6 +77,7 @@ async def _run_case(case: PlannedCase, run: ActiveRun, hold: SlotHold | None) ->
         if hold is not None:
             hold.give_back()  # (given back after the last agent already; here on every other way out)
         left = await asyncio.to_thread(remove_tree, run.scratch / case.case_id)
+    live.emit(case.case_id, case.key, "judging")
     judged = await asyncio.to_thread(judge, case, run, phases, case_dir)
     warnings = [w for p in phases for w in p.warnings] + [f"scratch_not_removed: {problem}" for problem in left]
     res = result(phases=judged.phases, validators=judged.validators, verdict=judged.verdict,

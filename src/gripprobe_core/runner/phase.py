@@ -41,6 +41,7 @@ from ..phase import SESSION_TRANSCRIPT, AgentCommand, Phase, PhaseContext, Sessi
 from ..runvalues import render_test, template_vars
 from ..store import atomic_write_json, atomic_write_text
 from ..store.trees import remove_tree
+from . import live
 from .env import base_env, make_phase_dirs
 from .evidence import LISTING, KeptFiles, copy_workspace, keep_files
 from .judge import PhaseEvidence, phase_context_name, phase_context_record, proxy_record_name
@@ -194,6 +195,7 @@ async def run_phases(case: PlannedCase, run: ActiveRun, case_dir: Path, *, slot:
                 break
             if slot is not None:
                 await slot.take()
+            live.emit(case.case_id, case.key, phases[i], cur.setup.proxy.record_path if cur.setup.proxy.started else None)
             agent = asyncio.ensure_future(launch(cur.setup, run, case_dir))
             try:
                 if overlap and not last:

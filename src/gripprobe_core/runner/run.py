@@ -30,6 +30,7 @@ from ..store.trees import remove_tree, scratch_folder
 from ..timeutil import utc_now_iso
 from .eventloop import StopSignals, Terminated, loop_name
 from .executors import Executor, LocalExecutor
+from .live import WATCH, Watch
 from .matrix import PlannedCase
 from .settings import ActiveRun, RunSettings
 
@@ -112,13 +113,14 @@ def _manifest(run: ActiveRun, cases: list[PlannedCase], *, status: str, started_
 def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, settings: RunSettings,
                 on_done: Callable[[CaseResult], None] = lambda r: None,
                 resume: ResumeState | None = None, executor: Executor | None = None,
-                signer: Any = "auto") -> RunResult:
+                signer: Any = "auto", on_event: Watch | None = None) -> RunResult:
     """Run ``cases`` into a new run directory, or into ``resume.run_dir`` (see :func:`prepare_resume`), on
     ``executor`` (default: this process, ``settings.jobs`` at once), which is closed at the end. Each
     case's proxy mode and sandbox are settled here, once (:meth:`PlannedCase.settle`). Every case is
     signed as it is written, and the run's seal whenever the manifest or the reports are, with ``signer``
     (``auto``: :func:`~gripprobe_core.integrity.seal.signer_for_run`). Returns even when interrupted by
-    Ctrl-C or SIGTERM."""
+    Ctrl-C or SIGTERM. ``on_event`` hears each running case's phases as they start (:mod:`.live`: the
+    progress display's live lines), on the event loop: it must not block."""
     from ..integrity.seal import reseal_run, signer_for_run
 
     t0 = time.monotonic()
@@ -157,6 +159,7 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
         with StopSignals() as stop:
             atomic_write_json(folder.manifest, manifest("running"))
             _warn(reseal_run(folder.path, signer, wrote=[folder.manifest]))
+            watching = WATCH.set(on_event)  # every task of the run's loop sees it (live.py)
             try:
                 stop.run(executor.run_cases(cases, run, on_done, results))
             except KeyboardInterrupt:
@@ -164,6 +167,7 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
             except Terminated:
                 stopped_by = signal.SIGTERM
             finally:
+                WATCH.reset(watching)
                 # The proxies' recorder process exits while the manifest and reports are written (every phase
                 # flushed its own records already); it is waited for, and reaped, before the run returns.
                 recorder_gone = release_recorder()
