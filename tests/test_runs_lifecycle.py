@@ -224,7 +224,9 @@ def test_sigkill_mid_run_then_resume_gives_every_case_exactly_once(tmp_path):
 
 
 def _processes_mentioning(*needles: str) -> list[int]:
-    """Live processes whose environment mentions every one of ``needles`` (zombies excluded)."""
+    """Live processes whose environment or command line mentions every one of ``needles`` (zombies excluded):
+    a sandboxed agent's environment names its folders where the sandbox shows them, its bwrap's command line
+    names the real ones."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -232,7 +234,7 @@ def _processes_mentioning(*needles: str) -> list[int]:
         try:
             if (entry / "stat").read_text().split(") ", 1)[1].startswith("Z"):
                 continue
-            environ = (entry / "environ").read_bytes()
+            environ = (entry / "environ").read_bytes() + b"\0" + (entry / "cmdline").read_bytes()
             if all(n.encode() in environ for n in needles):
                 found.append(int(entry.name))
         except (OSError, IndexError):

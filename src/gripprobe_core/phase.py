@@ -21,6 +21,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Phase = Literal["warmup", "measured"]
 
+#: Where a sandboxed phase's folder (its workspace, HOME and TMPDIR) appears to the agent: one path for every
+#: phase, trial and case, so the agent's prompts, which name its working directory, are the same from one run to
+#: the next and a model server's prompt cache serves the warmup's prefix to the measured phase.
+SEEN_ROOT = Path("/tmp/gripprobe-case")
+
 
 @dataclass(frozen=True)
 class PhaseContext:
@@ -54,6 +59,10 @@ class PhaseContext:
     interaction: InteractionSpec | None = None
     """How the harness answers the agent's requests (the test's ``observe.interaction``, else its suite's);
     None: no policy asked, the agent runs with its approvals off as always (docs/interaction.md)."""
+    seen_at: Path | None = None
+    """Where the agent sees the phase's folder (the parent of ``workspace``, ``home`` and ``tmpdir``): the
+    sandbox shows it at :data:`SEEN_ROOT` for every phase and trial (besides at its own path, so config files
+    naming the real path still work); None without a sandbox, where the agent sees the real paths."""
 
     @property
     def openai_base_url(self) -> str:
@@ -69,6 +78,16 @@ class PhaseContext:
             "XDG_STATE_HOME": str(self.home / ".local" / "state"),
             "XDG_CACHE_HOME": str(self.home / ".cache"),
         }
+
+    def seen(self, path: Path | str) -> Path:
+        """``path`` as the agent sees it: under the phase's folder, moved to ``seen_at``; anything else as it is."""
+        path = Path(path)
+        if self.seen_at is None:
+            return path
+        try:
+            return self.seen_at / path.relative_to(self.workspace.parent)
+        except ValueError:
+            return path
 
     def executable(self, default: str) -> str:
         """The command that starts the agent: its installed executable, else ``default`` (the spec's)."""

@@ -232,3 +232,18 @@ def test_a_run_stripped_of_every_signature_and_digest_is_shown_unsigned(arena, t
     strict = arena.cli("aggregate-reports", "--runs-root", str(run), "--output", str(tmp_path / "strict"),
                        "--verified-only", timeout=120)
     assert strict.returncode == 0 and json.loads((tmp_path / "strict" / "aggregate.json").read_bytes())["rows"] == []
+
+
+def test_a_forged_seen_at_in_a_stored_context_is_refused(arena, tmp_path):
+    """A stored phase context naming another place the sandbox showed the workspace at (where the validators'
+    sandbox would then bind the stored workspace) is not believed: the case is marked, nothing else changes."""
+    run = _copy(arena, tmp_path)
+    before = _verdicts(run)
+    ctx_file = _case_dir(run, PERFECT) / "artifacts" / "measured.context.json"
+    ctx = json.loads(ctx_file.read_bytes())
+    assert ctx["seen_at"] == "/tmp/gripprobe-case", ctx.get("seen_at")
+    ctx["seen_at"] = "/usr"
+    ctx_file.write_text(json.dumps(ctx))
+    after = _recompute(arena, run)
+    assert after[PERFECT][0] == "HARNESS_ERROR", after[PERFECT]
+    assert {k: v for k, v in after.items() if k != PERFECT} == {k: v for k, v in before.items() if k != PERFECT}

@@ -52,12 +52,24 @@ def proxy_record_name(phase: str) -> str:
     return f"proxy.{phase}.http.jsonl"
 
 
+def stored_seen_at(value: Any) -> Path | None:
+    """A stored context's ``seen_at``: the one path the harness shows (a stored run names nothing else)."""
+    from ..phase import SEEN_ROOT
+
+    if value is None:
+        return None
+    if value != str(SEEN_ROOT):
+        raise ValueError(f"seen_at {str(value)[:80]!r} is not {SEEN_ROOT} (the only place the sandbox shows a phase's folder)")
+    return SEEN_ROOT
+
+
 def phase_context_record(ctx: PhaseContext, *, kept: list[str], harness_error: str | None = None,
                          sources: dict[str, str] | None = None, refused: list[dict[str, str]] | None = None,
                          interaction: Any = None) -> dict[str, Any]:
     """What ``<phase>.context.json`` holds (enough, with the artifacts, to rebuild ``ctx``): ``extra`` names
     the kept files, ``kept_from`` where each came from (``home/…``, ``workspace/…``, ``tmpdir/…``, or
-    ``bytes``), ``kept_refused`` what the driver named that was not kept, and why."""
+    ``bytes``), ``kept_refused`` what the driver named that was not kept, and why; ``seen_at`` where the
+    sandbox showed the phase's folder to the agent (:data:`~gripprobe_core.phase.SEEN_ROOT`, or None)."""
     return {
         "phase": ctx.phase, "prompt": ctx.prompt, "workspace": str(ctx.workspace), "home": str(ctx.home),
         "tmpdir": str(ctx.tmpdir), "base_url": ctx.base_url, "model_name": ctx.model_name,
@@ -66,6 +78,7 @@ def phase_context_record(ctx: PhaseContext, *, kept: list[str], harness_error: s
         "extra": sorted(kept), "kept_from": dict(sorted((sources or {}).items())),
         "kept_refused": list(refused or []), "harness_error": harness_error,
         "interaction": interaction.as_json() if interaction is not None else None,
+        "seen_at": str(ctx.seen_at) if ctx.seen_at is not None else None,
     }
 
 
@@ -472,12 +485,12 @@ def judge_case(plugins: GripProbePluginManager, evidence: CaseEvidence, *, sandb
         validators, validator_error = run_validators(plugins.registry, evidence.test, ValidatorContext(
             workspace=evidence.folder / "workspace", test=evidence.test, run_values=dict(evidence.run_values),
             challenge=dict(last.challenge), challenge_requests=_challenge_requests(artifacts, last.ctx.phase),
-            events=events.get(last.ctx.phase, []), agent_workspace=str(last.ctx.workspace), sandbox=sandbox,
+            events=events.get(last.ctx.phase, []), agent_workspace=str(last.ctx.seen(last.ctx.workspace)), sandbox=sandbox,
             final_text=finals.get(last.ctx.phase)))
     measured_events = events.get(last.ctx.phase, [])
     found = violations(evidence.interaction, measured_events,
                        evidence.folder / "workspace" if last.ctx.phase == "measured" else None,
-                       str(last.ctx.workspace)) if last.never_ran is None else []
+                       str(last.ctx.seen(last.ctx.workspace))) if last.never_ran is None else []
     interaction = interaction_record(evidence.interaction, last.interaction, measured_events, found)
     verdict, problem = derive_verdict(
         plugins.registry, evidence.judge, evidence.test, process=rec.process, events=measured_events,

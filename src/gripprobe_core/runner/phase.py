@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import sys
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..challenges import ChallengeServer
 from ..drivers import AgentDriver, Backend, BackendPhase
@@ -37,7 +38,7 @@ from ..jsonl import dumps
 from ..models.results import BackendProbe, ProcessResult
 from ..models.specs import TestSpec
 from ..interaction import InteractionSupport
-from ..phase import SESSION_TRANSCRIPT, AgentCommand, Phase, PhaseContext, SessionChannel
+from ..phase import SEEN_ROOT, SESSION_TRANSCRIPT, AgentCommand, Phase, PhaseContext, SessionChannel
 from ..runvalues import render_test, template_vars
 from ..store import atomic_write_json, atomic_write_text
 from ..store.trees import remove_tree
@@ -168,6 +169,8 @@ class PhaseSetup:
     socket behind each (:class:`~.netbridge.NetBridge`)."""
     interaction: InteractionSupport = InteractionSupport("native", True)
     """How the driver meets the case's interaction policy (asked before its environment and command)."""
+    endpoint: Any = None
+    """The backend opened for the phase; one with ``warnings`` (the replay's unmatched requests) adds them."""
 
 
 async def run_phases(case: PlannedCase, run: ActiveRun, case_dir: Path, *, slot: SlotHold | None = None) -> list[PhaseResult]:
@@ -260,7 +263,10 @@ async def prepare(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Pat
         await challenge.start()
         servers.push_async_callback(challenge.stop)
         facts = dict(challenge.facts)
-    test = render_test(case.test, template_vars(run.values, workspace=workspace, challenge_facts=facts))
+    box = resolve_sandbox(case.sandbox)
+    seen_at = SEEN_ROOT if box.confined else None  # the agent's paths: the same for every phase and trial
+    test = render_test(case.test, template_vars(run.values, workspace=(seen_at / "workspace") if seen_at else workspace,
+                                                challenge_facts=facts))
     await asyncio.to_thread(_fresh_folder, scratch)
     await asyncio.to_thread(_lay_out, workspace, test, case_dir if phase == "measured" else None)
 
@@ -278,7 +284,7 @@ async def prepare(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Pat
         api_key=run.settings.source_env.get(case.backend.api_key_env) if case.backend.api_key_env else None,
         timeout_s=phase_timeout(case, run), run_values=dict(run.values),
         agent_executable=getattr(run.settings.installed.get(case.agent.id), "executable", None),
-        interaction=case.interaction)
+        interaction=case.interaction, seen_at=seen_at)
     proxy = await open_proxy_session(run.hooks, driver, before_routing, mode=case.proxy_mode, upstream=upstream,
                                      record_path=artifacts / proxy_record_name(phase),
                                      max_request_body=run.settings.proxy_max_body, token_budget=case.token_budget)
@@ -286,7 +292,6 @@ async def prepare(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Pat
     if proxy.harness_error:
         return await _not_run(before_routing, proxy, facts, proxy.harness_error)
     ctx = replace(before_routing, base_url=proxy.base_url or upstream)
-    box = resolve_sandbox(case.sandbox)
     forwards: dict[int, Path] = {}
     if box.confined:  # a network of its own: only its proxy (or local backend) and its challenge server
         ports, unreachable = reachable_ports(ctx.base_url, proxied=proxy.started, challenge=challenge)
@@ -298,7 +303,8 @@ async def prepare(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Pat
         forwards = bridge.forwards
     support = interaction_support(driver, ctx)
     env, command = await asyncio.to_thread(_agent_setup, run, case, driver, ctx)
-    return PhaseSetup(ctx, driver, backend, upstream, proxy, env, command, box, challenge, facts, forwards, support)
+    return PhaseSetup(ctx, driver, backend, upstream, proxy, env, command, box, challenge, facts, forwards, support,
+                      endpoint)
 
 
 def interaction_support(driver: AgentDriver, ctx: PhaseContext) -> InteractionSupport:
@@ -407,7 +413,15 @@ async def launch(setup: PhaseSetup, run: ActiveRun, case_dir: Path) -> ProcessRe
     env = {**setup.env, "PATH": box.shown_path(setup.env.get("PATH", ""),
                                                binds=[*needs, ctx.workspace, ctx.home, ctx.tmpdir])}
     argv = [resolve_executable(command.argv[0], env["PATH"]), *command.argv[1:]]
-    argv = box.wrap(argv, cwd=cwd, rw=[ctx.workspace, ctx.home, ctx.tmpdir], ro=needs, forwards=setup.forwards)
+    stdin = command.stdin
+    rw_at: list[tuple[Path, Path]] = []
+    if ctx.seen_at is not None and box.confined:  # the phase's folder at one path, named so on the command line
+        seen = seen_paths(ctx.workspace.parent, ctx.seen_at)
+        argv, env = [seen(a) for a in argv], {k: seen(v) for k, v in env.items()}
+        stdin = seen(stdin.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape") if stdin else stdin
+        rw_at = [(ctx.workspace.parent, ctx.seen_at)]
+    argv = box.wrap(argv, cwd=ctx.seen(cwd), rw=[ctx.workspace, ctx.home, ctx.tmpdir], ro=needs,
+                    rw_at=rw_at, forwards=setup.forwards)
     budget = setup.proxy.token_budget
     session = None
     if command.session is not None:
@@ -416,11 +430,18 @@ async def launch(setup: PhaseSetup, run: ActiveRun, case_dir: Path) -> ProcessRe
 
         async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await talk.run(SessionChannel(reader, writer, responder, transcript, ctx))
-    return await run_process(argv, cwd=cwd, env=env, stdin=command.stdin, timeout_s=ctx.timeout_s,
+    return await run_process(argv, cwd=cwd, env=env, stdin=stdin, timeout_s=ctx.timeout_s,
                              stdout_path=case_dir / f"{ctx.phase}.stdout", stderr_path=case_dir / f"{ctx.phase}.stderr",
                              cap_bytes=run.settings.capture_cap, sandboxed=box.confined,
                              stop=(setup.proxy.token_budget_exceeded, f"the phase's token budget of {budget} tokens is spent")
                              if budget is not None else None, session=session)
+
+
+def seen_paths(real: Path, seen: Path) -> Callable[[str], str]:
+    """A rewrite of every mention of ``real`` (the phase's folder) as a whole path component into ``seen``."""
+    pattern = re.compile(re.escape(str(real)) + r"(?![^/\s\"'`:;,=)\]}>|&])")
+    to = str(seen)
+    return lambda text: pattern.sub(lambda _: to, text)
 
 
 def session_transcript(ctx: PhaseContext) -> Path:
@@ -464,6 +485,11 @@ async def collect(setup: PhaseSetup, run: ActiveRun, process: ProcessResult, pro
                 for r in kept.refused if r["reason"] != "missing"]  # a log the agent never wrote is no news
     if ctx.interaction is not None and not setup.interaction.applied and ctx.phase == "measured":
         warnings.append(f"interaction_not_applied: policy {ctx.interaction.policy}: {setup.interaction.reason}")
+    said = getattr(setup.endpoint, "warnings", None)
+    if isinstance(said, list):  # the replay backend: each request that matched nothing it recorded
+        for w in [w for w in said if isinstance(w, str)][:20]:
+            code, _, rest = w.partition(": ")
+            warnings.append(f"{code}: {ctx.phase} {rest}")
     return PhaseResult(PhaseEvidence(ctx, process, kept=sorted(kept.files), proxy=setup.proxy.describe(),
                                      challenge=dict(setup.facts), probe=probe,
                                      interaction=setup.interaction.as_json()), warnings)

@@ -40,7 +40,7 @@ from .evidence import copy_stored_case
 from .sandbox import stored_data_sandbox
 from .judge import (
     CASE_INPUTS, CaseEvidence, MissingEvidence, PhaseEvidence, harness_error_verdict, judge_case, phase_context_name,
-    write_events,
+    stored_seen_at, write_events,
 )
 
 #: The fields a recompute derives (and the identity test compares).
@@ -114,7 +114,7 @@ def stored_evidence(res: CaseResult, case_dir: Path) -> CaseEvidence:
                 base_url=str(pctx["base_url"]), model_name=str(pctx["model_name"]),
                 timeout_s=float(pctx["timeout_s"]), run_values=dict(res.run_values),
                 agent_executable=Path(pctx["agent_executable"]) if pctx.get("agent_executable") else None,
-                interaction=interaction)
+                interaction=interaction, seen_at=stored_seen_at(pctx.get("seen_at")))
             kept = [str(n) for n in pctx.get("extra") or []]
         except (KeyError, TypeError, ValueError) as exc:
             raise ArtifactProblem(f"artifacts/{phase_context_name(rec.phase)} lacks {exc}") from None

@@ -15,7 +15,8 @@ What the sandboxed process gets (SPEC §9, threat model in docs/sandbox.md):
 - a filesystem with only the system read-only (``/usr``, ``/etc`` and the ``/bin``-style links), the
   agent's install read-only (the harness's Python runtime for Python agents, the agent's cached install,
   the executable itself), a private ``/tmp``, a fresh ``/proc`` and minimal ``/dev``, and read-write only
-  the phase's workspace, HOME (with its XDG dirs) and TMPDIR, at the same paths as outside.
+  the phase's workspace, HOME (with its XDG dirs) and TMPDIR, at the same paths as outside and, for the
+  agent's phases, under ``SEEN_ROOT`` too (one path for every phase and trial: runner/phase.py ``launch``).
 
 ``--sandbox none`` runs unsandboxed; then the runner falls back to sweeping the process tree by an
 environment token (runner/process.py), which a process that scrubs its environment escapes.

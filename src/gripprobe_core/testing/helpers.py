@@ -231,7 +231,8 @@ def stored_phase(case_dir: Path, phase: str = "measured") -> tuple[Any, Any]:
         format=str(inputs["format"]), prompt=stored["prompt"], workspace=Path(stored["workspace"]),
         home=Path(stored["home"]), tmpdir=Path(stored["tmpdir"]), artifacts_dir=artifacts, base_url=stored["base_url"],
         model_name=stored["model_name"], timeout_s=float(stored["timeout_s"]), run_values=result.run_values,
-        agent_executable=Path(stored["agent_executable"]) if stored.get("agent_executable") else None)
+        agent_executable=Path(stored["agent_executable"]) if stored.get("agent_executable") else None,
+        seen_at=Path(stored["seen_at"]) if stored.get("seen_at") else None)
     files = {n: artifacts / f"{phase}.{n}" for n in stored.get("extra") or []}
     capture = PhaseCapture(stdout_path=case_dir / f"{phase}.stdout", stderr_path=case_dir / f"{phase}.stderr",
                            process=record.process, files=files)

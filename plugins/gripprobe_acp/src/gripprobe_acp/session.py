@@ -8,7 +8,7 @@ the only one) and then:
    inside the sandbox; advertised, Qwen Code and opencode hand their writes to the *client*, which would write
    outside the sandbox) and no ``terminal``; every ``fs/*`` or ``terminal/*`` request is answered with JSON-RPC
    error -32601 (opencode 1.18.33 sends ``fs/write_text_file`` regardless and then writes the file itself);
-2. ``session/new`` in the workspace, with no MCP servers;
+2. ``session/new`` in the workspace (the path the agent sees it at, `ctx.seen`), with no MCP servers;
 3. the agent's permission mode (``session/set_mode``) and config options (``session/set_config_option``) when
    its driver names them and the agent is not in them already (a mode it does not offer is a SessionError:
    the policy would not be in force), and the session's title (``session/set_title``) when the driver gives one;
@@ -225,7 +225,7 @@ class AcpSession:
         await _ask(recorder, "initialize", conn.initialize(
             protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
             client_info=Implementation(name=CLIENT_NAME, title="GripProbe", version=__version__)))
-        new = await _ask(recorder, "session/new", conn.new_session(cwd=str(ctx.workspace), mcp_servers=[]))
+        new = await _ask(recorder, "session/new", conn.new_session(cwd=str(ctx.seen(ctx.workspace)), mcp_servers=[]))
         session_id = new.session_id
         if self.mode is not None:
             modes = new.modes
