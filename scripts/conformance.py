@@ -295,7 +295,24 @@ def render(run_cells: list[dict], exp: dict, interaction: dict[str, dict] | None
     lines += render_fidelity(agents, profiles)
     if "mini-swe-agent" in agents:
         lines += [TEXT_PATH]
+    lines += real_model_section()
     return "\n".join(lines)
+
+
+def real_model_section() -> list[str]:
+    """The real model's table, from its recording (tests/fixtures/real_model; scripts/real_model.py)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import real_model
+
+    return ["", "## A real model: recorded, and replayed in CI", "",
+            "The oracle above plays scripted behaviours; this is what a real model did. Each agent ran the sanity",
+            "tests once (`--no-warmup`, one case at a time) against the model below; `scripts/real_model.py record`",
+            "stored every exchange (scrubbed of this machine's paths) in `tests/fixtures/real_model/`, and",
+            "`tests/test_real_model_replay.py` replays them with the real agents on the replay backend",
+            "(`kind: replay`, docs/backends.md) and checks each verdict against this table. Rerun it with the model",
+            "and its server: `scripts/real_model.py record` (then `scripts/conformance.py` to render this page).",
+            "",
+            *real_model.render_table(real_model.RECORDING).rstrip("\n").split("\n")]
 
 
 def _ratio(matched: int, n: int) -> str:

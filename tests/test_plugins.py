@@ -18,7 +18,7 @@ def test_builtins_register_through_the_manager():
     assert names[: len(DEFAULT_PLUGINS)] == list(DEFAULT_PLUGINS)
     reg = gpm.registry
     assert list(reg.agents) == ["reference"] and reg.agents["reference"].name == "reference"
-    assert set(reg.backends) == {"oracle", "openai-compatible", "ollama", "anthropic"}
+    assert set(reg.backends) == {"oracle", "openai-compatible", "ollama", "anthropic", "replay"}
     assert {"file_equals", "patch_applied", "web_nonce_proof", "web_search_result", "weekly_plan_task",
             "file_exists", "command_output"} <= set(reg.validators)
     assert {"nonce", "search"} <= set(reg.challenges)

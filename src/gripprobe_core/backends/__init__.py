@@ -1,5 +1,5 @@
 """The built-in model backends: the embedded oracle, any OpenAI-compatible server, Ollama, any server
-speaking Anthropic's Messages API.
+speaking Anthropic's Messages API, and the replay of a recorded real-model session.
 
 Each is a :class:`gripprobe_core.drivers.Backend` registered by the default plugin
 :mod:`gripprobe_core.defaults.backends`; a plugin adds another kind with ``register_backends``.
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from .http import AnthropicBackend, OllamaBackend, OpenAICompatibleBackend, RemoteEndpoint, server_root
 from .oracle import OracleBackend, OracleEndpoint
+from .replay import ReplayBackend
 
 __all__ = ["AnthropicBackend", "OllamaBackend", "OpenAICompatibleBackend", "OracleBackend", "OracleEndpoint", "RemoteEndpoint",
+           "ReplayBackend",
            "model_digest", "server_root"]
 
 

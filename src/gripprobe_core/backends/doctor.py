@@ -126,16 +126,18 @@ async def check_model(model: ModelSpec, backend: BackendSpec, kind: Backend, *, 
     first when the backend does not answer."""
     embedded = not kind.remote
     url = None if embedded else server_root(base_url or backend.base_url or "")
+    # what the backend is asked at: the server's root; the embedded replay's recording folder; nothing for the oracle
+    at = url or (backend.recording if embedded and backend.recording else "")
     api_key = env.get(backend.api_key_env) if backend.api_key_env else None
     out = ModelCheck(model=model.id, backend=backend, embedded=embedded, url=url)
-    out.reachable = await kind.probe(url or "", api_key=api_key, backend_id=backend.id, timeout_s=probe_timeout_s)
+    out.reachable = await kind.probe(at, api_key=api_key, backend_id=backend.id, timeout_s=probe_timeout_s)
     if not out.reachable.reachable:
         return out
     try:
-        out.listed = await kind.list_models(url or "", api_key=api_key, timeout_s=probe_timeout_s)
+        out.listed = await kind.list_models(at, api_key=api_key, timeout_s=probe_timeout_s)
     except LookupError as exc:
         out.listing_error = str(exc)
-    out.tool_call = await kind.probe_tool_call(url or "", model_id=backend.model_id, api_key=api_key,
+    out.tool_call = await kind.probe_tool_call(at, model_id=backend.model_id, api_key=api_key,
                                                timeout_s=tool_timeout_s)
     if out.listed is not None:
         out.server_digest = model_digest(out.listed, backend.model_id)[1]

@@ -105,6 +105,10 @@ class BackendSpec(_Strict):
         default=None,
         description="Name of the environment variable holding the API key. The key is passed only to the agent.")
     model_hash: str | None = None
+    recording: str | None = Field(
+        default=None, description="kind replay: the folder of a recorded real-model session "
+                                  "(scripts/real_model.py record writes one); a relative path is the model spec "
+                                  "file's own folder's.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the agent.")
     resources: Resources = Field(
         default_factory=dict,
@@ -116,6 +120,10 @@ class BackendSpec(_Strict):
         # the built-in remote kinds; a plugin's remote kind is checked against the registry (specs/crossref.py)
         if self.kind in REMOTE_KINDS and not self.base_url:
             raise ValueError(f"backend kind {self.kind!r} needs base_url")
+        if (self.kind == "replay") != (self.recording is not None):
+            raise ValueError("recording: belongs to a backend of kind replay, which needs one (the recorded "
+                             "session's folder)" if self.recording is not None else
+                             "backend kind 'replay' needs recording: FOLDER (the recorded session's folder)")
         return self
 
 

@@ -195,6 +195,20 @@ def _load_one(specs: SpecSet, known: KnownIds, layer_known: KnownIds, kind: str,
         # From the document itself, not the validated spec: a mistake elsewhere in the file must not
         # hide the errors of the validators' options.
         issues.extend(check_test_plugins(path, data, source, registry))
+    if kind == "model" and spec is not None:
+        for i, backend in enumerate(getattr(spec, "backends", [])):  # a replay's recording: relative to the spec's folder
+            if backend.recording and not Path(backend.recording).is_absolute():
+                backend.recording = str((path.parent / backend.recording).resolve())
+            if backend.recording:
+                from ..backends.replay import RecordingError, load_recording
+
+                try:
+                    load_recording(Path(backend.recording))
+                except RecordingError as exc:
+                    issues.append(make_issue(path, source.line(("backends", i, "recording")),
+                                             f"backends[{i}].recording",
+                                             f"{exc}; give the folder scripts/real_model.py record wrote "
+                                             f"(relative to this file's folder)"))
     if spec is not None and not duplicate:
         below = specs.files.get((kind, spec.id))
         if below is not None:
