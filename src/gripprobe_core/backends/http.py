@@ -119,6 +119,20 @@ class OpenAICompatibleBackend(_Listing):
         return probe
 
 
+async def probe_served_by(server: Any, *, model_id: str, timeout_s: float, endpoint: str) -> ToolCallProbe:
+    """doctor's tool-call probe against a server the harness starts itself (the oracle, a replay): ``server``
+    has ``start()``, ``stop()`` and ``base_url``; started, probed through its Chat Completions endpoint, stopped.
+    ``endpoint`` names it in the answer."""
+    from dataclasses import replace
+
+    await server.start()
+    try:
+        probe = await OpenAICompatibleBackend().probe_tool_call(server.base_url, model_id=model_id, timeout_s=timeout_s)
+    finally:
+        await server.stop()
+    return replace(probe, endpoint=endpoint)
+
+
 async def template_supports_tools(url: str, api_key: str | None, timeout_s: float = 5.0) -> bool | None:
     """llama-server's ``GET /props`` → ``chat_template_caps.supports_tool_calls`` (None when the server has no
     such page or does not say: another server, an older build)."""

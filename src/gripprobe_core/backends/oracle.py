@@ -59,18 +59,10 @@ class OracleBackend:
                               timeout_s: float = 120.0) -> ToolCallProbe:
         """Start an oracle as a phase would (no reference solution: the probe prompt brings its own) and
         probe it through its OpenAI Chat Completions endpoint; stopped afterwards."""
-        from dataclasses import replace
-
         from ..oracle.profiles import builtin_profiles
         from ..oracle.server import OracleServer
-        from .http import OpenAICompatibleBackend
+        from .http import probe_served_by
 
         profile = model_id if model_id in builtin_profiles() else "perfect"
-        server = OracleServer([], default_profile=profile)
-        await server.start()
-        try:
-            probe = await OpenAICompatibleBackend().probe_tool_call(server.base_url, model_id=model_id,
-                                                                    timeout_s=timeout_s)
-        finally:
-            await server.stop()
-        return replace(probe, endpoint="POST /v1/chat/completions of the embedded oracle")
+        return await probe_served_by(OracleServer([], default_profile=profile), model_id=model_id,
+                                     timeout_s=timeout_s, endpoint="POST /v1/chat/completions of the embedded oracle")

@@ -500,7 +500,7 @@ class ReplayBackend:
         folder. A recording without that exchange says so (``outcome="error"``)."""
         from dataclasses import replace
 
-        from .http import OpenAICompatibleBackend
+        from .http import probe_served_by
 
         try:
             rec = load_recording(Path(url)) if url else None
@@ -508,14 +508,9 @@ class ReplayBackend:
             return ToolCallProbe(outcome="error", endpoint="(replay)", error=str(exc))
         if rec is None:
             return ToolCallProbe(outcome="error", endpoint="(replay)", error="no recording to replay")
-        server = ReplayServer(rec, model=model_id)
-        await server.start()
-        try:
-            probe = await OpenAICompatibleBackend().probe_tool_call(server.base_url, model_id=model_id,
-                                                                    timeout_s=timeout_s)
-        finally:
-            await server.stop()
+        probe = await probe_served_by(ReplayServer(rec, model=model_id), model_id=model_id, timeout_s=timeout_s,
+                                      endpoint=f"POST /v1/chat/completions of the recording {rec.folder.name}")
         if probe.outcome == "error" and MISMATCH in (probe.error or ""):
             probe = replace(probe, error=f"the recording holds no tool-call probe ({DOCTOR_FILE}): record it again "
                                          f"with scripts/real_model.py record")
-        return replace(probe, endpoint=f"POST /v1/chat/completions of the recording {rec.folder.name}")
+        return probe
