@@ -114,6 +114,8 @@ def test_doctor_says_what_it_said_of_the_real_server():
         fix = (check.get("fix") or {}).get("tool_call") or ""
         assert "ignored its chat template" in fix, fix
     assert tool["server_tool_template"] is True, "llama-server's /props, recorded, says its template supports tools"
+    shown = _cli("doctor", "--specs", str(real_model.SPECS), "--model", real_model.REPLAY_MODEL, timeout=120).stdout
+    assert "embedded (started by GripProbe), 1 recorded model" in shown and "of the recording" in shown, shown
 
 
 def test_the_docs_table_is_the_recordings():

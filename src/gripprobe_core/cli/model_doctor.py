@@ -76,6 +76,8 @@ def fixes(check: ModelCheck, specs, *, base_url: str | None, env: Mapping[str, s
     if check.status("served") is False:
         if check.listed is None:
             out["served"] = f"the server did not list its models ({check.listing_error}); check {where}"
+        elif check.embedded and be.kind == "replay":
+            out["served"] = f"set model_id ({where}) to the name the recording's server served"
         elif check.embedded:
             out["served"] = f"set model_id ({where}) to an oracle profile"
         elif be.kind == "ollama":
@@ -163,7 +165,8 @@ def detail(check: ModelCheck, name: str) -> list[str]:
         if p is None:
             return ["not checked"]
         if check.embedded:
-            return [f"embedded (started by GripProbe), {_n(p.models, 'profile')}"]
+            what = "recorded model" if be.kind == "replay" else "profile"
+            return [f"embedded (started by GripProbe), {_n(p.models, what)}"]
         if not p.reachable:
             return [f"GET {p.url}: {p.error}"]
         return [f"GET {p.url}: HTTP {p.http_status}, {_n(p.models, 'model')}, {p.latency_ms:g} ms"]
