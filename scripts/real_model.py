@@ -272,11 +272,18 @@ def replay_case(row: dict[str, Any], results: Path, *, specs: Path = SPECS, mode
 def replay(args: argparse.Namespace) -> int:
     from gripprobe_core.backends.replay import MANIFEST
 
-    meta = json.loads((Path(args.recording) / MANIFEST).read_bytes())
+    recording = Path(args.recording).resolve()
+    meta = json.loads((recording / MANIFEST).read_bytes())
     results = Path(args.results)
+    specs = results / "specs"  # a replay model spec of its own, naming this recording
+    (specs / "models").mkdir(parents=True, exist_ok=True)
+    (specs / "models" / f"{REPLAY_MODEL}.yaml").write_text(
+        f"id: {REPLAY_MODEL}\nlabel: the recording {recording.name}, replayed\nbackends:\n  - id: replay\n"
+        f"    kind: replay\n    model_id: {meta.get('served_model') or 'model'}\n    recording: {json.dumps(str(recording))}\n"
+        f"policy:\n  timeout_s: 30\n")
     bad = 0
     for i, row in enumerate(meta["cases"]):
-        status, reason, warnings = replay_case(row, results / f"{i:02d}")
+        status, reason, warnings = replay_case(row, results / f"{i:02d}", specs=specs)
         same = (status, reason) == (row["status"], row["reason"])
         bad += not same
         print(f"{'ok  ' if same else 'DIFF'} {row['agent']} {row['format']} {row['test']}: real {row['status']}"

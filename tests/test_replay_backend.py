@@ -244,3 +244,13 @@ def test_the_conversation_never_raises_and_its_key_is_stable(body):
     conv = conversation(body, pairs)
     assert conversation_key("/v1/chat/completions", conv) == conversation_key(
         "/v1/chat/completions", json.loads(json.dumps(conv)))
+
+
+@pytest.mark.e2e
+def test_the_scripts_replay_compares_every_recorded_verdict(recorded, tmp_path):
+    out = subprocess.run([sys.executable, str(SCRIPT), "replay", str(recorded), "--results", str(tmp_path / "r")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines == ["ok   reference tool save_file: real PASS/None, replay PASS/None",
+                     "ok   reference tool shell_pwd: real PASS/None, replay PASS/None"], lines
