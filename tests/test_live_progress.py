@@ -7,6 +7,7 @@ this process; the formatting as pure functions."""
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import io
 import json
@@ -29,7 +30,8 @@ from conftest import SPECS, gripprobe
 from gripprobe_core.cli.progress import (PlainReporter, elapsed_text, key_text, live_detail, progress_interval)
 from gripprobe_core.errors import UserError
 from gripprobe_core.models.results import CaseKey
-from gripprobe_core.runner.live import WATCH, CaseEvent, RecordTally, emit, reply_end
+from gripprobe_core.proxy import read_records
+from gripprobe_core.runner.live import WATCH, CaseEvent, OpenCalls, RecordTally, emit, reply_end
 
 KEY = "reference oracle-stall tool save_file"
 STARTED = re.compile(rf"^started {KEY}: (warmup|measured)$")
@@ -63,10 +65,15 @@ def test_not_on_a_terminal_a_case_says_it_started_and_still_runs_before_its_fini
     assert seconds == sorted(seconds) and len(set(seconds)) == len(seconds), res.stderr  # one line a second
     assert len(still) <= wall + 1, res.stderr  # never a flood: at most one a second (the interval)
     assert {m[2] for _, m in still} >= {"warmup", "measured"}, res.stderr
-    # the stalled call has no record until its agent is stopped (then the phase is collected): 0, then 1
-    assert all(m[3] == "no model call yet" or re.fullmatch(r"1 model call, 0 tool calls, last reply \d+s ago", m[3])
-               for _, m in still), res.stderr
-    assert still[0][1][3] == "no model call yet", res.stderr
+    # the stalled call has no record until its agent is stopped (then the phase is collected): 0, then 1;
+    # while it waits the proxy has it open, with no output
+    opened = re.compile(r"model call open (\d+)s \(no output yet\)")
+    assert all(m[3] == "no model call yet" or opened.fullmatch(m[3])
+               or re.fullmatch(r"1 model call, 0 tool calls, last reply \d+s ago", m[3]) for _, m in still), res.stderr
+    assert still[0][1][3] == "no model call yet" or opened.fullmatch(still[0][1][3]), res.stderr
+    waiting = [(int(m[1]), int(opened.fullmatch(m[3])[1])) for _, m in still if m[3] and opened.fullmatch(m[3])]
+    assert waiting, res.stderr  # the open call is shown before it ends
+    assert all(age <= case_s for case_s, age in waiting), res.stderr  # open no longer than the case runs
     assert "\x1b" not in res.stderr and "\r" not in res.stderr
 
 
@@ -85,13 +92,15 @@ def test_the_counts_come_from_the_running_phase_as_its_calls_end(tmp_path):
                     "--results", str(tmp_path), env={"GRIPPROBE_PROGRESS_INTERVAL": "1"})
     assert res.returncode == 0, res.stderr[-3000:]
     line = re.compile(r"^still running reference oracle-slow-stream tool save_file(?: \(trial 2\))?: \d+s, "
-                      r"(warmup|measured|judging), (?:no model call yet|(\d) model calls?, (\d) tool calls?, "
-                      r"last reply \d+s ago)$")
+                      r"(warmup|measured|judging)(?:, (\d) model calls?, (\d) tool calls?)?"
+                      r"(?:, no model call yet|, last reply \d+s ago|, model call open \d+s(?: \(no output yet\)|"
+                      r"(, last output \d+s ago)))?$")
     still = [line.match(x) for x in res.stderr.splitlines() if x.startswith("still running")]
     assert still and all(still), res.stderr
     counted = [(int(m[2]), int(m[3])) for m in still if m[2]]
     assert counted, res.stderr  # a line fell after a call's end
     assert all(1 <= calls <= 2 and tools <= 1 for calls, tools in counted), res.stderr  # per phase: its own calls
+    assert any(m[4] for m in still), res.stderr  # a line fell while a call streamed: its last output shown
     assert len([x for x in res.stderr.splitlines() if x.startswith("started ")]) == 2
 
 
@@ -135,10 +144,12 @@ def test_on_a_terminal_a_running_case_has_a_line_below_the_bar_that_goes_when_it
     assert "\x1b[" in screen  # redrawn in place: rich's cursor moves, on a terminal only
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
     shown = [x.strip() for x in re.split(r"[\r\n]", plain)]
-    live = [i for i, x in enumerate(shown) if re.fullmatch(rf"{KEY}: \d+s, (warmup|measured), no model call yet", x)]
+    live = [i for i, x in enumerate(shown) if re.fullmatch(
+        rf"{KEY}: \d+s, (warmup|measured), (no model call yet|model call open \d+s \(no output yet\))", x)]
     done = [i for i, x in enumerate(shown) if re.fullmatch(rf"{KEY}: TIMEOUT \(timeout, [\d.]+s\)", x)]
     assert live and len(done) == 1, plain[-3000:]
     assert {shown[i].split(", ")[1] for i in live} == {"warmup", "measured"}, plain[-3000:]
+    assert any("model call open" in shown[i] for i in live), plain[-3000:]  # the stalled call, redrawn
     bars = [i for i, x in enumerate(shown) if re.match(r"gripprobe .* 1/1 ", x)]
     assert bars and done[0] < bars[0], plain[-3000:]
     assert max(live) < bars[0], plain[-3000:]  # once the case is counted the bar is drawn without its line
@@ -321,6 +332,12 @@ def test_elapsed_text_reads_back_as_the_whole_seconds(seconds):
     (("measured", 150, 1, 1, 12.5), "2m30s, measured, 1 model call, 1 tool call, last reply 12s ago"),
     (("judging", 61, 3, 0, 0.2), "1m01s, judging, 3 model calls, 0 tool calls, last reply 0s ago"),
     (("measured", 1, 2, 5), "1s, measured, 2 model calls, 5 tool calls"),
+    (("measured", 150, 0, 0, None, 1, 130.4), "2m30s, measured, model call open 2m10s (no output yet)"),
+    (("measured", 160, 0, 0, None, 1, 160, 1.5), "2m40s, measured, model call open 2m40s, last output 1s ago"),
+    (("measured", 90, 2, 1, 30, 1, 20, None),
+     "1m30s, measured, 2 model calls, 1 tool call, model call open 20s (no output yet)"),  # open: not the reply
+    (("warmup", 9, 0, 0, None, 2, 8, 0), "9s, warmup, 2 model calls open, oldest 8s, last output 0s ago"),
+    (("warmup", 9, 0, 0, None, 1, None, None), "9s, warmup, model call open (no output yet)"),
 ])
 def test_live_detail(args, text):
     assert live_detail(*args) == text
@@ -338,3 +355,113 @@ def test_the_interval_is_seconds_from_1_to_3600():
     for bad in ("0", "0.5", "3601", "nan", "inf", "-1", "30s"):
         with pytest.raises(UserError, match="GRIPPROBE_PROGRESS_INTERVAL"):
             progress_interval({"GRIPPROBE_PROGRESS_INTERVAL": bad})
+
+
+# ------------------------------------------------------------------ the proxy's open calls
+
+def test_the_proxy_shows_a_call_open_from_its_start_to_its_end_and_when_it_last_relayed_output(tmp_path):
+    """A real recording proxy (the runner's handle) relaying a stream from a real aiohttp upstream on
+    127.0.0.1 that holds its first bytes, then its end: the activity view, read from another thread as the
+    display does, counts the call open (0, 1, 0) with no output, then output; the handle offers the view
+    for its record file while it runs, so the phase's event carries it."""
+    from aiohttp import ClientSession, web
+
+    from gripprobe_core.defaults.proxy import RecordingProxyHandle
+    from gripprobe_core.proxy.recorder_client import close_recorder
+    from proxy_helpers import run, serving
+
+    record = tmp_path / "proxy.measured.http.jsonl"
+    key = CaseKey(agent="reference", model="m", backend="b", format="tool", test="t")
+
+    async def main() -> list:
+        first, last, arrived = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+        async def stream(request: web.Request) -> web.StreamResponse:
+            await request.read()
+            arrived.set()
+            await first.wait()  # "prefilling": the headers and the first bytes wait
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(b"data: {}\n\n")
+            await last.wait()
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+            return resp
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", stream)
+        seen: list = []
+        events: list[CaseEvent] = []
+        async with serving(app) as up:
+            handle = RecordingProxyHandle(up, record, None)
+            await handle.start()
+            try:
+                seen.append(await asyncio.to_thread(handle.activity))
+                token = WATCH.set(events.append)
+                try:
+                    emit("c", key, "measured", record)
+                finally:
+                    WATCH.reset(token)
+                async with ClientSession() as s:
+                    post = asyncio.ensure_future(s.post(handle.base_url + "/v1/chat/completions", json={"model": "m"}))
+                    await asyncio.wait_for(arrived.wait(), 10)
+                    await asyncio.sleep(0.3)
+                    seen.append(await asyncio.to_thread(events[0].activity))  # open, nothing relayed yet
+                    first.set()
+                    async with await post as r:
+                        assert await r.content.readuntil(b"\n\n") == b"data: {}\n\n"
+                        await asyncio.sleep(0.2)
+                        seen.append(await asyncio.to_thread(handle.activity))  # open, output relayed
+                        last.set()
+                        await r.read()
+                seen.append(await asyncio.to_thread(handle.activity))
+            finally:
+                await handle.stop()
+            token = WATCH.set(events.append)
+            try:
+                emit("c", key, "judging", record)  # stopped: its view is withdrawn
+            finally:
+                WATCH.reset(token)
+        assert events[0].activity == handle.activity and events[1].activity is None
+        return seen
+
+    try:
+        before, waiting, streaming, after = run(main())
+    finally:
+        close_recorder()
+    assert before == {"open": 0, "open_s": None, "output_s": None}
+    assert waiting["open"] == 1 and waiting["open_s"] >= 0.3 and waiting["output_s"] is None, waiting
+    assert streaming["open"] == 1 and streaming["open_s"] > waiting["open_s"], streaming
+    assert 0.2 <= streaming["output_s"] < streaming["open_s"] - 0.3, streaming
+    assert after == {"open": 0, "open_s": None, "output_s": None}
+    assert len(read_records(record)) == 1  # recorded as ever
+
+
+def test_open_calls_ask_the_view_at_most_once_a_period_and_age_between_looks():
+    answers = [{"open": 1, "open_s": 10.0, "output_s": None}, {"open": 1, "open_s": 12.0, "output_s": 0.5},
+               {"open": "x"}, RuntimeError("gone"), None]
+    asked: list[int] = []
+
+    def view():
+        asked.append(1)
+        answer = answers[len(asked) - 1]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    calls = OpenCalls(view, min_period_s=1.0)
+    assert (calls.open, calls.ages(0.0)) == (0, (None, None))  # not looked yet
+    calls.look(100.0)
+    calls.look(100.5)  # too soon: not asked
+    assert len(asked) == 1 and calls.open == 1
+    assert calls.ages(102.0) == (12.0, None)  # the age moves on between looks
+    calls.look(101.0)
+    assert calls.ages(101.0) == (12.0, 0.5)
+    calls.look(102.0)  # nonsense: none open
+    assert (calls.open, calls.ages(102.0)) == (0, (None, None))
+    calls.look(103.0)  # a view that fails shows what it showed
+    calls.look(104.0)  # no answer: likewise
+    assert len(asked) == 5 and calls.open == 0
+    none = OpenCalls(None)
+    none.look()
+    assert (none.open, none.ages()) == (0, (None, None))

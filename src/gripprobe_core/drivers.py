@@ -361,8 +361,19 @@ upstream (connect, reset, malformed, timeout), with ``reason`` its proxy_error; 
 exchanges were recorded as metadata only; ``token_budget_exceeded`` when a model call was refused for the budget."""
 
 
+ProxyActivity = Mapping[str, Any]
+"""What a proxy has open right now (the optional ``ProxyHandle.activity()``): ``{"open": int, "open_s": float |
+None, "output_s": float | None}``: calls being relayed, seconds since the oldest of them started, seconds since
+response bytes of an open call were last relayed (None: none open / no output yet)."""
+
+
 class ProxyHandle(Protocol):
-    """A phase-scoped recording proxy (answer of ``start_proxy``), not yet started."""
+    """A phase-scoped recording proxy (answer of ``start_proxy``), not yet started.
+
+    Optional, not a member (a handle without it is still one): ``activity() -> ProxyActivity | None``, what
+    the proxy has open right now, asked from the progress display's thread at most once a second while the
+    phase runs; it must not block (a few numbers the relay keeps). Without it a running case's line shows
+    only the calls whose records are written (a call's record comes when it ends)."""
 
     record_path: Path
     """Where it writes one JSON line per HTTP exchange (SPEC §5 record keys)."""

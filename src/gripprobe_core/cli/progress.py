@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..models.results import CaseResult
-from ..runner.live import CaseEvent, RecordTally
+from ..runner.live import CaseEvent, OpenCalls, RecordTally
 from ..textsafe import safe_name, safe_text
 
 log = logging.getLogger(__name__)
@@ -88,18 +88,30 @@ def _count(n: int, word: str) -> str:
 
 
 def live_detail(phase: str, elapsed_s: float, calls: int | None = None, tool_calls: int = 0,
-                since_reply_s: float | None = None) -> str:
+                since_reply_s: float | None = None, open_calls: int = 0, open_s: float | None = None,
+                output_s: float | None = None) -> str:
     """What a running case's line says after its key: the time since it started, its phase, and (when a
     proxy records the phase: ``calls`` not None) the phase's model calls and tool calls so far and the time
     since the model's last reply ended, e.g. ``2m30s, measured, 3 model calls, 1 tool call, last reply 12s
-    ago``; ``no model call yet`` before the first call's record. Safe display text."""
+    ago``; ``no model call yet`` before the first call's record. A call the proxy has open (``open_calls``,
+    the oldest open ``open_s``, its last output ``output_s`` ago) takes the place of the last reply:
+    ``model call open 2m10s (no output yet)``, ``model call open 2m40s, last output 1s ago``. Safe display
+    text."""
     parts = [elapsed_text(elapsed_s), safe_text(phase)]
-    if calls == 0:
-        parts.append("no model call yet")
-    elif calls is not None:
+    if calls is not None and calls > 0:
         parts += [_count(calls, "model call"), _count(tool_calls, "tool call")]
-        if since_reply_s is not None:
-            parts.append(f"last reply {elapsed_text(since_reply_s)} ago")
+    if open_calls > 0:
+        age = "" if open_s is None else f" {elapsed_text(open_s)}"
+        parts.append(f"model call open{age}" if open_calls == 1 else
+                     f"{open_calls} model calls open" + (f", oldest{age}" if age else ""))
+        if output_s is None:
+            parts[-1] += " (no output yet)"
+        else:
+            parts.append(f"last output {elapsed_text(output_s)} ago")
+    elif calls == 0:
+        parts.append("no model call yet")
+    elif calls is not None and since_reply_s is not None:
+        parts.append(f"last reply {elapsed_text(since_reply_s)} ago")
     return ", ".join(parts)
 
 
@@ -120,16 +132,26 @@ class RunningCase:
     started: float
     phase: str
     tally: RecordTally
+    calls: OpenCalls
+    """The calls its phase's proxy has open (nothing when it cannot tell, and while judging)."""
     next_note: float = 0.0
     """When its next plain "still running" line is due (``time.monotonic()``)."""
+
+    def look(self, now: float | None = None) -> None:
+        """Read what the running phase did since the last look (the display's thread, off the event loop):
+        the open calls first, so a call ending in between is not missed by both (its record comes a moment
+        after it ends)."""
+        self.calls.look(now)
+        self.tally.look(now)
 
     def detail(self, now: float | None = None, wall: float | None = None) -> str:
         now = time.monotonic() if now is None else now
         wall = time.time() if wall is None else wall
         t = self.tally
         since = None if t.last_reply_at is None else max(0.0, wall - t.last_reply_at)
+        open_s, output_s = self.calls.ages(now)
         return live_detail(self.phase, now - self.started, t.model_calls if t.recorded else None, t.tool_calls,
-                           since)
+                           since, self.calls.open, open_s, output_s)
 
 
 class PlainReporter:
@@ -170,10 +192,12 @@ class PlainReporter:
                 if ev.phase == "judging":
                     return  # no agent ran (the phase could not start): only its finished line
                 case = self.running[ev.case_id] = RunningCase(ev.case_id, key_text(ev.key), ev.at, ev.phase,
-                                                              RecordTally(ev.record), ev.at + self.interval)
+                                                              RecordTally(ev.record), OpenCalls(ev.activity),
+                                                              ev.at + self.interval)
                 self.started(case)
                 return
             case.phase = ev.phase
+            case.calls = OpenCalls(ev.activity)  # judging: none (no proxy)
             if ev.phase != "judging":  # judging: the measured phase's counts stay on its line
                 case.tally = RecordTally(ev.record)
 
@@ -196,7 +220,7 @@ class PlainReporter:
         with self._lock:
             due = [c for c in self.running.values() if c.next_note <= now]
         for c in due:
-            c.tally.look(now)
+            c.look(now)
         with self._lock:
             for c in due:
                 if self.running.get(c.case_id) is c:
@@ -221,7 +245,8 @@ class PlainReporter:
 
 class RichReporter(PlainReporter):
     """Progress on a terminal: the bar, and below it a line per running case redrawn in place (its key,
-    time, phase, model and tool calls, time since the last reply), gone when its finished line is printed."""
+    time, phase, model and tool calls, time since the last reply or the open call's age), gone when its
+    finished line is printed."""
 
     def __init__(self, total: int, console: Any = None) -> None:
         super().__init__(total)
@@ -266,7 +291,7 @@ class RichReporter(PlainReporter):
         with self._lock:
             cases = list(self.running.values())
         for c in cases:
-            c.tally.look(now)
+            c.look(now)
 
     def live_lines(self) -> list[Any]:
         """A line per running case (rendered by rich's refresh, or as a finished line is printed: only

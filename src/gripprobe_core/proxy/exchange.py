@@ -74,6 +74,9 @@ class RecordSink(Protocol):
     def count_exchange(self, proxy_error: str | None) -> None:
         """One exchange ended (``proxy_error``: its fault, if any). Called once per exchange."""
 
+    def exchange_ended(self, exchange: Exchange) -> None:
+        """``exchange`` ended: no longer open (the activity view). Called once per exchange, relayed or not."""
+
     def write_record(self, record: dict) -> None:
         """Append an in-process observed exchange's record. Never raises."""
 
@@ -118,6 +121,9 @@ class Exchange:
         self.counted = False
         """Admitted against the phase's token budget: its cost is settled when it ends."""
         self.response_bytes = 0
+        self.last_output: float | None = None
+        """When the last response bytes were relayed to the client (``time.perf_counter()``; the proxy's
+        activity view reads it from another thread), None before the first."""
 
     # Request facts are read when observing starts (after the client has its first bytes).
     @property
@@ -199,7 +205,8 @@ class Exchange:
         return False
 
     def feed(self, chunk: bytes) -> None:
-        at_ms = (time.perf_counter() - self.t0) * 1000  # when these bytes arrived: the observer's TTFT
+        now = self.last_output = time.perf_counter()  # one clock read: the activity view's and the TTFT's
+        at_ms = (now - self.t0) * 1000  # when these bytes arrived: the observer's TTFT
         self.response_bytes += len(chunk)
         self._open()
         if self.frames is None:
@@ -237,6 +244,7 @@ class Exchange:
         duration_ms = (time.perf_counter() - self.t0) * 1000
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self.response_headers or ()]
         self.sink.count_exchange(proxy_error)
+        self.sink.exchange_ended(self)
         self._open()
         if self.frames is not None:
             assert self.meta is not None

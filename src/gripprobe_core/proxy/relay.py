@@ -87,6 +87,9 @@ class ProxyHost(RecordSink, Protocol):
     def connection_closed(self, conn: ClientConnection) -> None:
         """A client's connection is gone."""
 
+    def exchange_started(self, exchange: Exchange) -> None:
+        """``exchange`` is being relayed: open until it ends (``RecordSink.exchange_ended``)."""
+
 
 class Relay:
     """One request relayed to the upstream and its response back, recorded through its
@@ -121,6 +124,7 @@ class Relay:
     # ----------------------------------------------------------------------- sending upstream
     def start(self) -> None:
         proxy = self.proxy
+        proxy.exchange_started(self.ex)
         if self.req.too_large:
             self.fail(TOO_LARGE, f"the request body is over the recording proxy's limit of {proxy.max_request_body} "
                                  f"bytes; it was not forwarded (raise the limit with gripprobe --proxy-max-body)")

@@ -55,7 +55,7 @@ from yarl import URL
 from ..jsonl import json_lines
 from . import DEFAULT_MAX_REQUEST_BODY
 from .client import ClientConnection
-from .exchange import Observer, ObserverFactory
+from .exchange import Exchange, Observer, ObserverFactory
 from .pin import ModelPin
 from .recorder import DEFAULT_MAX_RECORD_BYTES, DEFAULT_MAX_RECORDS, RecordBook
 from .recorder_client import RecorderChild, RecorderClient, get_recorder
@@ -135,6 +135,8 @@ class RecordingProxy:
         self._children: set[RecorderChild] = set()
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[ClientConnection] = set()
+        self._open: dict[Exchange, None] = {}
+        """The exchanges being relayed now, oldest first (:meth:`activity`)."""
         self._base_url: str | None = None
         self._record_file = RecordBook(self.record_path, max_records, max_record_bytes)
         """Where in-process observed exchanges are written (the recorder process keeps its own book)."""
@@ -258,6 +260,30 @@ class RecordingProxy:
 
     def connection_closed(self, conn: ClientConnection) -> None:
         self._connections.discard(conn)
+
+    def exchange_started(self, exchange: Exchange) -> None:
+        """An exchange is being relayed (:meth:`activity` counts it open until it ends)."""
+        self._open[exchange] = None
+
+    def exchange_ended(self, exchange: Exchange) -> None:
+        self._open.pop(exchange, None)
+
+    def activity(self) -> dict[str, Any] | None:
+        """What is open right now, for a progress display: ``{"open": exchanges being relayed, "open_s":
+        seconds since the oldest of them started (None: none open), "output_s": seconds since response bytes
+        of an open one were last relayed to the client (None: none yet; a small reply of known length comes
+        whole, at its end)}``. Any thread may ask, at most about once a second: it copies the open exchanges
+        (one C-level copy, under the GIL) and reads two floats of each; None in the unlikely case the
+        copy met a change."""
+        try:
+            exchanges = list(self._open)
+        except RuntimeError:  # changed while copied
+            return None
+        now = time.perf_counter()
+        started = [ex.t0 for ex in exchanges]
+        outputs = [t for t in (ex.last_output for ex in exchanges) if t is not None]
+        return {"open": len(exchanges), "open_s": max(0.0, now - min(started)) if started else None,
+                "output_s": max(0.0, now - max(outputs)) if outputs else None}
 
     async def __aenter__(self) -> "RecordingProxy":
         await self.start()

@@ -12,7 +12,11 @@ they finish. An event is a few attribute writes for the watcher, on the event lo
 JSON line per finished exchange, appended whole): model calls (records of a model protocol), the tool
 calls the model made in them (structured and written as text), and when the last reply ended. It reads only
 the bytes added since its last look, at most once a second, on the display's own thread, never on the
-event loop. A call still open (a server prefilling, a stalled stream) has no record until it ends.
+event loop. A call still open (a server prefilling, a stalled stream) has no record until it ends:
+:class:`OpenCalls` shows it, from the proxy's activity view (the optional ``ProxyHandle.activity()``: calls
+open now, how long the oldest has been open, when output was last relayed), asked on the display's thread at
+most once a second. A proxy handle offers that view for its record file while it runs
+(:func:`offer_activity`; the core's proxy does), and :func:`emit` hands it to the watcher with the phase.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..models.results import CaseKey
 from ..models.wire import MODEL_PROTOCOLS
@@ -37,16 +41,38 @@ PHASE_NAMES = ("warmup", "measured", "judging")
 """What a running case can be doing, in order (``judging``: its agents are done, the judge runs)."""
 
 
+Activity = Callable[[], "Mapping[str, Any] | None"]
+"""A running proxy's activity view (``ProxyHandle.activity``): ``{"open": calls open now, "open_s": seconds
+the oldest has been open, "output_s": seconds since output of an open call was last relayed}`` (None: no
+answer this time). Called from any thread; it never blocks."""
+
+_OFFERED: dict[Path, Activity] = {}
+"""The activity views of the running proxies, by record file (set and read on the event loop)."""
+
+
+def offer_activity(record: Path, view: Activity) -> None:
+    """A proxy recording into ``record`` started: :func:`emit` hands ``view`` to the watcher with its phase."""
+    _OFFERED[record] = view
+
+
+def withdraw_activity(record: Path, view: Activity) -> None:
+    """That proxy stopped (a view offered since for the same file stays)."""
+    if _OFFERED.get(record) == view:
+        del _OFFERED[record]
+
+
 @dataclass(frozen=True)
 class CaseEvent:
     """A running case entered ``phase`` (one of :data:`PHASE_NAMES`) at ``at`` (``time.monotonic()``);
-    ``record``: the phase's proxy record file (None: no proxy records it, or ``judging``)."""
+    ``record``: the phase's proxy record file (None: no proxy records it, or ``judging``); ``activity``: what
+    the phase's proxy has open now (:data:`Activity`; None: its proxy cannot tell)."""
 
     case_id: str
     key: CaseKey
     phase: str
     at: float
     record: Path | None = None
+    activity: Activity | None = None
 
 
 Watch = Callable[[CaseEvent], None]
@@ -55,14 +81,18 @@ WATCH: ContextVar[Watch | None] = ContextVar("gripprobe_case_watch", default=Non
 """The run's watcher (:func:`~.run.execute_run` sets it around the run's event loop), else None."""
 
 
-def emit(case_id: str, key: CaseKey, phase: str, record: Path | None = None) -> None:
-    """Tell the run's watcher, if any, that the case entered ``phase``. A watcher that fails is logged and
-    ignored: the display never costs a case."""
+def emit(case_id: str, key: CaseKey, phase: str, record: Path | None = None,
+         activity: Activity | None = None) -> None:
+    """Tell the run's watcher, if any, that the case entered ``phase``; ``activity``: its proxy's activity
+    view, by default the one offered for ``record`` (:func:`offer_activity`). A watcher that fails is logged
+    and ignored: the display never costs a case."""
     watch = WATCH.get()
     if watch is None:
         return
+    if activity is None and record is not None:
+        activity = _OFFERED.get(record)
     try:
-        watch(CaseEvent(case_id, key, phase, time.monotonic(), record))
+        watch(CaseEvent(case_id, key, phase, time.monotonic(), record, activity))
     except Exception:
         log.exception("progress display: the case event was not shown")
 
@@ -152,3 +182,50 @@ def reply_end(record: dict) -> float | None:
     if start.tzinfo is None:
         return None
     return start.timestamp() + duration / 1000.0
+
+
+class OpenCalls:
+    """The model calls a running phase's proxy has open (its :data:`Activity` view), as last seen: asked at
+    most once per ``min_period_s`` on the display's own thread; the ages move on between looks. A view that
+    fails or answers nonsense shows nothing (the display never costs a case). Not thread safe: one display
+    thread looks at it."""
+
+    def __init__(self, view: Activity | None, min_period_s: float = 1.0) -> None:
+        self.view, self.min_period_s = view, min_period_s
+        self.open = 0
+        self._open_s: float | None = None
+        self._output_s: float | None = None
+        self._seen_at, self._looked = 0.0, float("-inf")
+
+    def look(self, now: float | None = None) -> None:
+        """Ask the view (at most once per ``min_period_s``)."""
+        now = time.monotonic() if now is None else now
+        if self.view is None or now - self._looked < self.min_period_s:
+            return
+        self._looked = now
+        try:
+            seen = self.view()
+        except Exception:
+            log.debug("progress display: the proxy's activity view failed", exc_info=True)
+            seen = None
+        if not isinstance(seen, Mapping):
+            return
+        opened = seen.get("open")
+        self.open = opened if type(opened) is int and opened > 0 else 0
+        self._open_s = _age(seen.get("open_s")) if self.open else None
+        self._output_s = _age(seen.get("output_s")) if self.open else None
+        self._seen_at = now
+
+    def ages(self, now: float | None = None) -> tuple[float | None, float | None]:
+        """(seconds the oldest open call has been open, seconds since its last output) at ``now``; (None,
+        None) when none is open, the second None before any output."""
+        now = time.monotonic() if now is None else now
+        moved = max(0.0, now - self._seen_at)
+        return (None if self._open_s is None else self._open_s + moved,
+                None if self._output_s is None else self._output_s + moved)
+
+
+def _age(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        return None
+    return float(value)
