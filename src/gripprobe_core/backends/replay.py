@@ -26,6 +26,7 @@ import asyncio
 import hashlib
 import json
 import os
+import platform
 import re
 import sys
 from dataclasses import dataclass, field
@@ -58,8 +59,9 @@ _SPACE = re.compile(r"\s+")
 # ------------------------------------------------------------------------------------------ canonical form
 
 def scrub_pairs(extra: Iterable[tuple[str, str]] = ()) -> list[tuple[str, str]]:
-    """(this machine's path, placeholder) pairs, longest first: the checkout, the agents' cache, HOME, the
-    temporary folder. A recording made on one machine and replayed on another then reads the same."""
+    """(this machine's text, placeholder) pairs, longest first: the checkout, the agents' cache, HOME, the
+    temporary folder, the kernel's release and build. A recording made on one machine and replayed on another
+    then reads the same."""
     pairs = list(extra)
     checkout = Path(__file__).resolve().parents[3]
     pairs.append((str(checkout), "<checkout>"))
@@ -70,6 +72,13 @@ def scrub_pairs(extra: Iterable[tuple[str, str]] = ()) -> list[tuple[str, str]]:
     pairs.append((str(Path.home()), "<home>"))
     tmp = os.environ.get("TMPDIR") or "/tmp"
     pairs.append((str(Path(tmp).resolve()) + "/gripprobe-", "<tmp>/gripprobe-"))
+    # agents tell their model the machine they run on (mini-swe-agent: `uname -srvm`): the kernel's release and
+    # build are this machine's, not the model's (the host name is left: too short to replace safely)
+    release, build = platform.release(), platform.version()
+    if len(release) >= 4:
+        pairs.append((release, "<kernel-release>"))
+    if len(build) >= 8:
+        pairs.append((build, "<kernel-build>"))
     seen: set[str] = set()
     out = []
     for real, mark in sorted(pairs, key=lambda p: -len(p[0])):
