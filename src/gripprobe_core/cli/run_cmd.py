@@ -120,7 +120,7 @@ def run_command(suite, agents, models, tests, formats, **common) -> None:
     manifest.json). The last line printed is the run directory.
 
     Progress goes to stderr: on a terminal a bar and a line per running case (time, phase, model and tool
-    calls, last reply); otherwise a line as a case starts, every GRIPPROBE_PROGRESS_INTERVAL seconds (default
+    calls, last reply or the call open now); otherwise a line as a case starts, every GRIPPROBE_PROGRESS_INTERVAL seconds (default
     30) while it runs, and as it ends.
     """
     _execute(suite, agents, models, tests, formats, resume=None, **common)

@@ -198,7 +198,8 @@ async def run_phases(case: PlannedCase, run: ActiveRun, case_dir: Path, *, slot:
                 break
             if slot is not None:
                 await slot.take()
-            live.emit(case.case_id, case.key, phases[i], cur.setup.proxy.record_path if cur.setup.proxy.started else None)
+            live.emit(case.case_id, case.key, phases[i], cur.setup.proxy.record_path if cur.setup.proxy.started else None,
+                      activity=getattr(cur.setup.proxy.handle, "activity", None))
             agent = asyncio.ensure_future(launch(cur.setup, run, case_dir))
             try:
                 if overlap and not last:
