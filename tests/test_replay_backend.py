@@ -254,3 +254,45 @@ def test_the_scripts_replay_compares_every_recorded_verdict(recorded, tmp_path):
     lines = out.stdout.strip().splitlines()
     assert lines == ["ok   reference tool save_file: real PASS/None, replay PASS/None",
                      "ok   reference tool shell_pwd: real PASS/None, replay PASS/None"], lines
+
+
+def test_an_agent_flooding_the_replay_with_unrecorded_requests_costs_a_bounded_record(tmp_path):
+    """1,010 requests the recording does not hold: 409 each, 20 named in full and the rest counted in the
+    warnings, the phase's replay log cut at its cap (and saying so); a recorded request still answered."""
+    import asyncio
+
+    import aiohttp
+
+    from gripprobe_core.backends import replay
+
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "rec" / "a__b__c.json").write_text(json.dumps({"format": 1, "exchanges": [
+        {"path": "/v1/chat/completions", "status": 200, "stream": False,
+         "conversation": [["user", "hi", []]], "response": {"choices": []}}]}))
+    rec = load_recording(tmp_path / "rec")
+    log = tmp_path / "replay.measured.jsonl"
+
+    async def flood() -> tuple[list[int], list[str]]:
+        server = replay.ReplayServer(rec, model="m", log_path=log)
+        await server.start()
+        try:
+            async with aiohttp.ClientSession() as s:
+                codes = []
+                for i in range(1010):
+                    async with s.post(server.base_url + "/v1/chat/completions",
+                                      json={"messages": [{"role": "user", "content": f"other {'x' * (i % 50)}"}]}) as r:
+                        codes.append(r.status)
+                async with s.post(server.base_url + "/v1/chat/completions",
+                                  json={"messages": [{"role": "user", "content": "hi"}]}) as r:
+                    codes.append(r.status)
+            return codes, replay.ReplayEndpoint(server).warnings
+        finally:
+            await server.stop()
+
+    codes, warnings = asyncio.run(flood())
+    assert codes == [409] * 1010 + [200]
+    assert len(warnings) == replay.MAX_MISMATCHES + 1
+    assert warnings[-1].endswith("and 990 more request(s) the recording does not hold")
+    assert all(w.startswith("replay_mismatch: ") for w in warnings)
+    lines = log.read_text().splitlines()
+    assert len(lines) == replay.MAX_LOG_LINES and "log_cut" in json.loads(lines[-1])

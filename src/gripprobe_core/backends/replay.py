@@ -51,6 +51,10 @@ MISMATCH = "replay_mismatch"
 NO_ANSWER = 0
 #: A recording larger than this is refused (a folder of a few dozen cases is well under it).
 MAX_RECORDING_BYTES = 64 * 1024 * 1024
+#: What one phase keeps of an agent that keeps asking what the recording does not hold: the first mismatches
+#: in full, then only their count (in memory and in ``replay.<phase>.jsonl``, which has at most MAX_LOG_LINES).
+MAX_MISMATCHES = 20
+MAX_LOG_LINES = 1000
 
 _DIGITS = re.compile(r"\d+")
 _SPACE = re.compile(r"\s+")
@@ -344,6 +348,8 @@ class ReplayServer:
         self.pairs = scrub_pairs()
         self.served: dict[str, int] = {}
         self.mismatches: list[str] = []
+        self.mismatch_count = 0
+        self._log_lines = 0
         self._runner: Any = None
         self.base_url = ""
 
@@ -406,7 +412,9 @@ class ReplayServer:
             return web.Response(status=ex.status, body=data, content_type=ctype.split(";")[0],
                                 charset="utf-8" if ctype.startswith(("text/", "application/json")) else None)
         why = self._why(request.path, conv, again=n > 0)
-        self.mismatches.append(why)
+        self.mismatch_count += 1
+        if len(self.mismatches) < MAX_MISMATCHES:
+            self.mismatches.append(why)
         self._log({MISMATCH: why, "path": request.path})
         return web.json_response({"error": {"message": why, "type": MISMATCH, "code": MISMATCH}}, status=409)
 
@@ -431,8 +439,11 @@ class ReplayServer:
                 f"{near.case} exchange {near.index + 1}: {first_difference(conv, near.conversation)}")
 
     def _log(self, entry: dict[str, Any]) -> None:
-        if self.log_path is None:
+        if self.log_path is None or self._log_lines >= MAX_LOG_LINES:
             return
+        self._log_lines += 1
+        if self._log_lines == MAX_LOG_LINES:
+            entry = {"log_cut": f"the replay log keeps {MAX_LOG_LINES} lines; what came after is not listed"}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"at": utc_now_iso(), **entry}, ensure_ascii=False) + "\n")
@@ -450,7 +461,11 @@ class ReplayEndpoint:
 
     @property
     def warnings(self) -> list[str]:
-        return list(self.server.mismatches)
+        out = list(self.server.mismatches)
+        more = self.server.mismatch_count - len(out)
+        if more > 0:
+            out.append(f"{MISMATCH}: and {more} more request(s) the recording does not hold")
+        return out
 
     async def close(self) -> None:
         await self.server.stop()

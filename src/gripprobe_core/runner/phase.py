@@ -488,7 +488,7 @@ async def collect(setup: PhaseSetup, run: ActiveRun, process: ProcessResult, pro
         warnings.append(f"interaction_not_applied: policy {ctx.interaction.policy}: {setup.interaction.reason}")
     said = getattr(setup.endpoint, "warnings", None)
     if isinstance(said, list):  # the replay backend: each request that matched nothing it recorded
-        for w in [w for w in said if isinstance(w, str)][:20]:
+        for w in [w for w in said if isinstance(w, str)][:25]:
             code, _, rest = w.partition(": ")
             warnings.append(f"{code}: {ctx.phase} {rest}")
     return PhaseResult(PhaseEvidence(ctx, process, kept=sorted(kept.files), proxy=setup.proxy.describe(),
