@@ -362,8 +362,8 @@ def test_the_interval_is_seconds_from_1_to_3600():
 def test_the_proxy_shows_a_call_open_from_its_start_to_its_end_and_when_it_last_relayed_output(tmp_path):
     """A real recording proxy (the runner's handle) relaying a stream from a real aiohttp upstream on
     127.0.0.1 that holds its first bytes, then its end: the activity view, read from another thread as the
-    display does, counts the call open (0, 1, 0) with no output, then output; the handle offers the view
-    for its record file while it runs, so the phase's event carries it."""
+    display does, counts the call open (0, 1, 0) with no output, then output; the phase's event carries the
+    view the runner hands it (the handle's ``activity``)."""
     from aiohttp import ClientSession, web
 
     from gripprobe_core.defaults.proxy import RecordingProxyHandle
@@ -399,7 +399,7 @@ def test_the_proxy_shows_a_call_open_from_its_start_to_its_end_and_when_it_last_
                 seen.append(await asyncio.to_thread(handle.activity))
                 token = WATCH.set(events.append)
                 try:
-                    emit("c", key, "measured", record)
+                    emit("c", key, "measured", record, activity=handle.activity)
                 finally:
                     WATCH.reset(token)
                 async with ClientSession() as s:
@@ -419,7 +419,7 @@ def test_the_proxy_shows_a_call_open_from_its_start_to_its_end_and_when_it_last_
                 await handle.stop()
             token = WATCH.set(events.append)
             try:
-                emit("c", key, "judging", record)  # stopped: its view is withdrawn
+                emit("c", key, "judging", record)  # judging: no view handed
             finally:
                 WATCH.reset(token)
         assert events[0].activity == handle.activity and events[1].activity is None

@@ -15,7 +15,6 @@ from .. import hookimpl
 from ..drivers import AgentDriver, ProxyActivity, ProxyStatus
 from ..models.specs import BackendSpec, CliAgentSpec
 from ..phase import PhaseContext, RouteDecision
-from ..runner import live
 
 
 class RecordingProxyHandle:
@@ -38,15 +37,11 @@ class RecordingProxyHandle:
 
     async def start(self) -> None:
         await self._proxy.start()
-        live.offer_activity(self.record_path, self.activity)  # the progress display's open calls
 
     async def stop(self) -> None:
         """Stop relaying; in-flight exchanges are closed and recorded; returns once every record is in
         the file (the recorder process has written them). Never hangs."""
-        try:
-            await self._proxy.stop()
-        finally:
-            live.withdraw_activity(self.record_path, self.activity)
+        await self._proxy.stop()
 
     def activity(self) -> ProxyActivity | None:
         """What the proxy has open right now (``ProxyHandle.activity``; any thread, never blocks)."""

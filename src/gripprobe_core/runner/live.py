@@ -15,8 +15,8 @@ the bytes added since its last look, at most once a second, on the display's own
 event loop. A call still open (a server prefilling, a stalled stream) has no record until it ends:
 :class:`OpenCalls` shows it, from the proxy's activity view (the optional ``ProxyHandle.activity()``: calls
 open now, how long the oldest has been open, when output was last relayed), asked on the display's thread at
-most once a second. A proxy handle offers that view for its record file while it runs
-(:func:`offer_activity`; the core's proxy does), and :func:`emit` hands it to the watcher with the phase.
+most once a second; the runner hands a phase's view (its proxy handle's ``activity``, when it has one) to
+:func:`emit` with the phase.
 """
 
 from __future__ import annotations
@@ -46,19 +46,6 @@ Activity = Callable[[], "Mapping[str, Any] | None"]
 the oldest has been open, "output_s": seconds since output of an open call was last relayed}`` (None: no
 answer this time). Called from any thread; it never blocks."""
 
-_OFFERED: dict[Path, Activity] = {}
-"""The activity views of the running proxies, by record file (set and read on the event loop)."""
-
-
-def offer_activity(record: Path, view: Activity) -> None:
-    """A proxy recording into ``record`` started: :func:`emit` hands ``view`` to the watcher with its phase."""
-    _OFFERED[record] = view
-
-
-def withdraw_activity(record: Path, view: Activity) -> None:
-    """That proxy stopped (a view offered since for the same file stays)."""
-    if _OFFERED.get(record) == view:
-        del _OFFERED[record]
 
 
 @dataclass(frozen=True)
@@ -84,13 +71,10 @@ WATCH: ContextVar[Watch | None] = ContextVar("gripprobe_case_watch", default=Non
 def emit(case_id: str, key: CaseKey, phase: str, record: Path | None = None,
          activity: Activity | None = None) -> None:
     """Tell the run's watcher, if any, that the case entered ``phase``; ``activity``: its proxy's activity
-    view, by default the one offered for ``record`` (:func:`offer_activity`). A watcher that fails is logged
-    and ignored: the display never costs a case."""
+    view (None: the proxy has none). A watcher that fails is logged and ignored: the display never costs a case."""
     watch = WATCH.get()
     if watch is None:
         return
-    if activity is None and record is not None:
-        activity = _OFFERED.get(record)
     try:
         watch(CaseEvent(case_id, key, phase, time.monotonic(), record, activity))
     except Exception:

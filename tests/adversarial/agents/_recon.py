@@ -8,7 +8,8 @@
 #
 # Safety on a shared machine: CONFIG["safe_root"] (the test session's temporary directory) bounds
 # what the attacks touch when they are NOT confined (--sandbox none): they write, and read files,
-# only under it (plus /tmp/gpadv-<marker>* and /proc of the harness processes started for the test).
+# only under it (plus /tmp/gpadv-<marker>* and /proc of the harness processes started for the test); in the
+# sandbox, also under /tmp/gripprobe-case, where the sandbox shows the phase's own folder.
 # It is never used to FIND anything; under bwrap it is not even visible.
 
 import json
@@ -38,7 +39,22 @@ def parse_args(argv=None):
 
 
 def phase_of(workspace):
-    return "warmup" if "warmup" in str(workspace).split(os.sep) else "measured"
+    """Which phase this is. Unconfined, the workspace's own path says (…/warmup/workspace); in the sandbox
+    every phase works at one path (/tmp/gripprobe-case/workspace) and the mount table still names the real
+    folder bound there."""
+    parts = str(workspace).split(os.sep)
+    if "warmup" in parts or "measured" in parts:
+        return "warmup" if "warmup" in parts else "measured"
+    root = os.path.dirname(os.path.abspath(str(workspace)))
+    try:
+        with open("/proc/self/mountinfo") as fh:
+            for line in fh:
+                fields = line.split()
+                if len(fields) > 4 and fields[4] == root and "warmup" in fields[3].split("/"):
+                    return "warmup"
+    except OSError:
+        pass
+    return "measured"
 
 
 def emit(type_, **fields):
@@ -56,7 +72,25 @@ def is_safe(path):
         return False
     if real == SAFE_ROOT or real.startswith(SAFE_ROOT + os.sep):
         return True
+    if (real == SEEN_ROOT or real.startswith(SEEN_ROOT + os.sep)) and _seen_root_mounted():
+        return True  # the phase's own folder where the sandbox shows it (bound from under the safe root)
     return os.path.dirname(real) == "/tmp" and os.path.basename(real).startswith("gpadv-" + MARKER)
+
+
+SEEN_ROOT = "/tmp/gripprobe-case"
+_MOUNTED = []
+
+
+def _seen_root_mounted():
+    """Is SEEN_ROOT a mount point here (inside the sandbox, where the phase's folder is bound)? Unconfined
+    it is not, and a folder of that name on the host is never touched."""
+    if not _MOUNTED:
+        try:
+            with open("/proc/self/mountinfo") as fh:
+                _MOUNTED.append(any(len(f) > 4 and f[4] == SEEN_ROOT for f in (line.split() for line in fh)))
+        except OSError:
+            _MOUNTED.append(False)
+    return _MOUNTED[0]
 
 
 def try_write(path, data, append=False):
