@@ -90,8 +90,9 @@ def stored(run_dir: Path) -> tuple[dict[str, list[str]], float]:
             proc = ph["process"]
             recorded += proc.get("duration_s") or 0.0
             ctx = json.loads((path.parent / "artifacts" / f"{ph['phase']}.context.json").read_text())
+            seen = [Path(ctx["seen_at"])] if ctx.get("seen_at") else []  # where the sandbox showed the folder
             commands[f"{case['case_id']}/{ph['phase']}"] = normalize(inner_command(proc["command"]),
-                                                                    Path(ctx["workspace"]).parent)
+                                                                    Path(ctx["workspace"]).parent, *seen)
     return commands, recorded
 
 
@@ -115,9 +116,15 @@ def inner_command(argv: list[str]) -> list[str]:
 _URL = re.compile(r"http://127\.0\.0\.1:\d+")
 
 
-def normalize(argv: list[str], phase_dir: Path) -> list[str]:
-    """``argv`` with the phase's folder and loopback ports replaced by placeholders."""
-    return [_URL.sub("http://127.0.0.1:<port>", a.replace(str(phase_dir), "<phase>")) for a in argv]
+def normalize(argv: list[str], *phase_dirs: Path) -> list[str]:
+    """``argv`` with the phase's folder (its real path, and where the sandbox shows it) and loopback ports
+    replaced by placeholders."""
+    out = []
+    for a in argv:
+        for d in phase_dirs:
+            a = a.replace(str(d), "<phase>")
+        out.append(_URL.sub("http://127.0.0.1:<port>", a))
+    return out
 
 
 # ----------------------------------------------------------------------------------------- the baseline
