@@ -39,3 +39,48 @@ def test_a_prefetched_sandbox_probe_gives_the_same_sandbox_once():
         print(box.kind, box is again, sandbox._resolved["probe"].box is box)
     """)
     assert out.split() == ["bwrap", "True", "True"]
+
+
+def test_the_first_agent_phase_starts_loading_the_reports_and_every_event_still_reaches_the_watcher():
+    """A run's watcher is wrapped (runner/run.py): the first agent phase to start loads the report modules and
+    the run's templates on a thread of its own, once; every event still reaches the caller's watcher."""
+    out = _fresh("""
+        import sys, threading
+        from gripprobe_core.models.results import CaseKey
+        from gripprobe_core.runner.live import CaseEvent
+        from gripprobe_core.runner.run import _WarmWhileAgentsRun
+
+        seen = []
+        warm = _WarmWhileAgentsRun(seen.append)
+        key = CaseKey(agent="reference", model="oracle-perfect", backend="oracle", format="tool", test="save_file")
+        warm(CaseEvent("c1", key, "judging", 0.0))  # not an agent phase: nothing loads
+        print("gripprobe_core.reports.html" in sys.modules, warm._thread is None)
+        warm(CaseEvent("c1", key, "warmup", 1.0))
+        first = warm._thread
+        warm(CaseEvent("c1", key, "measured", 2.0))
+        warm.join()
+        from gripprobe_core.reports import html
+        from gripprobe_core.reports.warm import RUN_TEMPLATES
+        env = html._env()
+        loaded = {name for (_, name) in env.cache.keys()} if env.cache is not None else set()
+        print(warm._thread is first, not first.is_alive(), sorted(set(RUN_TEMPLATES) - loaded),
+              [e.phase for e in seen])
+    """)
+    assert out.splitlines() == ["False True", "True True [] ['judging', 'warmup', 'measured']"]
+
+
+def test_a_run_without_a_watcher_gets_the_same_reports():
+    """No caller's watcher (the API's default): the wrapper still loads the reports ahead and passes nothing on."""
+    out = _fresh("""
+        from gripprobe_core.models.results import CaseKey
+        from gripprobe_core.runner.live import CaseEvent
+        from gripprobe_core.runner.run import _WarmWhileAgentsRun
+
+        warm = _WarmWhileAgentsRun(None)
+        key = CaseKey(agent="reference", model="oracle-perfect", backend="oracle", format="tool", test="save_file")
+        warm(CaseEvent("c1", key, "measured", 0.0))
+        warm.join()
+        import sys
+        print("gripprobe_core.reports.summary_md" in sys.modules)
+    """)
+    assert out == "True"

@@ -65,6 +65,41 @@ def prefetch_host() -> None:
     threading.Thread(target=platform.platform, name="gripprobe-host-platform", daemon=True).start()
 
 
+class _WarmWhileAgentsRun:
+    """The run's watcher (``on_event``), wrapped: the first time an agent phase starts, what the run's end
+    needs (the report modules and templates, :func:`~gripprobe_core.reports.warm.warm_run_reports`) starts
+    loading on a thread of its own, while the harness mostly waits for the agent; :meth:`join` waits for it
+    before the reports are written (no import races the run's own), at most ``timeout`` seconds. A run whose
+    agents never start (every case skipped, a Ray cluster: its events stay on the workers) loads them when
+    it writes its reports, as before."""
+
+    def __init__(self, watch: Watch | None):
+        self._watch = watch
+        self._thread: Any = None
+
+    def __call__(self, event: Any) -> None:
+        if self._thread is None and event.phase in ("warmup", "measured"):
+            import threading
+
+            self._thread = threading.Thread(target=_warm_reports, name="gripprobe-warm-reports", daemon=True)
+            self._thread.start()
+        if self._watch is not None:
+            self._watch(event)
+
+    def join(self, timeout: float = 10.0) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+def _warm_reports() -> None:
+    try:
+        from ..reports.warm import warm_run_reports
+
+        warm_run_reports()
+    except Exception:  # only ahead of time: the reports load as they would have, and say what fails then
+        log.debug("warming the reports failed", exc_info=True)
+
+
 def harness_identity() -> dict[str, Any]:
     """Who is writing this run: the process, the machine and its boot. ``gripprobe view`` tells a run still
     going from one whose harness was killed (SIGKILL leaves the manifest saying ``running``) by whether this
@@ -159,7 +194,8 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
         with StopSignals() as stop:
             atomic_write_json(folder.manifest, manifest("running"))
             _warn(reseal_run(folder.path, signer, wrote=[folder.manifest]))
-            watching = WATCH.set(on_event)  # every task of the run's loop sees it (live.py)
+            warm = _WarmWhileAgentsRun(on_event)
+            watching = WATCH.set(warm)  # every task of the run's loop sees it (live.py)
             try:
                 stop.run(executor.run_cases(cases, run, on_done, results))
             except KeyboardInterrupt:
@@ -179,6 +215,7 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
                     m["interrupted_by"] = signal.Signals(stopped_by).name
                 atomic_write_json(folder.manifest, m)
                 from ..reports import write_run_reports
+                warm.join()
                 reports = write_run_reports(folder)
                 _warn(reseal_run(folder.path, signer, wrote=[folder.manifest, *reports],
                                  cases=[r.case_id for r in results]))
