@@ -8,16 +8,13 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from .bounds import TRIALS_MAX, Cost, Count, FiniteTree, Millis, Rate, Score, Seconds
 from .ids import AgentId, BackendId, FormatId, ModelId, TestId
+from .statuses import STATUSES
 
 ProcessStatus = Literal["ok", "timeout", "shell_error", "harness_capture_failed", "nonzero_exit"]
 Status = Literal[
     "PASS", "PASS_WITH_POLICY_VIOLATION", "FAIL", "NO_TOOL_CALL", "TIMEOUT", "TOOL_UNSUPPORTED",
     "SHELL_ERROR", "HARNESS_ERROR", "SKIPPED",
 ]
-STATUSES: tuple[str, ...] = (
-    "PASS", "PASS_WITH_POLICY_VIOLATION", "FAIL", "NO_TOOL_CALL", "TIMEOUT", "TOOL_UNSUPPORTED",
-    "SHELL_ERROR", "HARNESS_ERROR", "SKIPPED",
-)
 ToolEventVerdict = Literal[
     "confirmed_tool_use", "no_tool_event_observed", "tool_event_not_observable", "tool_event_inconclusive"]
 ToolEventVerdictReason = Literal[

@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import UserError
-from ..models.results import STATUSES
+from ..models.statuses import STATUSES
 from ..stats import mcnemar_exact, paired_bootstrap_difference
 from ..store import RunFolder, atomic_write_json, atomic_write_text
 from ..store.files import json_kind

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ..models.results import STATUSES
+from ..models.statuses import STATUSES
 from ..stats import pass_at_k, pass_hat_k, status_bootstrap, wilson, wilson_rate
 
 __all__ = ["MAX_K", "OUT_OF_N", "OVERALL_BY_STATUS", "SCORES_NOTE", "SHORT", "Scoreboard", "cell_text", "Spend", "cell_score", "coverage_text",

@@ -9,12 +9,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..models.results import STATUSES, CaseResult
+from ..models.statuses import STATUSES
 from .scores import OUT_OF_N, SCORES_NOTE, Scoreboard, Spend, cell_text, coverage_text, ks_text, score_text, usage_text
 from ..store import RunFolder, atomic_write_text
 from ..store.runs import manifest_status
 from ..textsafe import safe_cell, safe_name
+
+if TYPE_CHECKING:  # annotations only: the models (pydantic) load where a result is parsed
+    from ..models.results import CaseResult
 
 COLUMNS = ("agent", "model", "format", "test", "trial", "status", "reason", "trajectory", "invoked", "strict", "overall",
            "tier", "tokens", "cost", "agent s", "case s")

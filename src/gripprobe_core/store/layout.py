@@ -19,13 +19,15 @@ import secrets
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..jsonl import dumps
-from ..models.results import CaseResult
 from ..timeutil import run_id_stamp
 from .files import OpenFolder, Stored, read_regular
 from .roots import ResultsPathError, explain_os_error
+
+if TYPE_CHECKING:  # the models (pydantic) load when a case is parsed: a reader of lean facts never needs them
+    from ..models.results import CaseResult
 
 #: Largest case.json / manifest.json read back (a bigger one is treated as unreadable).
 STORED_JSON_LIMIT = 64 * 1024 * 1024
@@ -241,6 +243,8 @@ def parse_case(data: bytes) -> CaseResult | None:
     tests/test_stored_values.py), never ``json.loads`` first and validated after (twice the time)."""
     if len(data) > STORED_JSON_LIMIT:
         return None
+    from ..models.results import CaseResult
+
     try:
         return CaseResult.model_validate_json(data)
     except (ValueError, RecursionError):

@@ -8,7 +8,6 @@ the merged timeline keeps it once, from the best (lowest letter) tier that saw i
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Hashable
 
 from ..models.events import TIER_ORDER, Event
+from .toolnames import canonical_arguments
 
 #: Pairing a model response that has no response id with the proxy's (see :func:`_pair_responses`): the
 #: other source's timestamp lies in ``[proxy start - RESPONSE_SKEW_S, proxy end + RESPONSE_SLACK_S]``.
@@ -30,24 +30,6 @@ def call_name(event: Event) -> str:
     payload = event.payload if isinstance(event.payload, dict) else {}
     name = payload.get("name") or payload.get("raw_name") or ""
     return name if isinstance(name, str) else str(name)
-
-
-def canonical_arguments(arguments: Any) -> str:
-    """Arguments as canonical JSON text, so ``'{"a": 1}'`` and ``{"a": 1}`` compare equal.
-
-    A string that parses as JSON is compared by its parsed value (the proxy sees arguments as the
-    JSON text the model wrote, an agent's event stream often as an object). Never raises.
-    """
-    value = arguments
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except (ValueError, RecursionError):
-            return json.dumps(arguments, ensure_ascii=False)
-    try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
-        return repr(value)
 
 
 def call_signature(event: Event) -> tuple[str, str]:

@@ -13,10 +13,11 @@ the generic ones. The tables of the five agents are in ``docs/telemetry.md``.
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Mapping
+from typing import Any, Mapping
 
-__all__ = ["GENERIC", "ToolNames", "canonical_key"]
+__all__ = ["GENERIC", "ToolNames", "canonical_arguments", "canonical_key"]
 
 #: The common vocabulary: (normalized name, kind) → raw names (in key form, see :func:`canonical_key`).
 _FAMILIES: dict[tuple[str, str], tuple[str, ...]] = {
@@ -130,3 +131,21 @@ _GENERIC_TABLE: dict[str, tuple[str, str]] = {
 
 #: The core's table: the common vocabulary only.
 GENERIC = ToolNames()
+
+
+def canonical_arguments(arguments: Any) -> str:
+    """Arguments as canonical JSON text, so ``'{"a": 1}'`` and ``{"a": 1}`` compare equal.
+
+    A string that parses as JSON is compared by its parsed value (the proxy sees arguments as the
+    JSON text the model wrote, an agent's event stream often as an object). Never raises.
+    """
+    value = arguments
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            return json.dumps(arguments, ensure_ascii=False)
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
