@@ -12,8 +12,10 @@ import copy
 import getpass
 import hashlib
 import json
+import os
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -523,3 +525,21 @@ def test_default_workers_are_the_idle_cpus():
     assert default_jobs(2, 0.1) == 2 and default_jobs(2, 0.6) == 1 and default_jobs(2, 2.7) == 1
     assert default_jobs(8, 1.0) == 7 and default_jobs(16, 0.0) == 8 and default_jobs(1, 0.0) == 1
     assert default_jobs(4, 30.0) == 1 and 1 <= default_jobs() <= 8
+
+
+def test_busy_cpus_reads_the_tasks_running_now():
+    """The default's busy CPUs are the runnable tasks of this moment (this process left out), not the 1-minute
+    load average: with two processes spinning beside it, at least one CPU reads busy (the median of five readings)."""
+    import subprocess
+    import sys
+    from gripprobe_core.reports.aggregate import busy_cpus
+
+    assert 0 <= busy_cpus() <= os.cpu_count() * 64
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(0.3)
+        assert busy_cpus() >= 1
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()

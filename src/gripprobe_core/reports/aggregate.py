@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from ..errors import UserError
-from ..models.results import STATUSES
+from ..models.statuses import STATUSES
 from ..store import RunFolder, Stored, atomic_write_text, check_readable_root
 from ..store.files import OpenFolder, json_kind, read_regular
 from ..store.layout import STORED_JSON_LIMIT, atomic_write_bytes
@@ -365,22 +365,42 @@ def _read_run(how: _Reading, run_dir: Path) -> _RunPart:
 
 
 def default_jobs(cpus: int | None = None, load: float | None = None) -> int:
-    """Worker processes for reading runs: one per CPU this process may use that is not already busy (``load``: the
-    1-minute load average), at most 8; 1 (read in this process) when at most one CPU is free. Measured on the
-    2-core machine at load 2.7 (others busy): two workers 4.0-5.6 s, one process 3.9 s for 10k cases; forked
-    workers only pay where a core is idle."""
+    """Worker processes for reading runs: one per CPU this process may use that is not busy now (``load``: how
+    many CPUs others keep busy; None: :func:`busy_cpus`), at most 8; 1 (read in this process) when at most one
+    CPU is free. Measured on the 2-core machine at load 2.7 (others busy): two workers 4.0-5.6 s, one process
+    3.9 s for 10k cases; forked workers only pay where a core is idle."""
     if cpus is None:
         try:
             cpus = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             cpus = os.cpu_count() or 1
     if load is None:
-        try:
-            load = os.getloadavg()[0]
-        except OSError:
-            load = 0.0
+        load = busy_cpus()
     free = cpus - int(load + 0.5)
     return max(1, min(free, 8)) if free >= 2 else 1
+
+
+def busy_cpus(samples: int = 5, gap_s: float = 0.001) -> float:
+    """How many CPUs other tasks keep busy now: the median of ``samples`` readings, ``gap_s`` apart, of the
+    runnable tasks the kernel counts (``/proc/loadavg``'s fourth field), this process left out. Not the 1-minute
+    load average: it lags a minute behind, so after a busy minute an idle machine still looked busy and the
+    aggregate read 10k cases in one process on two idle cores. Where ``/proc`` cannot be read, that average."""
+    import time
+
+    seen: list[int] = []
+    for i in range(samples):
+        if i:
+            time.sleep(gap_s)
+        try:
+            with open("/proc/loadavg", "rb") as fh:
+                running = int(fh.read().split()[3].split(b"/")[0])
+        except (OSError, ValueError, IndexError):
+            try:
+                return os.getloadavg()[0]
+            except OSError:
+                return 0.0
+        seen.append(max(0, running - 1))
+    return float(sorted(seen)[len(seen) // 2])
 
 
 #: Fewer cases than this (all runs together) are read in this process: forking workers costs more than it saves.
