@@ -128,6 +128,28 @@ def test_odd_events_never_raise():
         tier_calls(odd, tier)
     assert wire_text_calls([{"x_gripprobe_tool_names_nonstructured": [None, 3]}, {}])[0].tool_call_id is None
     phase_fidelity(odd, [{"name": None, "arguments": float("nan")}], [{"x_gripprobe_tool_names_nonstructured": "x"}])
+    # an event_type or a tier list that cannot be hashed (a stored events file says anything)
+    phase_fidelity([{"event_type": ["tool_call_start"]}, {"event_type": {"a": 1}, "seen_by": [["A"]]},
+                    {"event_type": "tool_call_start", "seen_by": [{"x": 1}, None], "payload": {"name": []}}], [])
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=8), kids, max_size=3),
+                     max_leaves=12)
+_event = st.fixed_dictionaries({}, optional={
+    "event_type": st.one_of(st.sampled_from(["tool_call_start", "tool_call_result", "model_response"]), _json),
+    "seen_by": st.one_of(st.lists(st.sampled_from("ABCD"), max_size=3), _json),
+    "source_tier": st.one_of(st.sampled_from("ABCD"), _json), "tool_call_id": _json, "event_id": _json,
+    "payload": st.one_of(st.fixed_dictionaries({}, optional={"name": _json, "raw_name": _json, "arguments": _json,
+                                                             "tool_call_nonstructured_count": _json}), _json)})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_event, _json), max_size=6), st.one_of(st.none(), st.lists(st.dictionaries(
+    st.sampled_from(["name", "arguments", "tool_call_id", "structured", "seq"]), _json), max_size=3)))
+def test_any_stored_events_never_raise(events, truth):
+    out = phase_fidelity(events, truth, [])
+    assert set(out) >= {"B_vs_A", "C_vs_A"}
 
 
 # ------------------------------------------------------------------ properties

@@ -64,6 +64,15 @@ def _refusal(exc: OSError, st: os.stat_result | None, where: str) -> Refused:
 def _open_child(dir_fd: int, name: str, *, final_file: bool, where: str) -> int:
     """Open ``name`` in ``dir_fd``: a folder, or (``final_file``) a regular file; never a symlink."""
     st = None
+    if not final_file:  # O_DIRECTORY | O_NOFOLLOW opens nothing but a real folder: one call, no check around it
+        try:
+            return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            try:  # why not (a link, a file, nothing): looked at only when refused
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except OSError:
+                st = None
+            raise _refusal(exc, st, where) from None
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if stat.S_ISLNK(st.st_mode):

@@ -58,8 +58,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .merge import canonical_arguments
-from .toolnames import canonical_key
+from .toolnames import canonical_arguments, canonical_key
 
 __all__ = ["EVENT_WORDS", "PAIRS", "Call", "Comparison", "Tally", "match_calls", "phase_fidelity", "tier_calls", "truth_calls",
            "wire_text_calls", "wire_text_count"]
@@ -171,6 +170,9 @@ def _round(v: float | None) -> float | None:
 #: (``json_lines(data, EVENT_WORDS)``): the other events cannot change a count, and skipping them unparsed makes
 #: the aggregate's read of a real case's events several times cheaper.
 EVENT_WORDS = (b"tool_call_start", b"tool_call_result", b"model_response")
+
+
+_CALL_KINDS = ("tool_call_start", "tool_call_result")  # a tuple: an odd stored event_type may be unhashable
 
 
 def _get(event: Any, name: str) -> Any:
@@ -298,6 +300,8 @@ def match_calls(tested: Iterable[Call], reference: Iterable[Call], *, names: Nam
     reference's missed calls and the tested source's invented ones. Linear in the number of calls (each round
     indexes the reference's candidates by what must be equal)."""
     xs, rs = list(tested), list(reference)
+    if not xs or not rs:  # nothing can pair (most comparisons of a case: a tier that saw no call)
+        return Comparison((), tuple(rs), tuple(xs))
     pair_of: dict[int, int] = {}   # tested index -> reference index
     taken: set[int] = set()
 
@@ -345,7 +349,10 @@ def phase_fidelity(events: Iterable[Any], truth: Iterable[Mapping[str, Any]] | N
     text_calls = [c for c in text if isinstance(c, Call)] + wire_text_calls(
         [r for r in text if isinstance(r, Mapping)])
     canon: dict[int, str] = {}  # an event seen by several tiers is made canonical once
-    tiers = {t: tier_calls(events, t, canon) for t in ("A", "B", "C")}
+    # the call events, once; a tier none of them names has no call (no pass over the events for it)
+    calls = [e for e in events if _get(e, "event_type") in _CALL_KINDS]
+    named = {t for e in calls for t in _tiers(e)}
+    tiers = {t: tier_calls(calls, t, canon) if t in named else [] for t in ("A", "B", "C")}
     out = {"B_vs_A": match_calls(tiers["B"], tiers["A"]), "C_vs_A": match_calls(tiers["C"], tiers["A"])}
     if truth is not None:
         ground = truth_calls(truth)
