@@ -543,3 +543,22 @@ def test_busy_cpus_reads_the_tasks_running_now():
         for p in spin:
             p.kill()
             p.wait()
+
+
+def test_the_page_is_written_as_a_stream_and_a_failure_leaves_the_old_page(tmp_path):
+    """index.html is written piece by piece (store.layout.atomic_write_chunks: the page is never held whole); a
+    stream that fails half way leaves no partial page and no temporary file, and the page that was there stays."""
+    from gripprobe_core.store.layout import atomic_write_chunks
+
+    page = tmp_path / "index.html"
+    atomic_write_chunks(page, iter(["<p>", "caf\u00e9 \udcff", "</p>"]))
+    assert page.read_bytes() == "<p>café \\udcff</p>".encode()
+
+    def broken():
+        yield "<p>new"
+        raise RuntimeError("the renderer failed")
+
+    with pytest.raises(RuntimeError):
+        atomic_write_chunks(page, broken())
+    assert page.read_bytes() == "<p>café \\udcff</p>".encode() and sorted(p.name for p in tmp_path.iterdir()) == [
+        "index.html"]

@@ -26,7 +26,7 @@ import stat
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from urllib.parse import quote
 
@@ -538,12 +538,20 @@ def render_aggregate_html(data: dict) -> str:
 
     Linear in rows × tests × statuses; every value is escaped, nothing is fetched. The table's rows (and the
     fidelity table's) are written in Python (:func:`_agg_row_html`), the rest of the page by its template."""
+    return "".join(aggregate_html_chunks(data))
+
+
+def aggregate_html_chunks(data: dict) -> Iterator[str]:
+    """:func:`render_aggregate_html` as a stream of pieces (a row of the table at most), for a writer that never
+    holds the whole page (``aggregate-reports``: ``store.layout.atomic_write_chunks``)."""
+    from .. import __version__
+
     ctx = aggregate_context(data)
-    view_rows, same = ctx["rows"], ctx["same"]
-    return _render("aggregate.html", **ctx,
-                   rows_html=_written()("".join(_agg_row_html(v, same) for v in view_rows)),
-                   fidelity_rows_html=_written()("".join(_fidelity_row_html(v) for v in view_rows)),
-                   fid_columns=FIDELITY_COLUMNS)
+    view_rows, same, written = ctx["rows"], ctx["same"], _written()
+    yield from _env().get_template("aggregate.html").generate(
+        version=__version__, **ctx, fid_columns=FIDELITY_COLUMNS,
+        rows_html=(written(_agg_row_html(v, same)) for v in view_rows),
+        fidelity_rows_html=(written(_fidelity_row_html(v)) for v in view_rows))
 
 
 def aggregate_context(data: dict) -> dict[str, Any]:
