@@ -55,6 +55,13 @@ def test_every_listed_command_loads_under_its_name():
         assert cli.commands[name].name == name
 
 
+#: What registering the agent plugins does not load: each agent's parser (its patterns, compiled when one of its
+#: phases is read) and the interaction modules that read denials with it.
+AGENTS_PARSERS = tuple(f"gripprobe_{p}.parse" for p in ("acp", "aider", "claude", "cline", "codex", "continue", "gptme",
+                                                        "miniswe", "opencode", "pi", "qwen")) + (
+    "gripprobe_aider.interaction", "gripprobe_cline.interaction", "gripprobe_continue.interaction",
+    "gripprobe_opencode.policy", "gripprobe_claude.session")
+
 #: What registering every plugin and checking every spec needs none of: a web server (the oracle's, a challenge
 #: server's, aiohttp), the runner, the reports and their templates, the signing library, the ACP library.
 NOT_FOR_VALIDATE = ("aiohttp", "gripprobe_core.oracle.server", "gripprobe_core.oracle.profiles",
@@ -67,7 +74,8 @@ NOT_FOR_VALIDATE = ("aiohttp", "gripprobe_core.oracle.server", "gripprobe_core.o
 NOT_FOR_ONE_CASE = ("aiohttp", "gripprobe_core.challenges.http", "gripprobe_core.challenges.nonce",
                     "gripprobe_core.challenges.search", "gripprobe_core.runner.rayexec",
                     "gripprobe_core.runner.raywork", "ray", "gripprobe_core.reports.aggregate",
-                    "gripprobe_core.reports.compare", "gripprobe_core.export", "gripprobe_core.view", "acp")
+                    "gripprobe_core.reports.compare", "gripprobe_core.export", "gripprobe_core.view", "acp",
+                    *AGENTS_PARSERS)
 
 CALL_MAIN = ("from gripprobe_core.cli.main import main\n"
              "try:\n    main({argv!r})\nexcept SystemExit as e:\n    assert e.code == 0, e.code")
@@ -113,6 +121,28 @@ def test_the_plugin_apis_lazy_table_matches_what_type_checkers_see():
             for n in guarded.body if isinstance(n, ast.ImportFrom) for a in n.names}
     assert seen == api._WHERE
     assert set(api.__all__) == set(seen) | {"hookimpl"}
+
+
+def test_registering_the_agent_plugins_loads_no_agents_parser():
+    """Every installed agent driver registers (names, tool names, dialects) without its parser; a driver's
+    parse loads it: the same tool table either way."""
+    code = ("from gripprobe_core.pluginmanager import make_plugin_manager\n"
+            "reg = make_plugin_manager(strict=True).registry\n"
+            "assert len(reg.agents) > 1 and reg.dialects\n")
+    assert imported_after(code, AGENTS_PARSERS) == []
+    same = ("import importlib\n"
+            "from gripprobe_core.pluginmanager import make_plugin_manager\n"
+            "reg = make_plugin_manager(strict=True).registry\n"
+            "for name, driver in reg.agents.items():\n"
+            "    package = type(driver).__module__.rsplit('.', 1)[0]\n"
+            "    if package + '.parse' in " + repr(AGENTS_PARSERS) + ":\n"
+            "        parse = importlib.import_module(package + '.parse')\n"
+            "        assert getattr(parse, 'TOOL_NAMES', driver.tool_names) is driver.tool_names, name\n")
+    out = imported_after(same, AGENTS_PARSERS)
+    import importlib.util
+
+    installed = sorted(m for m in AGENTS_PARSERS if m.endswith(".parse") and importlib.util.find_spec(m.split(".")[0]))
+    assert out == installed  # each parser loads when asked for, and holds the very table its driver registered
 
 
 def test_validate_imports_no_web_server_runner_or_report():

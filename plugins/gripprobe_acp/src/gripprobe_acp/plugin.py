@@ -29,7 +29,6 @@ from .config import (
     qwen_setup,
 )
 from .dialect import AbsolutePathDialect
-from .parse import parse_transcript
 
 if TYPE_CHECKING:  # the acp library (~0.7 s of imports) loads only when a phase talks to an agent
     from .session import AcpSession
@@ -61,6 +60,8 @@ class AcpDriver(BaseAgentDriver):
         return AgentCommand(self.argv(ctx), session=self.session(ctx))
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        from .parse import parse_transcript  # the transcript's reader loads with a phase, not with the registry
+
         path = capture.files.get(SESSION_TRANSCRIPT)
         if path is None:
             return Transcript([], None)

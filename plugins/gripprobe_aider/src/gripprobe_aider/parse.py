@@ -47,12 +47,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gripprobe_core.plugin import Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, permission_events
+from gripprobe_core.plugin import Event, EventBuilder, PermissionDecision, PermissionRequest, permission_events
 
-#: aider's own name for what it does with a reply's edit blocks.
-EDIT_TOOL = "edit"
-#: aider's tool names: only :data:`EDIT_TOOL`, which the generic vocabulary already knows (edit/write).
-TOOL_NAMES = ToolNames({EDIT_TOOL: ("edit", "write")})
+from .names import EDIT_TOOL, TOOL_NAMES
+
 #: Characters of reply text / error detail kept in a payload.
 TEXT_LIMIT = 2000
 #: Characters of a file read (stdout or history); more is ignored.

@@ -16,7 +16,7 @@ A case's interaction policy becomes aider's own settings (``--dry-run``, confirm
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from gripprobe_core.plugin import (
     EVERY_FORMAT, AgentCommand, AgentDriver, BaseAgentDriver, CliAgentSpec, InstallRecipe, InteractionSupport,
@@ -26,8 +26,10 @@ from gripprobe_core.plugin import (
 from . import EXECUTABLE, NAME, PINNED_VERSION, PYPI_PACKAGE
 from .config import agent_env, build_argv, chat_files, edit_format_for, files_for, write_files
 from .dialect import DIALECT_NAMES, AiderDialect
-from .interaction import DRY_RUN, YES_ALWAYS, settings
-from .parse import TOOL_NAMES, parse_outputs
+from .names import TOOL_NAMES
+
+if TYPE_CHECKING:
+    from .interaction import Settings
 
 #: Names under which the phase's aider files are kept as artifacts (``<phase>.<name>``).
 CHAT_HISTORY_ARTIFACT = "aider.chat.history.md"
@@ -52,10 +54,12 @@ class AiderDriver(BaseAgentDriver):
 
     def interaction_support(self, ctx: PhaseContext) -> InteractionSupport:
         """The case's policy as aider's ``--dry-run`` and refused confirmations (:func:`.interaction.settings`)."""
-        return settings(ctx.interaction).support
+        return _settings(ctx).support
 
     def command(self, ctx: PhaseContext) -> AgentCommand:
-        policy = settings(ctx.interaction)
+        from .interaction import DRY_RUN, YES_ALWAYS
+
+        policy = _settings(ctx)
         argv = build_argv(
             ctx.executable(ctx.agent.executable), files_for(ctx.home), base_url=ctx.openai_base_url,
             model_name=ctx.model_name, edit_format=edit_format_for(ctx.format), prompt=ctx.prompt,
@@ -70,17 +74,26 @@ class AiderDriver(BaseAgentDriver):
         return {CHAT_HISTORY_ARTIFACT: files.chat_history, LLM_HISTORY_ARTIFACT: files.llm_history}
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        from .parse import parse_outputs
+
         history = capture.files.get(LLM_HISTORY_ARTIFACT)
         try:
             out = parse_outputs(capture.stdout_path, history, ctx.phase, stdout_name=capture.stdout_path.name,
                                 history_name=history.name if history else None,
-                                denials=settings(ctx.interaction).denials)
+                                denials=_settings(ctx).denials)
         except OSError as exc:
             raise WrapperParseError(f"cannot read aider stdout {capture.stdout_path}: {exc}") from exc
         return Transcript(out.events, out.final_text)
 
     def oracle_dialects(self) -> dict[str, AiderDialect]:
         return {name: AiderDialect(edit_format) for edit_format, name in DIALECT_NAMES.items()}
+
+
+def _settings(ctx: PhaseContext) -> "Settings":
+    """The case's policy as aider's settings (:func:`.interaction.settings`; the module loads with a phase)."""
+    from .interaction import settings
+
+    return settings(ctx.interaction)
 
 
 @hookimpl

@@ -55,23 +55,12 @@ from pathlib import Path
 from typing import Any
 
 from gripprobe_core.plugin import (
-    Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, json_lines, mapping, permission_events,
+    Event, EventBuilder, PermissionDecision, PermissionRequest, json_lines, mapping, permission_events,
     text,
 )
 
 from .control import Conversation, is_permission_question, permission_requests, read_conversation
-
-#: Claude Code's own tool names beside the common vocabulary (Bash, Write, Edit, Read, Glob, Grep,
-#: WebFetch, WebSearch are already in it).
-TOOL_NAMES = ToolNames({
-    "Bash": ("shell", "execute"), "Write": ("write", "write"), "Edit": ("edit", "write"),
-    "MultiEdit": ("edit", "write"), "NotebookEdit": ("notebook_edit", "write"), "Read": ("read", "read"),
-    "Agent": ("agent", "other"), "Task": ("agent", "other"), "TodoWrite": ("todo", "other"),
-    "ToolSearch": ("tool_search", "other"), "Skill": ("skill", "other"), "Workflow": ("workflow", "other"),
-    "Monitor": ("monitor", "execute"), "BashOutput": ("shell_output", "execute"), "LS": ("list", "read"),
-    "AskUserQuestion": ("ask_user", "other"), "EnterPlanMode": ("plan_mode", "other"),
-    "ExitPlanMode": ("plan_mode", "other"),
-})
+from .names import TOOL_NAMES
 
 #: Longest text kept in an event payload.
 OUTPUT_LIMIT = 4000

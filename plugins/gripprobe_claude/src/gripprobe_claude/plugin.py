@@ -27,8 +27,7 @@ from gripprobe_core.plugin import (
 
 from . import EXECUTABLE, NAME, NPM_PACKAGE, PINNED_VERSION
 from .config import agent_env, print_argv, projects_dir, session_argv, write_config
-from .parse import TOOL_NAMES, parse_outputs
-from .session import ClaudeControlSession
+from .names import TOOL_NAMES
 
 #: Name of the session transcript kept as a phase artifact (``<phase>.session.jsonl``).
 TRANSCRIPT_ARTIFACT = "session.jsonl"
@@ -57,6 +56,8 @@ class ClaudeCodeDriver(BaseAgentDriver):
     def command(self, ctx: PhaseContext) -> AgentCommand:
         executable = ctx.executable(ctx.agent.executable)
         if uses_session(ctx):
+            from .session import ClaudeControlSession
+
             return AgentCommand(session_argv(executable, ctx.model_name, ctx.agent.default_args),
                                 session=ClaudeControlSession(ctx.prompt))
         return AgentCommand(print_argv(executable, ctx.prompt, ctx.model_name, ctx.agent.default_args))
@@ -66,6 +67,8 @@ class ClaudeCodeDriver(BaseAgentDriver):
         return {TRANSCRIPT_ARTIFACT: transcript} if transcript is not None else {}
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        from .parse import parse_outputs
+
         try:
             parsed = parse_outputs(capture.stdout_path, capture.files.get(TRANSCRIPT_ARTIFACT), ctx.phase,
                                    capture.files.get(SESSION_TRANSCRIPT))

@@ -17,7 +17,7 @@ from gripprobe_core.plugin import PermissionDecision, SessionChannel, SessionErr
 from .control import (
     control_response, dumps, error_response, is_permission_question, permission_requests, redact, user_message,
 )
-from .parse import TOOL_NAMES
+from .names import TOOL_NAMES
 
 #: Control requests that must not be answered when the host did not declare them (Claude Code then
 #: cancels them itself); every other unknown request gets an error answer.

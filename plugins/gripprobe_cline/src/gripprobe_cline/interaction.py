@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 from gripprobe_core.plugin import InteractionSpec, InteractionSupport, ToolRef, static_policy
 
-from .parse import TOOL_NAMES, NativeDenials
+from .names import TOOL_NAMES
+from .parse import NativeDenials
 
 __all__ = ["CLINE_TOOLS", "Approvals", "REFUSE_ALL", "TOOLS", "approvals"]
 

@@ -42,24 +42,13 @@ from pathlib import Path
 from typing import Any
 
 from gripprobe_core.plugin import (
-    Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, json_lines, mapping, number,
+    Event, EventBuilder, PermissionDecision, PermissionRequest, json_lines, mapping, number,
     permission_events, text,
 )
 
-__all__ = ["TOOL_NAMES", "NativeDenials", "Parsed", "parse_messages", "parse_outputs", "parse_stdout"]
+from .names import TOOL_NAMES
 
-#: Cline's tool names beside the common vocabulary. ``editor`` creates a missing file or replaces text
-#: in an existing one, ``apply_patch`` (offered instead of ``editor`` to gpt/codex model ids) does both
-#: with a V4A patch: both are edits of kind write. ``submit_and_exit`` (yolo mode only) and the disabled
-#: ``ask_question`` / team tools keep their own name with kind ``other``.
-TOOL_NAMES = ToolNames({
-    "run_commands": ("shell", "execute"),
-    "editor": ("edit", "write"),
-    "apply_patch": ("edit", "write"),
-    "read_files": ("read", "read"),
-    "search_codebase": ("search", "search"),
-    "fetch_web_content": ("fetch", "fetch"),
-})
+__all__ = ["TOOL_NAMES", "NativeDenials", "Parsed", "parse_messages", "parse_outputs", "parse_stdout"]
 
 #: Output and text kept in an event payload, characters.
 OUTPUT_LIMIT = 2000

@@ -11,18 +11,20 @@ Cline's own approval settings (:mod:`gripprobe_cline.interaction`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from gripprobe_core.plugin import (
-    AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, InteractionSupport, PhaseCapture, PhaseContext,
-    Transcript, WrapperParseError, find_agent_files, hookimpl,
+    AgentCommand, AgentDriver, BaseAgentDriver, InstallRecipe, InteractionSpec, InteractionSupport, PhaseCapture,
+    PhaseContext, Transcript, WrapperParseError, find_agent_files, hookimpl,
 )
 
 from . import EXECUTABLE, NAME, NPM_PACKAGE, PINNED_VERSION
 from .config import PROVIDER_ID, agent_env, sessions_dir, write_config
 from .dialect import ClineDialect
-from .interaction import approvals
-from .parse import TOOL_NAMES, parse_outputs
+from .names import TOOL_NAMES
+
+if TYPE_CHECKING:
+    from .interaction import Approvals
 
 #: ``cline`` arguments before ``-m <model>`` and the prompt: NDJSON events on stdout (non-interactive),
 #: the OpenAI-compatible provider. Act mode with auto-approval is Cline's default.
@@ -57,6 +59,8 @@ class ClineDriver(BaseAgentDriver):
         return {name: path for name, path in found.items() if path is not None}
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        from .parse import parse_outputs
+
         try:
             parsed = parse_outputs(capture.stdout_path, capture.files.get(MESSAGES_ARTIFACT), ctx.phase,
                                    approvals(ctx.interaction).native)
@@ -66,6 +70,13 @@ class ClineDriver(BaseAgentDriver):
 
     def oracle_dialects(self) -> dict[str, ClineDialect]:
         return {ClineDialect.name: ClineDialect()}
+
+
+def approvals(spec: InteractionSpec | None) -> "Approvals":
+    """:func:`.interaction.approvals` (the module, and the parser it reads denials with, load with a phase)."""
+    from .interaction import approvals as of
+
+    return of(spec)
 
 
 @hookimpl

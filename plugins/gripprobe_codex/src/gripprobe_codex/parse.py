@@ -45,15 +45,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gripprobe_core.plugin import Event, ToolNames, json_lines, mapping
+from gripprobe_core.plugin import Event, json_lines, mapping
 
-#: codex's own tool names beside the common vocabulary (what its requests offer: ``exec_command``,
-#: ``write_stdin``, the freeform ``apply_patch``, ``view_image``, OpenAI's hosted ``web_search_preview`` ...).
-TOOL_NAMES = ToolNames({
-    "exec_command": ("shell", "execute"), "local_shell": ("shell", "execute"), "container_exec": ("shell", "execute"),
-    "write_stdin": ("write_stdin", "execute"), "apply_patch": ("edit", "write"), "view_image": ("view_image", "read"),
-    "web_search_preview": ("web_search", "search"),
-})
+from .names import TOOL_NAMES
 
 #: Longest tool output kept in an event payload.
 OUTPUT_LIMIT = 4000
@@ -137,8 +131,6 @@ def _num(value: Any) -> float | None:
         return None
     f = float(value)
     return f if f == f and abs(f) != float("inf") else None
-
-
 
 
 def _clip(text: str | None) -> str | None:

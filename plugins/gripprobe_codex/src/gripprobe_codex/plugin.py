@@ -20,7 +20,7 @@ from gripprobe_core.plugin import (
 from . import EXECUTABLE, NAME, NPM_PACKAGE, PINNED_VERSION
 from .config import agent_env, catalog_template, codex_home, write_config
 from .dialect import CodexDialect
-from .parse import TOOL_NAMES, parse_outputs
+from .names import TOOL_NAMES
 from .policy import support_for
 
 #: ``codex exec`` arguments before ``-C <workspace>`` and the prompt: JSON-lines events on stdout,
@@ -56,6 +56,8 @@ class CodexDriver(BaseAgentDriver):
         return {ROLLOUT_ARTIFACT: rollout} if rollout is not None else {}
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        from .parse import parse_outputs
+
         try:
             parsed = parse_outputs(capture.stdout_path, capture.files.get(ROLLOUT_ARTIFACT), ctx.phase)
         except OSError as exc:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from gripprobe_core.plugin import InteractionSpec, InteractionSupport, ToolRef, static_policy
 
-from .parse import TOOL_NAMES
+from .names import TOOL_NAMES
 
 __all__ = ["NOT_APPLIED", "TOOLS", "support_for"]
 

@@ -30,14 +30,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from gripprobe_core.plugin import (
-    GENERIC_TOOL_NAMES, Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, mapping, number,
-    permission_events, text,
+    Event, EventBuilder, PermissionDecision, PermissionRequest, mapping, number, permission_events, text,
 )
 
-#: cn's tool names. Read, Write, Edit, List, Bash and Fetch are all common vocabulary (read, write, edit,
-#: list, shell, fetch); MultiEdit (offered instead of Edit to models cn deems capable) is an edit;
-#: Checklist, CheckBackgroundJob, AskQuestion, Exit and Skills keep their own names with kind ``other``.
-TOOL_NAMES: ToolNames = GENERIC_TOOL_NAMES + ToolNames({"MultiEdit": ("edit", "write")})
+from .names import TOOL_NAMES
 
 OUTPUT_LIMIT = 4000
 TEXT_LIMIT = 4000
@@ -314,8 +310,6 @@ def session_events(session: dict[str, Any], *, phase: str, file_name: str, file_
             if isinstance(state, dict):
                 _add_result(builder, locate, timeline, state, names, parent, line, msg_pos, excluded)
     return builder.events
-
-
 
 
 def _add_result(builder: EventBuilder, locate: _Locator, timeline: LogTimeline, state: dict[str, Any],

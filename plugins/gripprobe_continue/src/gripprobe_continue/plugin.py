@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from gripprobe_core.plugin import (
-    AgentCommand, AgentDriver, BaseAgentDriver, Event, InstallRecipe, InteractionSupport, PhaseCapture, PhaseContext,
-    Transcript, WrapperParseError, find_agent_files, hookimpl, read_agent_file,
+    AgentCommand, AgentDriver, BaseAgentDriver, Event, InstallRecipe, InteractionSpec, InteractionSupport, PhaseCapture,
+    PhaseContext, Transcript, WrapperParseError, find_agent_files, hookimpl, read_agent_file,
 )
 
 from . import config
-from .interaction import permissions
-from .parse import TOOL_NAMES, final_text, load_session, parse_log, redact_text, session_events, stderr_events
+from .names import TOOL_NAMES
+
+if TYPE_CHECKING:
+    from .interaction import Permissions
 
 NAME = "continue"
 PACKAGE = "@continuedev/cli"
@@ -74,6 +76,8 @@ class ContinueDriver(BaseAgentDriver):
 
         A missing or broken session is a :class:`WrapperParseError` only after a clean exit: after a
         failure or a timeout it is normal (cn leaves no session on a backend error)."""
+        from .parse import final_text, load_session, parse_log, session_events, stderr_events
+
         session_path = capture.files.get(SESSION_ARTIFACT)
         clean_exit = capture.process.status == "ok" and capture.process.exit_code == 0
         events: list[Event] = []
@@ -109,6 +113,13 @@ def register_agents(register: Callable[[AgentDriver], None]) -> None:
 # ---------------------------------------------------------------------------------------- helpers
 
 
+def permissions(spec: InteractionSpec | None) -> "Permissions":
+    """:func:`.interaction.permissions` (the module, and the parser it reads refusals with, load with a phase)."""
+    from .interaction import permissions as of
+
+    return of(spec)
+
+
 def newest_session(ctx: PhaseContext) -> Path | None:
     """The most recently written ``<uuid>.json`` under ``$CONTINUE_GLOBAL_DIR/sessions`` (not the
     ``sessions.json`` index); a symlink or a FIFO is never a candidate."""
@@ -129,6 +140,8 @@ def redacted_log(ctx: PhaseContext) -> bytes | None:
 
     The verbose log prints the model config, key included, so the original never leaves HOME; the
     redacted copy is returned, not written: nothing is ever written into the agent's folders after it ran."""
+    from .parse import redact_text
+
     data = read_agent_file(ctx, config.log_path(ctx.home), LOG_COPY_LIMIT)
     if data is None:
         return None

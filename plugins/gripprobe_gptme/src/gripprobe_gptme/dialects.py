@@ -79,7 +79,7 @@ from gripprobe_core.plugin import (
     find_param, message_text, scan_text_tool_calls, shell_command_for,
 )
 
-from .parse import BLOCK_TOOLS
+from .names import BLOCK_TOOLS
 
 __all__ = [
     "FAILING_COMMAND", "GptmeMarkdownDialect", "GptmeToolDialect", "GptmeXmlDialect", "TOOL_NAMES", "b64_write_command",

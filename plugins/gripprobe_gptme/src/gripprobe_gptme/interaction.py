@@ -28,7 +28,7 @@ from typing import Sequence
 
 from gripprobe_core.plugin import InteractionSpec, InteractionSupport, ToolRef, static_policy
 
-from .parse import TOOL_NAMES
+from .names import TOOL_NAMES
 
 __all__ = ["ALWAYS", "KNOWN_TOOLS", "ToolPlan", "pinned_tools", "tool_plan"]
 

@@ -59,9 +59,11 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from gripprobe_core.plugin import (
-    EventBuilder, PermissionDecision, PermissionRequest, PhaseCapture, ToolNames, Transcript, WrapperParseError, iso,
+    EventBuilder, PermissionDecision, PermissionRequest, PhaseCapture, Transcript, WrapperParseError, iso,
     mapping, number, permission_events,
 )
+
+from .names import BLOCK_TOOLS, TOOL_NAMES
 
 __all__ = [
     "CONVERSATION_ARTIFACT", "TOOL_NAMES", "ToolUse", "parse_conversation", "parse_messages", "parse_phase",
@@ -74,21 +76,9 @@ __all__ = [
 CONVERSATION_ARTIFACT = "gptme.conversation.jsonl"
 #: What runs stored before the rename kept it as (read when the new name is absent).
 LEGACY_CONVERSATION_ARTIFACT = "conversation.jsonl"
-#: gptme's own tool names beside the common vocabulary (``shell``, ``patch``, ``read`` ... are generic).
-TOOL_NAMES = ToolNames({
-    "save": ("write", "write"), "append": ("write", "write"), "patch_many": ("edit", "write"),
-    "ipython": ("ipython", "execute"), "tmux": ("tmux", "execute"),
-})
 OUTPUT_LIMIT = 2000
 TEXT_LIMIT = 2000
 
-#: Fence languages gptme 0.35.1 runs as tools (each tool's ``block_types``).
-BLOCK_TOOLS = frozenset({
-    "append", "autocommit", "autocompact", "browser", "chats", "choice", "clarify", "complete", "computer",
-    "convert", "elicit", "form", "gh", "hashline_edit", "ipython", "py", "lessons", "mcp", "memory", "morph",
-    "patch", "patch_many", "precommit", "progress", "rag", "read", "recall", "request_tool_change", "restart",
-    "save", "screenshot", "shell", "subagent", "tmux", "todo", "vent", "vision", "watch",
-})
 #: Block languages whose body is code without fences of its own: a bare fence always closes them.
 EXEC_LANGS = frozenset({"shell", "sh", "bash", "zsh", "fish", "ksh", "nu", "ps1", "powershell", "ipython"})
 #: How a text-format tool use's body and arguments map onto the tool's own parameter names.

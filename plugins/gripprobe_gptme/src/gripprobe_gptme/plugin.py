@@ -29,7 +29,7 @@ from . import NAME, PINNED_VERSION
 from .config import agent_env, logs_home
 from .dialects import gptme_dialects
 from .interaction import tool_plan
-from .parse import CONVERSATION_ARTIFACT, TOOL_NAMES, parse_phase
+from .names import TOOL_NAMES
 
 PYPI_PACKAGE = "gptme"
 EXECUTABLE = "gptme"
@@ -71,6 +71,8 @@ class GptmeDriver(BaseAgentDriver):
             "--", ctx.prompt])
 
     def artifacts(self, ctx: PhaseContext) -> dict[str, Path]:
+        from .parse import CONVERSATION_ARTIFACT
+
         conversation = find_conversation(ctx)
         if conversation is None:
             return {}
@@ -80,6 +82,8 @@ class GptmeDriver(BaseAgentDriver):
         return out
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        from .parse import parse_phase
+
         return parse_phase(capture, ctx.phase, ctx.format,
                            denied=tool_plan(ctx.interaction, ctx.agent.default_args).denied)
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from gripprobe_core.plugin import InteractionSpec, InteractionSupport, ToolRef, static_policy
 
-from .parse import TOOL_NAMES
+from .names import TOOL_NAMES
 
 __all__ = ["REFUSAL", "REFUSALS", "Confirmation", "confirmation", "tool_ref"]
 

@@ -51,11 +51,12 @@ from pathlib import Path
 from typing import Any
 
 from gripprobe_core.plugin import (
-    EventBuilder, PermissionDecision, PermissionRequest, PhaseCapture, ToolNames, Transcript, WrapperParseError, iso,
+    EventBuilder, PermissionDecision, PermissionRequest, PhaseCapture, Transcript, WrapperParseError, iso,
     mapping, number, permission_events, text,
 )
 
 from .dialect import DEFAULT_FENCE, SUBMIT_MARKER
+from .names import TOOL_NAMES
 
 __all__ = [
     "TOOL_NAMES", "TRAJECTORY_ARTIFACT", "fence_of", "parse_phase", "parse_trajectory", "read_trajectory",
@@ -63,8 +64,6 @@ __all__ = [
 ]
 
 TRAJECTORY_ARTIFACT = "trajectory.json"
-#: mini's one tool under its two names: the ``bash`` function tool, the text format's fence language.
-TOOL_NAMES = ToolNames({"bash": ("shell", "execute"), DEFAULT_FENCE: ("shell", "execute")})
 OUTPUT_LIMIT = 2000
 TEXT_LIMIT = 2000
 #: What mini writes as the output of an action it did not run.

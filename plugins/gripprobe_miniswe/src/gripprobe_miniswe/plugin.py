@@ -29,7 +29,7 @@ from . import EXECUTABLE, FORMATS, NAME, PINNED_VERSION, PYPI_PACKAGE
 from .config import MODEL_CLASS, PROVIDER, SHIPPED_CONFIG, agent_env, config_file, trajectory_path, write_config
 from .dialect import DEFAULT_FENCE, mini_dialects
 from .interaction import YOLO, confirmation
-from .parse import TOOL_NAMES, TRAJECTORY_ARTIFACT, parse_phase
+from .names import TOOL_NAMES
 
 #: The format used when a case names one mini does not have (its own default: tool calls).
 DEFAULT_FORMAT = "tool"
@@ -81,9 +81,13 @@ class MiniSweDriver(BaseAgentDriver):
             *ctx.agent.default_args, f"--task={ctx.prompt}"], stdin=policy.stdin)
 
     def artifacts(self, ctx: PhaseContext) -> dict[str, Path]:
+        from .parse import TRAJECTORY_ARTIFACT
+
         return {TRAJECTORY_ARTIFACT: trajectory_path(ctx.home, ctx.phase)}
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        from .parse import parse_phase
+
         return parse_phase(capture, ctx.phase, mini_format(ctx.format), refusal_rule=policy_of(ctx).rule)
 
     def oracle_dialects(self) -> dict[str, Dialect]:

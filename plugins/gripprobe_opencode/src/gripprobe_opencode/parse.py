@@ -32,15 +32,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gripprobe_core.plugin import (
-    Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, json_lines, mapping, number,
+    Event, EventBuilder, PermissionDecision, PermissionRequest, json_lines, mapping, number,
     permission_events, text,
 )
 
-#: opencode's own tool names beside the common vocabulary (which already knows its ``bash``, ``edit``,
-#: ``write``, ``read``, ``list``, ``glob``, ``grep``, ``webfetch``, ``websearch``, ``patch``): the
-#: ``apply_patch`` it offers instead of edit/write for gpt-5 model names, and the ``multiedit`` of earlier
-#: releases. ``task``, ``todowrite``, ``skill`` ... keep their own name with kind ``other``.
-TOOL_NAMES = ToolNames({"apply_patch": ("edit", "write"), "multiedit": ("edit", "write")})
+from .names import TOOL_NAMES
 
 #: The pseudo tool opencode reports for a call it could not decode.
 INVALID_TOOL = "invalid"
@@ -282,7 +278,6 @@ def final_text(parser: OpencodeParser) -> str | None:
 
 
 # ------------------------------------------------------------------------------------- helpers
-
 
 
 def _clip(value: str, limit: int = OUTPUT_LIMIT) -> str:

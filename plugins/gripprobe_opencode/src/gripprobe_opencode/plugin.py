@@ -19,8 +19,7 @@ from gripprobe_core.plugin import (
 
 from . import NAME, PINNED_VERSION
 from .config import agent_env, write_config
-from .parse import TOOL_NAMES, final_text, parse_stdout
-from .policy import policy_permissions, support_for
+from .names import TOOL_NAMES
 
 NPM_PACKAGE = "opencode-ai"
 EXECUTABLE = "opencode"
@@ -40,12 +39,16 @@ class OpencodeDriver(BaseAgentDriver):
     tool_names = TOOL_NAMES
 
     def environment(self, ctx: PhaseContext) -> dict[str, str]:
+        from .policy import policy_permissions  # the policy reads permissions with the parser: both load with a phase
+
         write_config(Path(ctx.xdg["XDG_CONFIG_HOME"]), ctx.openai_base_url, ctx.model_name,
                      policy_permissions(ctx.interaction))
         return agent_env(ctx.api_key, ctx.home)
 
     def interaction_support(self, ctx: PhaseContext) -> InteractionSupport:
         """The case's policy as opencode's ``permission`` config (:mod:`gripprobe_opencode.policy`)."""
+        from .policy import support_for
+
         return support_for(ctx.interaction)
 
     def command(self, ctx: PhaseContext) -> AgentCommand:
@@ -58,6 +61,8 @@ class OpencodeDriver(BaseAgentDriver):
         return {LOG_ARTIFACT: logs[-1]} if logs else {}
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        from .parse import final_text, parse_stdout
+
         try:
             parsed = parse_stdout(capture.stdout_path, ctx.phase)
         except OSError as exc:

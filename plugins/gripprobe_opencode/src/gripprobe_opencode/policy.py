@@ -27,7 +27,8 @@ from typing import Any, Literal, Mapping
 
 from gripprobe_core.plugin import InteractionSpec, InteractionSupport, ToolRef, static_policy
 
-from .parse import TOOL_NAMES, permission_key
+from .names import TOOL_NAMES
+from .parse import permission_key
 
 __all__ = ["DENY_EACH_CALL", "PATTERN_KEYS", "TOOLS", "permissions_for", "policy_permissions", "support_for"]
 

@@ -47,15 +47,11 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from gripprobe_core.plugin import (
-    Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, json_lines, mapping, number,
+    Event, EventBuilder, PermissionDecision, PermissionRequest, json_lines, mapping, number,
     permission_events, text,
 )
 
-#: pi's built-in tools (read, bash, edit, write are on by default; grep, find, ls are opt-in).
-TOOL_NAMES = ToolNames({
-    "bash": ("shell", "execute"), "read": ("read", "read"), "write": ("write", "write"), "edit": ("edit", "write"),
-    "grep": ("search", "search"), "find": ("search", "search"), "ls": ("list", "read"),
-})
+from .names import TOOL_NAMES
 
 #: Longest tool output kept in an event payload.
 OUTPUT_LIMIT = 4000

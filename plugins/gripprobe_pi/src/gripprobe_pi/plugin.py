@@ -23,7 +23,7 @@ from . import EXECUTABLE, NAME, NPM_PACKAGE, PINNED_VERSION
 from .config import agent_env, sessions_dir, write_config
 from .dialect import PiDialect
 from .interaction import tool_plan
-from .parse import TOOL_NAMES, parse_outputs
+from .names import TOOL_NAMES
 
 #: ``pi`` arguments before ``--session-dir`` and the prompt: print mode (non-interactive, one prompt).
 PRINT_ARGS: tuple[str, ...] = ("-p",)
@@ -62,6 +62,8 @@ class PiDriver(BaseAgentDriver):
         return {SESSION_ARTIFACT: session} if session is not None else {}
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        from .parse import parse_outputs
+
         try:
             stdout = capture.stdout_path.read_bytes()
         except OSError as exc:

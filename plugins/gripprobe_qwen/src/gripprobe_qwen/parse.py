@@ -46,18 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from gripprobe_core.plugin import (
-    Event, EventBuilder, PermissionDecision, PermissionRequest, ToolNames, json_lines, mapping, number, text,
+    Event, EventBuilder, PermissionDecision, PermissionRequest, json_lines, mapping, number, text,
 )
 
-__all__ = ["QwenParse", "TOOL_NAMES", "error_type_for", "parse_chat_bytes", "parse_outputs", "parse_stdout_bytes"]
+from .names import TOOL_NAMES
 
-#: Qwen Code's own tool names beside the common vocabulary (which already knows ``run_shell_command``,
-#: ``write_file``, ``edit``, ``read_file``, ``grep_search``, ``glob``, ``web_fetch``): ``notebook_edit``
-#: edits, ``zoom_image`` reads, ``monitor`` runs a shell command in the background (Qwen Code counts it
-#: among its shell tools). ``agent``, ``skill``, ``tool_search``, goal and cron tools keep their own name
-#: with kind ``other``.
-TOOL_NAMES = ToolNames({"notebook_edit": ("edit", "write"), "zoom_image": ("read", "read"),
-                        "monitor": ("monitor", "execute")})
+__all__ = ["QwenParse", "TOOL_NAMES", "error_type_for", "parse_chat_bytes", "parse_outputs", "parse_stdout_bytes"]
 
 #: Output kept in an event payload, characters.
 OUTPUT_LIMIT = 2000

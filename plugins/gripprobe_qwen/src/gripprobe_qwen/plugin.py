@@ -23,7 +23,7 @@ from gripprobe_core.plugin import (
 from . import EXECUTABLE, NAME, NPM_PACKAGE, PINNED_VERSION
 from .config import AUTH_TYPE, agent_env, qwen_home, write_settings
 from .dialect import QwenDialect
-from .parse import TOOL_NAMES, parse_outputs
+from .names import TOOL_NAMES
 from .policy import policy_deny_rules, support_for
 
 #: ``qwen`` arguments before ``--model``: the OpenAI-compatible provider, every tool approved (a policy's
@@ -60,6 +60,8 @@ class QwenDriver(BaseAgentDriver):
         return {CHAT_ARTIFACT: chat} if chat is not None else {}
 
     def parse(self, ctx: PhaseContext, capture: PhaseCapture) -> Transcript:
+        from .parse import parse_outputs
+
         try:
             parsed = parse_outputs(capture.stdout_path, capture.files.get(CHAT_ARTIFACT), ctx.phase)
         except OSError as exc:

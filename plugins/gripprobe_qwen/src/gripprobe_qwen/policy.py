@@ -33,7 +33,7 @@ from typing import Literal, Mapping
 
 from gripprobe_core.plugin import InteractionSpec, InteractionSupport, ToolRef, static_policy
 
-from .parse import TOOL_NAMES
+from .names import TOOL_NAMES
 
 __all__ = ["EVERY_CALL", "TOOLS", "deny_rules", "policy_deny_rules", "support_for"]
 
