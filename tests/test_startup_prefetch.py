@@ -43,7 +43,8 @@ def test_a_prefetched_sandbox_probe_gives_the_same_sandbox_once():
 
 def test_the_first_agent_phase_starts_loading_the_reports_and_every_event_still_reaches_the_watcher():
     """A run's watcher is wrapped (runner/run.py): the first agent phase to start loads the report modules and
-    the run's templates on a thread of its own, once; every event still reaches the caller's watcher."""
+    the run's templates on a thread of its own, once; every event still reaches the caller's watcher, and the
+    interpreter's switch interval is its own again once they are loaded."""
     out = _fresh("""
         import sys, threading
         from gripprobe_core.models.results import CaseKey
@@ -64,9 +65,10 @@ def test_the_first_agent_phase_starts_loading_the_reports_and_every_event_still_
         env = html._env()
         loaded = {name for (_, name) in env.cache.keys()} if env.cache is not None else set()
         print(warm._thread is first, not first.is_alive(), sorted(set(RUN_TEMPLATES) - loaded),
-              [e.phase for e in seen])
+              [e.phase for e in seen], sys.getswitchinterval())
     """)
-    assert out.splitlines() == ["False True", "True True [] ['judging', 'warmup', 'measured']"]
+    # the short switch interval lasts only while the reports load (Python's default 5 ms after)
+    assert out.splitlines() == ["False True", "True True [] ['judging', 'warmup', 'measured'] 0.005"]
 
 
 def test_a_run_without_a_watcher_gets_the_same_reports():

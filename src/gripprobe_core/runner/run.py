@@ -91,13 +91,27 @@ class _WarmWhileAgentsRun:
             self._thread.join(timeout)
 
 
+#: The interpreter's switch interval while the reports load beside an agent: the event loop (relaying the agent's
+#: model calls) waits at most this long for the loading thread to give up the GIL, not Python's default 5 ms.
+WARM_SWITCH_INTERVAL_S = 0.0005
+
+
 def _warm_reports() -> None:
+    """Load what the reports need (:func:`~gripprobe_core.reports.warm.warm_run_reports`) with a short switch
+    interval while it runs. (Not at a lower CPU priority: an unprivileged process cannot raise it again, and
+    the run's end waits for this thread.)"""
+    import sys
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, WARM_SWITCH_INTERVAL_S))
     try:
         from ..reports.warm import warm_run_reports
 
         warm_run_reports()
     except Exception:  # only ahead of time: the reports load as they would have, and say what fails then
         log.debug("warming the reports failed", exc_info=True)
+    finally:
+        sys.setswitchinterval(interval)
 
 
 def harness_identity() -> dict[str, Any]:
