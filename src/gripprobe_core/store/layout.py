@@ -19,8 +19,8 @@ import secrets
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..jsonl import dumps
 from ..timeutil import run_id_stamp
@@ -49,35 +49,26 @@ def _create_temp(path: Path) -> tuple[int, Path]:
 def atomic_write_bytes(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Write ``data`` to a temporary sibling and rename it over ``path``; with ``sync`` (the default) the
     data is on disk before the rename (and the folder after it)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _create_temp(path)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            if sync:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        if sync:
-            _fsync_dir(path.parent)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    _atomic_write(path, lambda fh: fh.write(data), sync)
 
 
 def atomic_write_chunks(path: Path, chunks: Iterable[str], *, sync: bool = True) -> None:
     """:func:`atomic_write_text` of text that comes in pieces (a page rendered as a stream): each piece encoded
     and written as it comes, so the whole text is never held (a 10k-case aggregate page is 5.6 MB of UTF-8, twice
-    that as a Python string)."""
+    that as a Python string). A stream that fails leaves ``path`` as it was."""
+    def write(fh: BinaryIO) -> None:
+        for chunk in chunks:
+            fh.write(chunk.encode("utf-8", errors="backslashreplace"))
+
+    _atomic_write(path, write, sync)
+
+
+def _atomic_write(path: Path, write: Callable[[BinaryIO], object], sync: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, "wb") as fh:
-            for chunk in chunks:
-                fh.write(chunk.encode("utf-8", errors="backslashreplace"))
+            write(fh)
             if sync:
                 fh.flush()
                 os.fsync(fh.fileno())
