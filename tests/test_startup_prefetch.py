@@ -52,7 +52,7 @@ def test_the_first_agent_phase_starts_loading_the_reports_and_every_event_still_
         from gripprobe_core.runner.run import _WarmWhileAgentsRun
 
         seen = []
-        warm = _WarmWhileAgentsRun(seen.append)
+        warm = _WarmWhileAgentsRun(seen.append, 2)
         key = CaseKey(agent="reference", model="oracle-perfect", backend="oracle", format="tool", test="save_file")
         warm(CaseEvent("c1", key, "judging", 0.0))  # not an agent phase: nothing loads
         print("gripprobe_core.reports.html" in sys.modules, warm._thread is None)
@@ -78,7 +78,7 @@ def test_a_run_without_a_watcher_gets_the_same_reports():
         from gripprobe_core.runner.live import CaseEvent
         from gripprobe_core.runner.run import _WarmWhileAgentsRun
 
-        warm = _WarmWhileAgentsRun(None)
+        warm = _WarmWhileAgentsRun(None, 1)
         key = CaseKey(agent="reference", model="oracle-perfect", backend="oracle", format="tool", test="save_file")
         warm(CaseEvent("c1", key, "measured", 0.0))
         warm.join()
@@ -86,3 +86,34 @@ def test_a_run_without_a_watcher_gets_the_same_reports():
         print("gripprobe_core.reports.summary_md" in sys.modules)
     """)
     assert out == "True"
+
+
+def test_the_recorder_is_released_once_the_last_case_is_judged_and_reaped_before_the_run_returns(tmp_path):
+    """Every phase of every case has flushed its records when the last case is judged: the proxies' recorder
+    is released then (it exits while that case is written and the reports are), and is gone, reaped, when
+    the run returns; the case is judged on the same records."""
+    out = _fresh(f"""
+        import json, os
+        from pathlib import Path
+        from gripprobe_core.pluginmanager import make_plugin_manager
+        from gripprobe_core.proxy import recorder_client
+        from gripprobe_core.runner import RunSettings, execute_run, plan_cases
+        from gripprobe_core.specs import load_specs
+
+        plugins = make_plugin_manager(load_entry_points=False)
+        cases = plan_cases(load_specs(Path("specs"), registry=plugins.registry), agents=["reference"],
+                           models=["oracle-perfect"], tests=["save_file", "shell_pwd"])
+        seen = []
+        watch = lambda e: seen.append((e.case_id[-9:], e.phase, recorder_client._CLIENT is None))
+        outcome = execute_run(cases, plugins, RunSettings(results_root=Path({str(tmp_path)!r})), on_event=watch)
+        print([(c, p, released) for c, p, released in seen if p == "judging"])
+        print(sorted(r.verdict.status for r in outcome.results))
+        try:
+            os.waitpid(-1, os.WNOHANG)
+            print("a child is left")
+        except ChildProcessError:
+            print("no child left")
+    """)
+    judged, statuses, children = out.splitlines()
+    assert judged == "[('save_file', 'judging', False), ('shell_pwd', 'judging', True)]"  # released at the last
+    assert statuses == "['PASS', 'PASS']" and children == "no child left"

@@ -66,16 +66,25 @@ def prefetch_host() -> None:
 
 
 class _WarmWhileAgentsRun:
-    """The run's watcher (``on_event``), wrapped: the first time an agent phase starts, what the run's end
-    needs (the report modules and templates, :func:`~gripprobe_core.reports.warm.warm_run_reports`) starts
-    loading on a thread of its own, while the harness mostly waits for the agent; :meth:`join` waits for it
-    before the reports are written (no import races the run's own), at most ``timeout`` seconds. A run whose
-    agents never start (every case skipped, a Ray cluster: its events stay on the workers) loads them when
-    it writes its reports, as before."""
+    """The run's watcher (``on_event``), wrapped, to start ahead what the run's end needs:
 
-    def __init__(self, watch: Watch | None):
+    * the first time an agent phase starts, the report modules and templates
+      (:func:`~gripprobe_core.reports.warm.warm_run_reports`) load on a thread of its own, while the harness
+      mostly waits for the agent; :meth:`join` waits for it before the reports are written (no import races
+      the run's own), at most ``timeout`` seconds;
+    * once the last of the run's ``cases`` is being judged (every phase of every case has run and flushed its
+      own records), the proxies' recorder process is released (:func:`release_recorder`): it exits while that
+      case is judged and written and the reports are, instead of after; :meth:`recorder_gone` waits for it.
+
+    A run whose agents never start (every case skipped, a Ray cluster: its events stay on the workers) loads
+    the reports when it writes them and releases the recorder after its cases, as before."""
+
+    def __init__(self, watch: Watch | None, cases: int):
         self._watch = watch
         self._thread: Any = None
+        self._cases = cases
+        self._judged = 0
+        self._released: Callable[[float], None] | None = None
 
     def __call__(self, event: Any) -> None:
         if self._thread is None and event.phase in ("warmup", "measured"):
@@ -83,12 +92,21 @@ class _WarmWhileAgentsRun:
 
             self._thread = threading.Thread(target=_warm_reports, name="gripprobe-warm-reports", daemon=True)
             self._thread.start()
+        elif event.phase == "judging":
+            self._judged += 1
+            if self._judged == self._cases and self._released is None:
+                self._released = release_recorder()
         if self._watch is not None:
             self._watch(event)
 
     def join(self, timeout: float = 10.0) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
+
+    def recorder_gone(self, timeout: float = 5.0) -> None:
+        """Wait for the recorder released when the last case was judged (nothing when none was)."""
+        if self._released is not None:
+            self._released(timeout)
 
 
 #: The interpreter's switch interval while the reports load beside an agent: the event loop (relaying the agent's
@@ -208,7 +226,7 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
         with StopSignals() as stop:
             atomic_write_json(folder.manifest, manifest("running"))
             _warn(reseal_run(folder.path, signer, wrote=[folder.manifest]))
-            warm = _WarmWhileAgentsRun(on_event)
+            warm = _WarmWhileAgentsRun(on_event, len(cases))
             watching = WATCH.set(warm)  # every task of the run's loop sees it (live.py)
             try:
                 stop.run(executor.run_cases(cases, run, on_done, results))
@@ -235,6 +253,7 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
                                  cases=[r.case_id for r in results]))
             finally:
                 recorder_gone(5.0)
+                warm.recorder_gone(5.0)
     return RunResult(folder, sorted(results, key=lambda r: r.case_id), bool(stopped_by), time.monotonic() - t0,
                      int(stopped_by))
 
