@@ -83,6 +83,10 @@ def test_what_cannot_be_set_up_is_exit_125_and_one_line(init, tmp_path):
         ("unexpected argument", ["--bogus", *cmd]),
         ("unexpected argument", ["-C"]),
         (f"cannot listen on 127.0.0.1:{busy}", ["--forward", f"{busy}={tmp_path}/s.sock", *cmd]),
+        ("bad --gate", ["--gate", "x", *cmd]),
+        ("bad --gate", ["--gate", "2", *cmd]),  # never stdin, stdout or stderr
+        ("bad --gate", ["--gate", "987", *cmd]),  # not open
+        ("unexpected argument", ["--gate"]),
     ]
     try:
         for want, args in cases:
@@ -112,6 +116,43 @@ def test_the_command_gets_default_signal_dispositions_and_no_blocked_signal(init
     proc = _run(init, "--", "/bin/grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status", preexec_fn=hostile_parent_state)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.decode().split() == ["SigBlk:", "0000000000000000", "SigIgn:", "0000000000000000"], proc.stdout
+
+
+def _gated(init: list[str], tmp_path: Path, script: str) -> tuple[subprocess.Popen, int]:
+    """The init started with a gate at descriptor 57 (not one a fresh command would open itself)."""
+    r, w = os.pipe()
+    os.dup2(r, 57, inheritable=False)
+    os.close(r)
+    try:
+        proc = subprocess.Popen([*init, "--gate", "57", "-C", str(tmp_path), "--", "/bin/sh", "-c", script],
+                                pass_fds=(57,), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    finally:
+        os.close(57)
+    return proc, w
+
+
+def test_a_gate_holds_the_command_until_go_and_the_command_never_gets_it(init, tmp_path):
+    marker = tmp_path / "ran"
+    proc, w = _gated(init, tmp_path, f"ls /proc/self/fd > {marker}")
+    try:
+        time.sleep(0.3)
+        assert proc.poll() is None and not marker.exists()  # set up, waiting
+        os.write(w, b"g")
+    finally:
+        os.close(w)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "57" not in marker.read_text().split(), marker.read_text()
+
+
+def test_a_gate_shut_unreleased_ends_the_init_silently_with_nothing_started(init, tmp_path):
+    marker = tmp_path / "ran"
+    proc, w = _gated(init, tmp_path, f"touch {marker}")
+    time.sleep(0.2)
+    os.close(w)  # the harness gave the phase up
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 125 and err == b"" and out == b"", (proc.returncode, err)
+    assert not marker.exists()
 
 
 # ---------------------------------------------------------------------------------------------- relay

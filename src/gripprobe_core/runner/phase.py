@@ -9,8 +9,9 @@
   measured workspace copied out; the files the driver wants kept, copied; the phase's context written.
 
 :func:`run_phases` runs a case's phases in order; sandboxed, it prepares the next phase while an agent
-runs and collects a phase while the next agent runs, so one agent follows the other with only the launch
-between them.
+runs, with its sandbox already started and held at a gate (:func:`stage`), and collects a phase while the
+next agent runs: the next agent is released the moment the previous one's end is seen, so one follows the
+other with only the init's fork and exec between them (docs/sandbox.md, Pre-started sandboxes).
 
 What a phase gives is its evidence (:class:`~.judge.PhaseEvidence`); the case judges it once both phases
 ran, with the one judge a recompute uses too (:func:`~.judge.judge_case`). Each step returns a value the
@@ -48,7 +49,7 @@ from .evidence import LISTING, KeptFiles, copy_workspace, keep_files
 from .judge import PhaseEvidence, phase_context_name, phase_context_record, proxy_record_name
 from .matrix import PlannedCase
 from .netbridge import NetBridge, loopback_port
-from .process import run_process
+from .process import Gate, Session, Spawned, run_process, spawn_process
 from .proxy_session import ProxySession, open_proxy_session
 from .sandbox import Sandbox, resolve_sandbox
 from .settings import ActiveRun
@@ -177,47 +178,106 @@ async def run_phases(case: PlannedCase, run: ActiveRun, case_dir: Path, *, slot:
     """Run the case's phases in order (the measured phase alone when the run skips the warmup) and return what
     each left (a phase that could not run ends the list).
 
-    With ``slot`` the first agent starts once the case holds an agent slot, given back after the last
-    agent's exit. Sandboxed, the next phase is prepared while an agent runs and a phase is collected while
-    the next agent runs: the agents follow each other with only the launch between them. Unsandboxed
+    With ``slot`` the first agent starts once the case holds an agent slot, given back at the last
+    agent's exit. Sandboxed, the next phase is prepared (its sandbox pre-started) while an agent runs, it is
+    released as soon as that agent's end is seen (after an agent on a remote backend, once that backend is
+    probed), and a phase is collected while the next agent runs. Unsandboxed
     (``--sandbox none``) a phase is collected, and the next prepared, after its agent and everything it
     left behind are gone: an agent that may reach every path must not find the next phase's folders."""
     overlap = resolve_sandbox(case.sandbox).confined
     phases = PHASES if run.settings.warmup else PHASES[1:]
     finishing: list[asyncio.Future] = []
     never_ran: list[PhaseResult] = []
+    ended: _Ended | None = None  # the last agent: its exit seen, its collect not yet started
     async with AsyncExitStack() as outer:  # on any way out: pending collects cancelled, every server stopped
         outer.push_async_callback(_cancel_all, finishing)
-        nxt: _OpenPhase | None = await _open_phase(case, run, phases[0], case_dir, outer)
-        for i in range(len(phases)):
-            cur, nxt, last = nxt, None, i == len(phases) - 1
-            assert cur is not None
-            if isinstance(cur.setup, PhaseResult):  # the proxy was required and is not available: no agent
-                await cur.servers.aclose()
-                never_ran.append(cur.setup)
-                break
-            if slot is not None:
-                await slot.take()
-            live.emit(case.case_id, case.key, phases[i], cur.setup.proxy.record_path if cur.setup.proxy.started else None,
-                      activity=getattr(cur.setup.proxy.handle, "activity", None))
-            agent = asyncio.ensure_future(launch(cur.setup, run, case_dir))
-            try:
-                if overlap and not last:
-                    nxt = await _open_phase(case, run, phases[i + 1], case_dir, outer)
-                process = await agent
-            finally:
-                if not agent.done():
-                    agent.cancel()
-                    await asyncio.gather(agent, return_exceptions=True)
-            if slot is not None and last:
-                slot.give_back()
-            probe = await _probe_backend(cur.setup)  # before the next agent: it may share the backend
-            finishing.append(asyncio.ensure_future(_close_phase(cur, run, process, probe, case_dir)))
-            if not overlap:
-                await finishing[-1]
-                if not last:
-                    nxt = await _open_phase(case, run, phases[i + 1], case_dir, outer)
+        try:
+            nxt: _OpenPhase | None = await _open_phase(case, run, phases[0], case_dir, outer)
+            for i in range(len(phases)):
+                cur, nxt, last = nxt, None, i == len(phases) - 1
+                assert cur is not None
+                if isinstance(cur.setup, PhaseResult):  # the proxy was required and is not available: no agent
+                    if ended is not None:
+                        finishing.append(asyncio.ensure_future(_finish(ended, run, case_dir)))
+                        ended = None
+                    await cur.servers.aclose()
+                    never_ran.append(cur.setup)
+                    break
+                if slot is not None:
+                    await slot.take()
+                live.emit(case.case_id, case.key, phases[i], cur.setup.proxy.record_path if cur.setup.proxy.started else None,
+                          activity=getattr(cur.setup.proxy.handle, "activity", None))
+                exited = asyncio.Event()
+
+                def on_exit(exited: asyncio.Event = exited, last: bool = last) -> None:
+                    exited.set()
+                    if last and slot is not None:
+                        slot.give_back()  # the next case's agent may start now
+
+                agent = asyncio.ensure_future(cur.staged.run(on_exit=on_exit) if cur.staged is not None
+                                              else launch(cur.setup, run, case_dir))
+                if ended is not None:  # collected beside this agent (its task is queued first)
+                    finishing.append(asyncio.ensure_future(_finish(ended, run, case_dir)))
+                    ended = None
+                try:
+                    if overlap and not last:
+                        nxt = await _open_phase(case, run, phases[i + 1], case_dir, outer)
+                    if overlap and not cur.setup.backend.remote:  # the next agent may start at this one's exit
+                        await _exit_of(agent, exited)
+                    else:
+                        await asyncio.wait([agent])
+                except BaseException:
+                    if not agent.done():
+                        agent.cancel()
+                        await asyncio.gather(agent, return_exceptions=True)
+                    raise
+                if agent.done():
+                    agent.result()  # a harness error in the launch surfaces here, before anything else starts
+                if slot is not None and last:
+                    slot.give_back()
+                # a remote backend is looked at before the next agent (it may share the backend): its agent was
+                # awaited to the end above
+                probe = await _probe_backend(cur.setup) if agent.done() else None
+                ended = _Ended(cur, agent, probe)
+                if not overlap:
+                    finishing.append(asyncio.ensure_future(_finish(ended, run, case_dir)))
+                    ended = None
+                    await finishing[-1]
+                    if not last:
+                        nxt = await _open_phase(case, run, phases[i + 1], case_dir, outer)
+            if ended is not None:
+                finishing.append(asyncio.ensure_future(_finish(ended, run, case_dir)))
+                ended = None
+        finally:
+            if ended is not None and not ended.agent.done():  # its exit seen, its drain cut short
+                ended.agent.cancel()
+                await asyncio.gather(ended.agent, return_exceptions=True)
         return [*[await f for f in finishing], *never_ran]
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """A phase whose agent's exit was seen (its task may still be draining the pipes)."""
+
+    phase: "_OpenPhase"
+    agent: "asyncio.Future[ProcessResult]"
+    probe: BackendProbe | None
+
+
+async def _exit_of(agent: "asyncio.Future[ProcessResult]", exited: asyncio.Event) -> None:
+    """Until the agent's exit is seen (``exited``) or its task ends, whichever comes first."""
+    if agent.done() or exited.is_set():
+        return
+    seen: asyncio.Future[Any] = asyncio.ensure_future(exited.wait())
+    try:
+        await asyncio.wait([agent, seen], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        seen.cancel()
+
+
+async def _finish(ended: _Ended, run: ActiveRun, case_dir: Path) -> PhaseResult:
+    """The phase collected once its agent's task has ended."""
+    return await _close_phase(ended.phase, run, await ended.agent, ended.probe, case_dir)
 
 
 @dataclass(frozen=True)
@@ -226,13 +286,19 @@ class _OpenPhase:
 
     setup: "PhaseSetup | PhaseResult"
     servers: AsyncExitStack
+    staged: "StagedAgent | None" = None
+    """Sandboxed: its agent's sandbox, pre-started (discarded with the servers unless it ran)."""
 
 
 async def _open_phase(case: PlannedCase, run: ActiveRun, phase: Phase, case_dir: Path,
                       outer: AsyncExitStack) -> _OpenPhase:
     servers = await outer.enter_async_context(AsyncExitStack())  # challenge, backend, proxy: stopped even on error
     setup = await prepare(case, run, phase, case_dir, run.scratch / case.case_id / phase, servers)
-    return _OpenPhase(setup, servers)
+    staged = None
+    if isinstance(setup, PhaseSetup) and setup.sandbox.confined:  # its start is then only the init's exec
+        staged = await stage(setup, run, case_dir, prestart=True)
+        servers.push_async_callback(staged.discard)  # first on the way out: before its network bridge closes
+    return _OpenPhase(setup, servers, staged)
 
 
 async def _close_phase(op: _OpenPhase, run: ActiveRun, process: ProcessResult, probe: BackendProbe | None,
@@ -405,6 +471,49 @@ def phase_timeout(case: PlannedCase, run: ActiveRun) -> float:
 
 async def launch(setup: PhaseSetup, run: ActiveRun, case_dir: Path) -> ProcessResult:
     """Run the agent, sandboxed (as the case settled), until it exits or its timeout ends it."""
+    return await (await stage(setup, run, case_dir, prestart=False)).run()
+
+
+@dataclass
+class StagedAgent:
+    """A phase's agent ready to start (the answer of :func:`stage`): its command line built and, sandboxed and
+    pre-started, its sandbox already up (bwrap, its mounts and network, the init) and waiting at its gate.
+    :meth:`run` starts the agent (releases the gate: its ``duration_s``, ``started_at`` and timeout start
+    there) and runs it to its end; :meth:`discard` tears a pre-started sandbox down unused. A phase calls one
+    of them (discard after run is a no-op)."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    stdin: bytes | None
+    session: Session | None
+    timeout_s: float
+    stdout_path: Path
+    stderr_path: Path
+    cap_bytes: int
+    sandboxed: bool
+    stop: tuple[Callable[[], bool], str] | None
+    spawned: Spawned | None = None
+    """The pre-started sandbox (None: the process is spawned at :meth:`run`)."""
+
+    async def run(self, on_exit: Callable[[], None] | None = None) -> ProcessResult:
+        """``on_exit``: called the moment the agent's end is seen (a pre-started sandbox only)."""
+        how = dict(stdin=self.stdin, timeout_s=self.timeout_s, stdout_path=self.stdout_path,
+                   stderr_path=self.stderr_path, cap_bytes=self.cap_bytes, stop=self.stop, session=self.session)
+        if self.spawned is not None:
+            return await self.spawned.run(**how, on_exit=on_exit)  # type: ignore[arg-type]
+        return await run_process(self.argv, cwd=self.cwd, env=self.env, sandboxed=self.sandboxed, **how)  # type: ignore[arg-type]
+
+    async def discard(self) -> None:
+        if self.spawned is not None:
+            await self.spawned.discard()
+
+
+async def stage(setup: PhaseSetup, run: ActiveRun, case_dir: Path, *, prestart: bool) -> StagedAgent:
+    """The agent's command line, sandboxed as the case settled; with ``prestart`` and a sandbox, the sandbox
+    is started now and holds the agent at its gate until :meth:`StagedAgent.run` (``--sandbox none`` is
+    never pre-started: an unconfined process could see whatever runs beside it). The caller runs or
+    discards what it gets."""
     ctx, command, box = setup.ctx, setup.command, setup.sandbox
     installed = getattr(run.settings.installed.get(ctx.agent.id), "path", None)
     cwd = command.cwd or ctx.workspace
@@ -421,8 +530,14 @@ async def launch(setup: PhaseSetup, run: ActiveRun, case_dir: Path) -> ProcessRe
         argv, env = [seen(a) for a in argv], {k: seen(v) for k, v in env.items()}
         stdin = seen(stdin.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape") if stdin else stdin
         rw_at = [(ctx.workspace.parent, ctx.seen_at)]
-    argv = box.wrap(argv, cwd=ctx.seen(cwd), rw=[ctx.workspace, ctx.home, ctx.tmpdir], ro=needs,
-                    rw_at=rw_at, forwards=setup.forwards)
+    gate = Gate() if prestart and box.confined else None
+    try:
+        argv = box.wrap(argv, cwd=ctx.seen(cwd), rw=[ctx.workspace, ctx.home, ctx.tmpdir], ro=needs,
+                        rw_at=rw_at, forwards=setup.forwards, gate=gate.read_fd if gate is not None else None)
+    except BaseException:
+        if gate is not None:
+            gate.shut()
+        raise
     budget = setup.proxy.token_budget
     session = None
     if command.session is not None:
@@ -431,11 +546,15 @@ async def launch(setup: PhaseSetup, run: ActiveRun, case_dir: Path) -> ProcessRe
 
         async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await talk.run(SessionChannel(reader, writer, responder, transcript, ctx))
-    return await run_process(argv, cwd=cwd, env=env, stdin=stdin, timeout_s=ctx.timeout_s,
-                             stdout_path=case_dir / f"{ctx.phase}.stdout", stderr_path=case_dir / f"{ctx.phase}.stderr",
-                             cap_bytes=run.settings.capture_cap, sandboxed=box.confined,
-                             stop=(setup.proxy.token_budget_exceeded, f"the phase's token budget of {budget} tokens is spent")
-                             if budget is not None else None, session=session)
+    staged = StagedAgent(
+        argv, cwd, env, stdin, session, ctx.timeout_s, case_dir / f"{ctx.phase}.stdout", case_dir / f"{ctx.phase}.stderr",
+        run.settings.capture_cap, box.confined,
+        (setup.proxy.token_budget_exceeded, f"the phase's token budget of {budget} tokens is spent")
+        if budget is not None else None)
+    if gate is not None:
+        staged.spawned = await spawn_process(argv, cwd=cwd, env=env, with_stdin=stdin is not None or session is not None,
+                                             sandboxed=True, gate=gate)
+    return staged
 
 
 def seen_paths(real: Path, seen: Path) -> Callable[[str], str]:

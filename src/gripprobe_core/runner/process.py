@@ -283,9 +283,135 @@ async def _terminate_tree(proc: subprocess.Popen[bytes], pgid: int, token: str |
     await asyncio.to_thread(_kill_tree, pgid, token, signal.SIGKILL)  # whatever else is left
 
 
-def _spawn(argv: list[str], cwd: Path, env: dict[str, str], with_stdin: bool) -> subprocess.Popen[bytes]:
+def _spawn(argv: list[str], cwd: Path, env: dict[str, str], with_stdin: bool,
+           gate: "Gate | None" = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, cwd=str(cwd), env=env, stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            pass_fds=(gate.read_fd,) if gate is not None else ())
+
+
+class Gate:
+    """The "go" of a pre-started sandbox: a pipe whose read end the sandbox's init gets (``--gate FD``,
+    :meth:`.sandbox.Sandbox.wrap`) and blocks on, its bwrap, mounts and init set up, before it starts the
+    agent. :meth:`release` writes the one byte it waits for; :meth:`shut` closes the pipe unwritten, and the
+    init exits without starting anything. Both ends are close-on-exec: only the process spawned with it
+    (``pass_fds``) gets the read end, and the init closes it before the agent starts."""
+
+    def __init__(self) -> None:
+        self.read_fd, self._write_fd = os.pipe()
+        self._read_open = True
+
+    def spawned(self) -> None:
+        """The process holds the read end now: the harness's copy is closed."""
+        if self._read_open:
+            self._read_open = False
+            os.close(self.read_fd)
+
+    def release(self) -> None:
+        if self._write_fd < 0:
+            return
+        try:
+            os.write(self._write_fd, b"g")
+        except OSError:  # the sandbox is gone already (bwrap failed): its exit says why
+            pass
+        self.shut()
+
+    def shut(self) -> None:
+        self.spawned()
+        if self._write_fd >= 0:
+            fd, self._write_fd = self._write_fd, -1
+            os.close(fd)
+
+
+@dataclass
+class Spawned:
+    """A process started by :func:`spawn_process`: held at its :class:`Gate` when it has one (the agent not
+    started yet), until :meth:`run` (its "go") or :meth:`discard`. Exactly one of the two is called."""
+
+    argv: list[str]
+    proc: subprocess.Popen[bytes] | None
+    """None: it could not start (``error`` says why; :meth:`run` returns ``shell_error``)."""
+    error: str | None
+    sandboxed: bool
+    gate: Gate | None
+    token: str | None
+    spawned_t: float
+    """When the spawn began (monotonic): an ungated process's time starts there."""
+    spawned_at: str
+    used: bool = False
+
+    async def run(self, *, stdin: bytes | None, timeout_s: float, stdout_path: Path, stderr_path: Path,
+                  cap_bytes: int = DEFAULT_CAPTURE_CAP, stop: tuple[Callable[[], bool], str] | None = None,
+                  session: Session | None = None, session_grace_s: float = 2.0,
+                  on_exit: Callable[[], None] | None = None) -> ProcessResult:
+        """Release the process (through its gate: its duration, ``started_at`` and timeout start here) and
+        run it to its end: see :func:`run_process`. ``on_exit`` is called (on the loop) the moment its end is
+        seen (sandboxed: bwrap gone, so every process of the phase is), before its pipes are drained."""
+        if self.used:
+            raise RuntimeError("a spawned process runs once")
+        self.used = True
+        if self.proc is None:
+            await asyncio.to_thread(_touch, stdout_path, stderr_path)
+            return ProcessResult(status="shell_error", error=self.error, finished_at=utc_now_iso(),
+                                 duration_s=time.monotonic() - self.spawned_t, command=list(self.argv),
+                                 started_at=self.spawned_at)
+        return await _run_spawned(self.proc, self.argv, self.token, self.gate, self.spawned_at, self.spawned_t,
+                                  stdin=stdin, timeout_s=timeout_s,
+                                  stdout_path=stdout_path, stderr_path=stderr_path, cap_bytes=cap_bytes, stop=stop,
+                                  session=session, session_grace_s=session_grace_s, on_exit=on_exit)
+
+    async def discard(self) -> None:
+        """Never released (the case was cancelled, failed before this phase, ended): the gate is shut, so the
+        init exits having started nothing, and the process group is killed and reaped; nothing is left
+        running, no descriptor kept. A no-op after :meth:`run`."""
+        if self.used:
+            return
+        self.used = True
+        if self.gate is not None:
+            self.gate.shut()
+        proc = self.proc
+        if proc is None:
+            return
+        try:
+            await asyncio.to_thread(_kill_tree, proc.pid, self.token, signal.SIGKILL)
+            if not await _wait_exit(proc, KILL_GRACE_S):
+                await asyncio.to_thread(proc.wait)  # SIGKILLed: it ends; reaped, never left a zombie
+        finally:
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    try:
+                        pipe.close()
+                    except OSError:
+                        pass
+
+
+async def spawn_process(argv: list[str], *, cwd: Path, env: dict[str, str], with_stdin: bool,
+                        sandboxed: bool = False, gate: Gate | None = None) -> Spawned:
+    """Start ``argv`` in its own session, in a worker thread; with ``gate`` (whose read end ``argv`` names:
+    a sandbox's init waiting on it) the agent itself starts only at :meth:`Spawned.run`. Never raises for a
+    command that cannot start: :meth:`Spawned.run` reports it. The caller runs or discards what it gets."""
+    token = None if sandboxed else secrets.token_hex(8)
+    if token is not None:
+        env = {**env, TREE_TOKEN_VAR: token}
+    started_at, t0 = utc_now_iso(), time.monotonic()
+    starting = asyncio.ensure_future(asyncio.to_thread(_spawn, argv, cwd, env, with_stdin, gate))
+    try:
+        proc = await asyncio.shield(starting)
+    except OSError as exc:
+        if gate is not None:
+            gate.shut()
+        return Spawned(list(argv), None, f"cannot start {argv[0]!r}: {exc.strerror or exc}", sandboxed, None, token,
+                       t0, started_at)
+    except asyncio.CancelledError:  # the spawn itself cannot be called back: what it started is ended here
+        started = await asyncio.gather(starting, return_exceptions=True)
+        if gate is not None:
+            gate.shut()
+        if isinstance(started[0], subprocess.Popen):
+            await Spawned(list(argv), started[0], None, sandboxed, None, token, t0, started_at).discard()
+        raise
+    if gate is not None:
+        gate.spawned()
+    return Spawned(list(argv), proc, None, sandboxed, gate, token, t0, started_at)
 
 
 async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin: bytes | None,
@@ -311,22 +437,33 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
     stdout (what the capture keeps) and a writer to its stdin. When it returns, stdin is closed, the agent
     gets ``session_grace_s`` to exit, then its tree is stopped, and the process status is ``ok``; when it
     raises, ``shell_error`` with its message (unless the agent exited non-zero first: ``nonzero_exit``).
+
+    The same in two steps, the spawn ahead of the start: :func:`spawn_process` with a :class:`Gate`, then
+    :meth:`Spawned.run` (or :meth:`Spawned.discard`).
     """
-    token = None if sandboxed else secrets.token_hex(8)
-    if token is not None:
-        env = {**env, TREE_TOKEN_VAR: token}
-    started_at = utc_now_iso()
-    t0 = time.monotonic()
-    try:
-        proc = await asyncio.to_thread(_spawn, argv, cwd, env, stdin is not None or session is not None)
-    except OSError as exc:
-        await asyncio.to_thread(_touch, stdout_path, stderr_path)
-        return ProcessResult(status="shell_error", error=f"cannot start {argv[0]!r}: {exc.strerror or exc}",
-                             finished_at=utc_now_iso(), duration_s=time.monotonic() - t0, command=list(argv),
-                             started_at=started_at)
+    spawned = await spawn_process(argv, cwd=cwd, env=env, with_stdin=stdin is not None or session is not None,
+                                  sandboxed=sandboxed)
+    return await spawned.run(stdin=stdin, timeout_s=timeout_s, stdout_path=stdout_path, stderr_path=stderr_path,
+                             cap_bytes=cap_bytes, stop=stop, session=session, session_grace_s=session_grace_s)
+
+
+async def _run_spawned(proc: subprocess.Popen[bytes], argv: list[str], token: str | None, gate: Gate | None,
+                       started_at: str, t0: float, *, stdin: bytes | None, timeout_s: float, stdout_path: Path, stderr_path: Path,
+                       cap_bytes: int, stop: tuple[Callable[[], bool], str] | None,
+                       session: Session | None, session_grace_s: float,
+                       on_exit: Callable[[], None] | None = None) -> ProcessResult:
     pgid = proc.pid  # start_new_session: the child leads its own group
     assert proc.stdout is not None and proc.stderr is not None
-    talk = await _open_session(proc) if session is not None else None
+    try:
+        talk = await _open_session(proc) if session is not None else None
+    except asyncio.CancelledError:
+        if gate is not None:
+            gate.shut()
+        await _terminate_tree(proc, pgid, token)
+        raise
+    if gate is not None:  # the agent's time, and its timeout, start at its "go", not at the sandbox's spawn
+        started_at, t0 = utc_now_iso(), time.monotonic()
+        gate.release()  # first: what it writes meanwhile waits in its pipes for the captures
     woken = _AllDone(asyncio.get_running_loop())
     captures = [_Capture(proc.stdout, stdout_path, cap_bytes, talk[0] if talk else None, woken.one_done),
                 _Capture(proc.stderr, stderr_path, cap_bytes, on_done=woken.one_done)]
@@ -364,7 +501,9 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
             if stop is not None and stop[0]():
                 stopped_why = stop[1]
             await _terminate_tree(proc, pgid, token)
-        t_end = time.monotonic()  # the agent's time ends here; draining its pipes is the harness's
+        t_end, finished_at = time.monotonic(), utc_now_iso()  # the agent's time ends here; draining is the harness's
+        if on_exit is not None:
+            on_exit()
         if task is not None and not task.done():  # the agent left first (or timed out): the session hears EOF
             try:
                 await asyncio.wait_for(asyncio.shield(task), DRAIN_AFTER_EXIT_S)
@@ -379,7 +518,10 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
             await _close_writer(talk[1])
         # The agent is gone; a straggler may still hold the pipes. Drain briefly, then kill the tree.
         drained = await _wait_threads(captures, DRAIN_AFTER_EXIT_S, woken)
-        await asyncio.to_thread(_kill_tree, pgid, token, signal.SIGKILL)
+        if token is None:  # sandboxed: one signal to bwrap's group, no /proc sweep: not worth a thread
+            _killpg(pgid, signal.SIGKILL)
+        else:
+            await asyncio.to_thread(_kill_tree, pgid, token, signal.SIGKILL)
         if not drained:  # what still holds a pipe was just killed: its pipe closes, its capture thread ends
             await _wait_threads(captures, KILL_GRACE_S, woken)
     except asyncio.CancelledError:
@@ -393,7 +535,7 @@ async def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], stdin:
     exit_code = rc if rc is not None and rc >= 0 else None
     killed_by = -rc if rc is not None and rc < 0 else None
     fields: dict[str, Any] = dict(
-        exit_code=exit_code, signal=killed_by, duration_s=round(t_end - t0, 4), finished_at=utc_now_iso(),
+        exit_code=exit_code, signal=killed_by, duration_s=round(t_end - t0, 4), finished_at=finished_at,
         stdout_bytes=out.written, stderr_bytes=err.written, stdout_truncated=out.truncated,
         stderr_truncated=err.truncated, command=list(argv), started_at=started_at,
     )

@@ -1,14 +1,17 @@
 /* PID 1 of every sandboxed phase, compiled: the same contract as sandbox_init.py, without an interpreter's start.
 
    bwrap runs it (--as-pid-1) in the phase's own PID and network namespaces, as
-       sandbox_init [--forward PORT=SOCKET ...] [-C DIR] -- COMMAND ...
+       sandbox_init [--forward PORT=SOCKET ...] [--gate FD] [-C DIR] -- COMMAND ...
    It
    1. makes itself untraceable (PR_SET_DUMPABLE 0): the agent, without capabilities, can neither ptrace
       this process nor read or write its memory;
    2. listens inside the namespace on 127.0.0.1:PORT (and [::1]:PORT when IPv6 is there) for every
       --forward and relays each connection to the Unix socket SOCKET, behind which the harness reaches
       the real endpoint (runner/netbridge.py);
-   3. starts COMMAND in DIR (PWD set to DIR) with default signal dispositions and an empty signal mask,
+   3. with --gate FD (a pre-started sandbox: runner/process.py Gate), waits until one byte can be read from
+      FD, the harness's "go", then closes FD (the command never gets it); when FD ends instead (the harness
+      closed it: the phase was given up) it exits 125 at once, silently, having started nothing;
+   4. starts COMMAND in DIR (PWD set to DIR) with default signal dispositions and an empty signal mask,
       reaps whatever is orphaned to it, and exits with COMMAND's status (128 + N when signal N ended it)
       as soon as COMMAND ends: its exit ends the PID namespace, and the kernel kills every process left.
    When the sandbox cannot be set up it exits 125 with one line on stderr (never the agent's status).
@@ -42,6 +45,7 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -106,6 +110,17 @@ struct target {              /* a Unix socket of the harness, and the connection
     size_t waiting;          /* in the pending queue */
     int refused;             /* it answered EAGAIN in this round of retries */
 };
+
+static int parse_fd(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 9) return -1;
+    int fd = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        fd = fd * 10 + (s[i] - '0');
+    }
+    return fd > 2 ? fd : -1; /* never stdin, stdout or stderr */
+}
 
 static int parse_port(const char *s, size_t n) {
     if (n == 0 || n > 5) return -1;
@@ -432,6 +447,20 @@ static void listen_on(int port, struct target *to, struct listener *out, size_t 
 
 /* ---------------------------------------------------------------------------------------- the agent */
 
+/* The harness's "go" on the gate: returns when one byte came; exits 125 (nothing started) when the gate
+   ended without one. The gate is closed either way: neither the command nor the relay holds it. */
+static void wait_for_go(int gate) {
+    char go;
+    ssize_t n;
+    do n = read(gate, &go, 1);
+    while (n < 0 && errno == EINTR);
+    int err = errno;
+    if (close(gate) != 0 && errno != EINTR) complain("close: %s", strerror(errno));
+    if (n == 1) return;
+    if (n < 0) fail("cannot read the gate: %s", strerror(err));
+    _exit(SETUP_FAILED); /* given up before its start: silent, nothing ran */
+}
+
 static pid_t start(const char *cwd, char **command) {
     pid_t pid = fork();
     if (pid != 0) return pid;
@@ -486,6 +515,7 @@ int main(int argc, char **argv) {
     if (forwards == NULL) fail("out of memory");
     size_t n_forwards = 0;
     const char *cwd = NULL;
+    int gate = -1;
     char **command = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -504,6 +534,11 @@ int main(int argc, char **argv) {
             while (k < n_forwards && forwards[k].port != port) k++;
             forwards[k] = (struct forward){port, eq + 1}; /* the last one for a port counts */
             if (k == n_forwards) n_forwards++;
+        } else if (strcmp(a, "--gate") == 0 && i + 1 < argc) {
+            gate = parse_fd(argv[++i]);
+            struct stat st;
+            if (gate < 0 || fstat(gate, &st) != 0 || !S_ISFIFO(st.st_mode))
+                fail("bad --gate '%.200s' (the read end of a pipe)", argv[i]);
         } else if (strcmp(a, "-C") == 0 && i + 1 < argc) {
             cwd = argv[++i];
         } else {
@@ -523,6 +558,7 @@ int main(int argc, char **argv) {
     }
     if (n_listeners > 0 && (ep = epoll_create1(EPOLL_CLOEXEC)) < 0) fail("epoll_create1: %s", strerror(errno));
 
+    if (gate >= 0) wait_for_go(gate);
     /* the listeners are close-on-exec; they queue connections until the relay accepts them */
     pid_t agent = start(cwd, command);
     if (agent < 0) fail("cannot start '%.200s': fork: %s", command[0], strerror(errno));

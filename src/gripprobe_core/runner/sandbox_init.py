@@ -5,7 +5,7 @@ in under a millisecond where this file costs an interpreter's start (about 11 ms
 fallback where no C compiler works; the two are tested against the same tests (tests/test_sandbox_init.py).
 
 bwrap runs this file (``--as-pid-1``) in the phase's own PID and network namespaces, as
-``python -I -S sandbox_init.py [--forward PORT=SOCKET ...] -C DIR -- COMMAND ...``. It
+``python -I -S sandbox_init.py [--forward PORT=SOCKET ...] [--gate FD] -C DIR -- COMMAND ...``. It
 
 1. makes itself untraceable (``PR_SET_DUMPABLE`` 0): the agent has no capabilities, so it can neither
    ``ptrace`` this process nor read or write its memory. (An agent that stopped bwrap's own init by
@@ -15,7 +15,10 @@ bwrap runs this file (``--as-pid-1``) in the phase's own PID and network namespa
    behind which the harness reaches the real endpoint (the case's recording proxy, the test's
    challenge server). The agent's base URL keeps its form ``http://127.0.0.1:PORT``; nothing else is
    reachable: the namespace has no other interface and no route.
-3. starts COMMAND in DIR (``PWD`` set to DIR: bwrap's own ``--chdir`` would leave ``PWD=/``), with every
+3. with ``--gate FD`` (a pre-started sandbox: runner/process.py ``Gate``), waits until one byte can be read
+   from FD, the harness's "go", then closes FD (the command never gets it); when FD ends instead (the
+   harness closed it: the phase was given up) it exits 125 at once, silently, having started nothing.
+4. starts COMMAND in DIR (``PWD`` set to DIR: bwrap's own ``--chdir`` would leave ``PWD=/``), with every
    signal's disposition the default and none blocked, then reaps whatever is orphaned to it and exits with
    COMMAND's status (128 + N when signal N ended it) as soon as COMMAND ends. Its exit ends the PID
    namespace: the kernel kills every process left in it, stopped or traced ones included.
@@ -57,11 +60,12 @@ def _untraceable() -> None:
 def _parse(args: list) -> tuple:
     forwards: dict = {}
     cwd = None
+    gate = None
     i = 0
     while i < len(args):
         a = args[i]
         if a == "--":
-            return forwards, cwd, args[i + 1:]
+            return forwards, cwd, gate, args[i + 1:]
         if a == "--forward" and i + 1 < len(args):
             port, _, path = args[i + 1].partition("=")
             if not port.isdigit() or not 0 < int(port) < 65536 or not path:
@@ -71,10 +75,40 @@ def _parse(args: list) -> tuple:
         elif a == "-C" and i + 1 < len(args):
             cwd = args[i + 1]
             i += 2
+        elif a == "--gate" and i + 1 < len(args):
+            gate = _gate_fd(args[i + 1])
+            i += 2
         else:
             _fail(f"unexpected argument {a!r}")
     _fail("no command (… -- COMMAND)")
     raise AssertionError  # not reached
+
+
+def _gate_fd(text: str) -> int:
+    import stat
+
+    fd = int(text) if text.isdigit() and len(text) <= 9 else -1
+    try:
+        ok = fd > 2 and stat.S_ISFIFO(os.fstat(fd).st_mode)  # never stdin, stdout or stderr
+    except OSError:
+        ok = False
+    if not ok:
+        _fail(f"bad --gate {text!r} (the read end of a pipe)")
+    return fd
+
+
+def _wait_for_go(gate: int) -> None:
+    """Returns when the harness's one byte came; exits 125 (nothing started) when the gate ended without it.
+    The gate is closed either way: neither the command nor the relay holds it."""
+    try:
+        got = os.read(gate, 1)  # retried on EINTR by Python itself
+    except OSError as exc:
+        _fail(f"cannot read the gate: {exc}")
+        raise
+    finally:
+        os.close(gate)
+    if not got:
+        os._exit(SETUP_FAILED)  # given up before its start: silent, nothing ran
 
 
 # ------------------------------------------------------------------------------------------- relay
@@ -189,7 +223,7 @@ def _reap(agent: int) -> None:
 
 
 def main(args: list) -> None:
-    forwards, cwd, command = _parse(args)
+    forwards, cwd, gate, command = _parse(args)
     if not command:
         _fail("no command (… -- COMMAND)")
     try:
@@ -199,6 +233,8 @@ def main(args: list) -> None:
     # Signals sent from inside the namespace reach PID 1 only where it has a handler: drop Python's.
     _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
     listeners = [(s, path) for port, path in sorted(forwards.items()) for s in _listen(port)]
+    if gate is not None:
+        _wait_for_go(gate)
     agent = _start(cwd, command)  # the listeners are close-on-exec; they queue connections until accepted
     for s, path in listeners:
         _thread.start_new_thread(_accept, (s, path))
