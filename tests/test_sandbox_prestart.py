@@ -287,3 +287,66 @@ def test_the_warmup_agent_sees_nothing_of_the_prestarted_measured_phase(box, tmp
     assert count <= 4, warmup  # its init, the agent, its shell (and what runs it): nothing else
     assert "SEES-" not in warmup, warmup
     assert any(both), "the measured phase's sandbox was never up while the warmup's was"
+
+
+SLOW_TEST = """\
+id: slow_boxed
+title: Sleep a while
+prompt: Run the command.
+requires: [execute]
+tags: [non_sanity]
+validators:
+  - {kind: file_exists, path: done.txt}
+reference:
+  - shell: "sleep 3; touch done.txt"
+"""
+
+
+def _ours(marker: str) -> list[int]:
+    """The bwrap and init processes on this machine whose command line names ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                line = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in line and (b"bwrap" in line or b"sandbox_init" in line):
+                found.append(int(entry))
+    return found
+
+
+def test_ctrl_c_leaves_no_prestarted_sandbox_behind(box, tmp_path):
+    """Interrupted while an agent runs and the next phases' sandboxes wait at their gates: the run stops
+    (exit 130) and no sandbox of it, started or waiting, is left."""
+    import shutil
+    import signal
+
+    from conftest import ROOT, SPECS
+
+    root = tmp_path / "specs"
+    shutil.copytree(SPECS, root)
+    (root / "tests" / "slow_boxed.yaml").write_text(SLOW_TEST)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
+    proc = subprocess.Popen([sys.executable, "-m", "gripprobe_core.cli", "run", "--specs", str(root), "--no-shipped",
+                             "--results", str(tmp_path / "r"), "-a", "reference", "-m", "oracle-perfect", "-m",
+                             "oracle-lazy", "-t", "slow_boxed", "--sandbox", "bwrap"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _bwraps("slow_boxed").get("measured"):
+            time.sleep(0.02)
+        seen = _bwraps("slow_boxed")
+        assert seen.get("warmup") and seen.get("measured"), seen
+        assert _ours("slow_boxed")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err[-2000:]
+    deadline = time.monotonic() + 5
+    while _ours("slow_boxed") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _ours("slow_boxed") == []
