@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ("aiohttp", "gripprobe_core.proxy", "gripprobe_core.oracle", "gripprobe_core.runner",
          "gripprobe_core.reports", "gripprobe_core.export", "pydantic")
 
@@ -108,19 +110,23 @@ def test_the_lazy_packages_give_every_public_name():
             getattr(mod, "NoSuchName")
 
 
-def test_the_plugin_apis_lazy_table_matches_what_type_checkers_see():
-    """plugin.py lists its names twice (the imports a type checker reads, the table loaded at run time):
-    the two must agree name for name and module for module."""
+@pytest.mark.parametrize("name", ["gripprobe_core.plugin", "gripprobe_core.models", "gripprobe_core.oracle",
+                                  "gripprobe_core.telemetry"])
+def test_a_lazy_modules_table_matches_what_type_checkers_see(name):
+    """A lazy module (``_lazy.lazy_names``) lists its names twice (the imports a type checker reads, the table
+    loaded at run time): the two must agree name for name and module for module."""
     import ast
+    import importlib
 
-    import gripprobe_core.plugin as api
+    from gripprobe_core._lazy import TABLES
 
-    tree = ast.parse(open(api.__file__, encoding="utf-8").read())
+    mod = importlib.import_module(name)
+    tree = ast.parse(open(mod.__file__, encoding="utf-8").read())
     guarded = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
     seen = {(a.asname or a.name): ("." * n.level + (n.module or ""), a.name)
             for n in guarded.body if isinstance(n, ast.ImportFrom) for a in n.names}
-    assert seen == api._WHERE
-    assert set(api.__all__) == set(seen) | {"hookimpl"}
+    assert seen == TABLES[name]
+    assert set(mod.__all__) - {"hookimpl"} == set(seen)
 
 
 def test_registering_the_agent_plugins_loads_no_agents_parser():

@@ -7,10 +7,9 @@ importing a light submodule (the reference agent starts once per phase) does not
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
-
 import pluggy
+
+from ._lazy import lazy_names
 
 hookimpl = pluggy.HookimplMarker("gripprobe")
 """Decorator for hook implementations: ``from gripprobe_core import hookimpl``."""
@@ -27,21 +26,11 @@ _MODELS = (
     "STATUSES", "SuiteCase", "SuiteSpec", "TelemetrySummary", "TestSpec", "TIER_ORDER", "TOOL_KINDS",
     "ToolCallPayload", "ValidatorResult", "ValidatorSpec", "Verdict",
 )
-_WHERE = {"json_lines": ".jsonl", "ValidatorContext": ".validators.context", "EvaluationInputs": ".evaluator",
-          **{n: ".phase" for n in _PHASE}, **{n: ".drivers" for n in _DRIVERS}, **{n: ".errors" for n in _ERRORS},
-          **{n: ".models" for n in _MODELS}}
 
 __all__ = ["hookimpl", "__version__", "json_lines", "ValidatorContext", "EvaluationInputs", *_PHASE, *_DRIVERS,
            *_ERRORS, *_MODELS]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        value = getattr(import_module(_WHERE[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'gripprobe_core' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names(__name__, globals(), {
+    ".jsonl": ("json_lines",), ".validators.context": ("ValidatorContext",), ".evaluator": ("EvaluationInputs",),
+    ".phase": _PHASE, ".drivers": _DRIVERS, ".errors": _ERRORS, ".models": _MODELS})

@@ -33,10 +33,10 @@ that imports a few names pulls in only the modules defining them, never the orac
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import hookimpl
+from ._lazy import lazy_names
 
 if TYPE_CHECKING:  # what a type checker sees; at run time each name loads on first use (below)
     # ------------------------------------------------------------------------------- hooks and drivers
@@ -123,10 +123,6 @@ _FROM: dict[str, tuple[str, ...]] = {
     ".evaluator": ("EvaluationInputs", "Evaluator"),
     ".validators.context": ("Validator", "ValidatorContext", "runs_code"),
 }
-_WHERE: dict[str, tuple[str, str]] = {
-    public: (module, attr) for module, names in _FROM.items()
-    for public, _, attr in (n.partition("=") if "=" in n else (n, "", n) for n in names)}
-
 __all__ = [
     "AgentSession", "InteractionRule", "InteractionSpec", "InteractionSupport", "PermissionDecision",
     "PermissionOption", "PermissionRequest", "Responder", "SESSION_TRANSCRIPT", "SessionChannel", "SessionError",
@@ -147,14 +143,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(where[0], __package__), where[1])
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names(__name__, globals(), _FROM, package=__package__)

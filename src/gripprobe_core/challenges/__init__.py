@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from .._lazy import lazy_names
+
 if TYPE_CHECKING:
     from .http import ChallengeHTTPServer
 
@@ -37,9 +39,4 @@ ChallengeFactory = Callable[[dict[str, Any], str], ChallengeServer]
 """``factory(options, phase) -> ChallengeServer`` (not started)."""
 
 
-def __getattr__(name: str) -> Any:
-    if name == "ChallengeHTTPServer":
-        from .http import ChallengeHTTPServer
-
-        return ChallengeHTTPServer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_names(__name__, globals(), {".http": ("ChallengeHTTPServer",)})

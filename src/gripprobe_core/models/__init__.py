@@ -6,15 +6,17 @@ Names load on first use (a module ``__getattr__``), so importing one model modul
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from .events import Event, ToolCallPayload, TIER_ORDER
     from .results import (
-        BackendProbe, CaseKey, CaseResult, PhaseRecord, ProcessResult, SourcePointer, STATUSES, TelemetrySummary,
+        BackendProbe, CaseKey, CaseResult, PhaseRecord, ProcessResult, SourcePointer, TelemetrySummary,
         ValidatorResult, Verdict,
     )
+    from .statuses import STATUSES
     from .specs import (
         BackendSpec, ChallengeSpec, CliAgentSpec, FixtureFile, HardwareProfile, HardwareProfiles, ModelSpec,
         SuiteCase, SuiteSpec, TestSpec, TOOL_KINDS, ValidatorSpec,
@@ -27,23 +29,11 @@ __all__ = [
     "ToolCallPayload", "ValidatorResult", "ValidatorSpec", "Verdict",
 ]
 
-_WHERE = {
-    **dict.fromkeys(("Event", "ToolCallPayload", "TIER_ORDER"), ".events"),
-    **dict.fromkeys(("BackendProbe", "CaseKey", "CaseResult", "PhaseRecord", "ProcessResult", "SourcePointer",
-                     "STATUSES", "TelemetrySummary", "ValidatorResult", "Verdict"), ".results"),
-    **dict.fromkeys(("BackendSpec", "ChallengeSpec", "CliAgentSpec", "FixtureFile", "HardwareProfile",
-                     "HardwareProfiles", "ModelSpec", "SuiteCase", "SuiteSpec", "TestSpec", "TOOL_KINDS",
-                     "ValidatorSpec"), ".specs"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_WHERE[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names(__name__, globals(), {
+    ".events": ("Event", "ToolCallPayload", "TIER_ORDER"),
+    ".results": ("BackendProbe", "CaseKey", "CaseResult", "PhaseRecord", "ProcessResult", "SourcePointer",
+                 "TelemetrySummary", "ValidatorResult", "Verdict"),
+    ".statuses": ("STATUSES",),
+    ".specs": ("BackendSpec", "ChallengeSpec", "CliAgentSpec", "FixtureFile", "HardwareProfile", "HardwareProfiles",
+               "ModelSpec", "SuiteCase", "SuiteSpec", "TestSpec", "TOOL_KINDS", "ValidatorSpec"),
+})

@@ -14,8 +14,9 @@ Names load on first use (a module ``__getattr__``): a plugin's dialect imports :
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from .dialects import Dialect, ToolsDialect, known_content, shell_command_for
@@ -32,24 +33,11 @@ __all__ = [
     "builtin_profiles", "known_content", "parse_chat_request", "parse_responses_request", "shell_command_for",
 ]
 
-_WHERE = {
-    **dict.fromkeys(("Dialect", "ToolsDialect", "known_content", "shell_command_for"), ".dialects"),
-    **dict.fromkeys(("ChatRequest", "Reply", "TextCall", "ToolCall", "ToolInfo", "Turn", "parse_chat_request"),
-                    ".conversation"),
-    **dict.fromkeys(("EXPECTED_REFERENCE_STATUS", "LazyProfile", "PerfectProfile", "Profile", "ProfileContext",
-                     "builtin_profiles"), ".profiles"),
-    "parse_responses_request": ".responses_api",
-    "OracleServer": ".server",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_WHERE[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names(__name__, globals(), {
+    ".dialects": ("Dialect", "ToolsDialect", "known_content", "shell_command_for"),
+    ".conversation": ("ChatRequest", "Reply", "TextCall", "ToolCall", "ToolInfo", "Turn", "parse_chat_request"),
+    ".profiles": ("EXPECTED_REFERENCE_STATUS", "LazyProfile", "PerfectProfile", "Profile", "ProfileContext",
+                  "builtin_profiles"),
+    ".responses_api": ("parse_responses_request",),
+    ".server": ("OracleServer",),
+})

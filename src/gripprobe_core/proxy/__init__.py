@@ -20,25 +20,12 @@ process does) pulls in neither aiohttp nor the parsers. See docs/proxy.md and do
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from .._lazy import lazy_names
 
 __all__ = ["DEFAULT_MAX_REQUEST_BODY", "UPSTREAM_ERRORS", "RecordingProxy", "close_recorder", "read_records"]
 
 DEFAULT_MAX_REQUEST_BODY = 64 * 1024 * 1024
 """A request body over this many bytes is answered 413 and never forwarded (``--proxy-max-body``)."""
 
-_WHERE = {"UPSTREAM_ERRORS": ".server", "RecordingProxy": ".server", "read_records": ".server",
-          "close_recorder": ".recorder_client"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        value = getattr(import_module(_WHERE[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names(__name__, globals(), {
+    ".server": ("UPSTREAM_ERRORS", "RecordingProxy", "read_records"), ".recorder_client": ("close_recorder",)})

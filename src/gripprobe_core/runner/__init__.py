@@ -5,17 +5,10 @@ Submodules load lazily so ``import gripprobe_core.runner.process`` stays light.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from .._lazy import lazy_names
 
-_EXPORTS = {
-    "PlannedCase": ".matrix", "plan_cases": ".matrix", "plan_suite": ".matrix",
-    "RunSettings": ".settings", "ActiveRun": ".settings", "RunResult": ".run", "execute_run": ".run",
-}
-__all__ = sorted(_EXPORTS)
+__all__ = ["ActiveRun", "PlannedCase", "RunResult", "RunSettings", "execute_run", "plan_cases", "plan_suite"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name], __name__), name)
-    raise AttributeError(name)
+__getattr__, __dir__ = lazy_names(__name__, globals(), {
+    ".matrix": ("PlannedCase", "plan_cases", "plan_suite"), ".settings": ("RunSettings", "ActiveRun"),
+    ".run": ("RunResult", "execute_run")})

@@ -7,13 +7,12 @@ See :mod:`gripprobe_core.testing.pytest_plugin` for the fixtures and docs/plugin
 
 from __future__ import annotations
 
-from typing import Any
-
 from .helpers import (
     agent_spec, copy_specs, finish_gripprobe, install_agent, installed_agent, kit_specs, oracle_server, phase_context,
     read_cases, read_jsonl, read_sse_events, repo_specs, responses_user_item, run_gripprobe, start_gripprobe,
     stored_phase, stored_transcript,
 )
+from .._lazy import lazy_names
 
 __all__ = [
     "DriverContract", "OracleServer", "RETRY_LIMIT", "agent_spec", "base_env", "copy_specs", "finish_gripprobe",
@@ -22,23 +21,8 @@ __all__ = [
     "start_gripprobe", "stored_phase", "stored_transcript", "summarize_phase",
 ]
 
-_LAZY = {
-    "DriverContract": (".contract", "DriverContract"),
-    "OracleServer": ("..oracle.server", "OracleServer"),
-    "RETRY_LIMIT": ("..oracle.profiles", "RETRY_LIMIT"),
-    "base_env": ("..runner.env", "base_env"),
-    "load_yaml_file": ("..specs.yaml_source", "load_yaml_file"),
-    "make_plugin_manager": ("..pluginmanager", "make_plugin_manager"),
-    "summarize_phase": ("..telemetry.summary", "summarize_phase"),
-}
-
-
-def __getattr__(name: str) -> Any:  # the heavier pieces load when first used
-    if name in _LAZY:
-        from importlib import import_module
-
-        module, attr = _LAZY[name]
-        value = getattr(import_module(module, __name__), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'gripprobe_core.testing' has no attribute {name!r}")
+# the heavier pieces load when first used
+__getattr__, __dir__ = lazy_names(__name__, globals(), {
+    ".contract": ("DriverContract",), "..oracle.server": ("OracleServer",), "..oracle.profiles": ("RETRY_LIMIT",),
+    "..runner.env": ("base_env",), "..specs.yaml_source": ("load_yaml_file",),
+    "..pluginmanager": ("make_plugin_manager",), "..telemetry.summary": ("summarize_phase",)})
