@@ -23,6 +23,7 @@ Every figure is printed as min / median / max of the rounds, then one ``RESULT``
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -34,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 TARGET_MS = 50.0
+BROKEN = ("HARNESS_ERROR", "SHELL_ERROR")
+"""Statuses none of these oracle cases gives when its agent really ran: a run with one is refused."""
 SPECS = ["--specs", str(ROOT / "specs")]
 FULL = (["-a", "reference", "-m", "oracle-perfect", "-m", "oracle-lazy", "-m", "oracle-error-then-recover",
          "-m", "oracle-text-tools", "-t", "tag:sanity", "--trials", "2", *SPECS], 48)
@@ -62,9 +65,13 @@ def timed_run(args: list[str], env: dict[str, str], selection: tuple[list[str], 
         if p.returncode != 0:
             raise SystemExit(f"run failed ({' '.join(args)}): {p.stderr[-3000:]}")
         run = Path(p.stdout.strip().splitlines()[-1])
-        done = len(list((run / "cases").glob("*/case.json")))
-        if done != cases:
-            raise SystemExit(f"{done} of {cases} cases in {run}")
+        done = [json.loads(c.read_text())["verdict"]["status"] for c in (run / "cases").glob("*/case.json")]
+        if len(done) != cases:
+            raise SystemExit(f"{len(done)} of {cases} cases in {run}")
+        broken = [s for s in done if s in BROKEN]  # agents that never ran properly: not a time to compare
+        if broken:
+            raise SystemExit(f"{len(broken)} of {cases} cases ended {sorted(set(broken))} ({' '.join(args)}): "
+                             f"the run is broken, not timed")
         return wall
 
 
