@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -120,23 +121,64 @@ def test_cases_run_where_their_resources_are_with_the_local_statuses(cluster, tm
     assert gripprobe("verify", str(ray_run)).returncode == 0  # signed by the driver as each case arrived
 
 
-def test_jobs_caps_the_cases_on_the_cluster(cluster, tmp_path):
-    """``--jobs 2`` on a node offering four units: never more than two cases run at once, although the
-    driver writes a delivered case while the next one already runs."""
-    specs = _specs(tmp_path, {"oracle-on-head": ("perfect", {"node-head": 1})})
-    out = gripprobe("run", "-a", "reference", "-m", "oracle-on-head", "-t", "tag:sanity", "--specs", str(specs),
-                    "--executor", "ray", "--ray-address", cluster.address, "--jobs", "2",
-                    "--results", str(tmp_path / "r"), env=_env(cluster))
-    assert out.returncode == 0, out.stderr[-3000:]
-    cases = _cases(_run_dir(out.stdout))
-    assert len(cases) == 6 and {c["verdict"]["status"] for c in cases.values()} == {"PASS"}
-    edges = sorted([(c["started_at"], 1) for c in cases.values()] + [(c["finished_at"], -1) for c in cases.values()],
-                   key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
+def _t(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def _agents(cases: dict[str, dict]) -> list[tuple[float, float, str]]:
+    """Every agent process of the run: (start, exit, case id), from the stamps the harness recorded."""
+    return sorted((_t(p["process"]["started_at"]), _t(p["process"]["finished_at"]), cid)
+                  for cid, c in cases.items() for p in c["phases"])
+
+
+def _peak(spans: list[tuple[float, float]]) -> int:
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])  # an end before a start at the same instant
     running = peak = 0
     for _, step in edges:
         running += step
         peak = max(peak, running)
-    assert 1 <= peak <= 2, edges
+    return peak
+
+
+def test_jobs_1_runs_one_agent_at_a_time_on_the_whole_cluster(cluster, tmp_path):
+    """``--jobs 1`` with cases for both nodes: one agent at a time across the cluster, a case's phases back to
+    back, and the harness's own work beside the agents, as in a local run: the next case is prepared (on
+    either node) while one runs, and a case is judged, shipped back and written while the next agent runs."""
+    specs = _specs(tmp_path, {"oracle-on-head": ("perfect", {"node-head": 1}),
+                              "oracle-lazy-on-two": ("lazy", {"node-two": 1})})
+    out = gripprobe("run", "-a", "reference", "-m", "oracle-on-head", "-m", "oracle-lazy-on-two", "-t", "shell_pwd",
+                    "-t", "save_file", "-t", "shell_file", "--trials", "2", "--specs", str(specs),
+                    "--executor", "ray", "--ray-address", cluster.address, "--jobs", "1",
+                    "--results", str(tmp_path / "r"), env=_env(cluster))
+    assert out.returncode == 0, out.stderr[-3000:]
+    cases = _cases(_run_dir(out.stdout))
+    assert len(cases) == 12
+    assert {c["verdict"]["status"] for c in cases.values()} == {"PASS", "NO_TOOL_CALL"}
+    assert len({c["placement"]["node_id"] for c in cases.values()}) == 2
+    agents = _agents(cases)
+    for (_, end, _), (start, _, _) in zip(agents, agents[1:]):
+        assert start >= end - 0.0015, agents  # the stamps are to the millisecond
+    for (_, _, a), (_, _, b) in zip(agents[0::2], agents[1::2]):
+        assert a == b, agents  # each case's warmup and measured agents follow each other
+    order = sorted(cases.values(), key=lambda c: _t(c["phases"][0]["process"]["started_at"]))
+    assert any(_t(b["started_at"]) < _t(a["finished_at"]) for a, b in zip(order, order[1:]))
+    assert any(_t(a["finished_at"]) > _t(b["phases"][0]["process"]["started_at"]) + 0.0015
+               for a, b in zip(order, order[1:])), "no case was written while the next one's agent ran"
+    for c in order:  # a case's duration leaves out its wait for a turn
+        assert c["duration_s"] <= _t(c["finished_at"]) - _t(c["started_at"]) + 0.002
+
+
+def test_jobs_bounds_the_agents_on_the_cluster(cluster, tmp_path):
+    """``--jobs 2``: never more than two agents at once on the cluster, although up to four cases are under
+    way (prepared, judged, shipped back) beside them."""
+    specs = _specs(tmp_path, {"oracle-on-head": ("perfect", {"node-head": 1})})
+    out = gripprobe("run", "-a", "reference", "-m", "oracle-on-head", "-m", "oracle-perfect", "-t", "tag:sanity",
+                    "--specs", str(specs), "--executor", "ray", "--ray-address", cluster.address, "--jobs", "2",
+                    "--results", str(tmp_path / "r"), env=_env(cluster))
+    assert out.returncode == 0, out.stderr[-3000:]
+    cases = _cases(_run_dir(out.stdout))
+    assert len(cases) == 12 and {c["verdict"]["status"] for c in cases.values()} == {"PASS"}
+    assert 1 <= _peak([(a, b) for a, b, _ in _agents(cases)]) <= 2, _agents(cases)
 
 
 def test_a_resource_no_node_offers_is_refused_before_anything_runs(cluster, tmp_path):
@@ -178,14 +220,15 @@ def test_a_node_running_other_plugins_refuses_its_cases(cluster, tmp_path, insta
 def test_a_node_lost_mid_run_loses_no_case(cluster, tmp_path):
     """A third node offers ``shared`` (as the head does) and ``gate`` (nobody else): it is killed while it
     runs cases. Its shared cases are retried on the head and pass; the gate cases, which only it could run,
-    end as HARNESS_ERROR executor_lost; every planned case is there exactly once."""
+    end as HARNESS_ERROR executor_lost; every planned case is there exactly once. With ``--jobs 2``: the
+    agent turns its dead workers held or waited for go on to the other cases (else the run would hang)."""
     doomed = cluster.add_node("doomed", {"shared": 2, "gate": 1})
     try:
         cluster.wait_for()
         specs = _specs(tmp_path, {"oracle-slow-shared": ("slow-stream", {"shared": 1}),
                                   "oracle-gated": ("slow-stream", {"gate": 1})})
         proc = _popen(["run", "-a", "reference", "-m", "oracle-slow-shared", "-t", "tag:sanity",
-                       "-m", "oracle-gated", "--specs", str(specs), "--executor", "ray",
+                       "-m", "oracle-gated", "--specs", str(specs), "--executor", "ray", "--jobs", "2",
                        "--ray-address", cluster.address, "--results", str(tmp_path / "r")],
                       _env(cluster, GRIPPROBE_RAY_INFEASIBLE_S="2"))
         # kill it while it runs two cases (its TMPDIR holds a folder per running case, besides the
@@ -226,24 +269,29 @@ def test_a_node_lost_mid_run_loses_no_case(cluster, tmp_path):
     assert all(manifest["placement"][cid]["attempts"] >= 2 for cid in retried)
 
 
-def _agents_of(run_id: str) -> list[int]:
-    """Processes still working in one of this run's workspaces (their cwd names the run)."""
+def _agents_of(run_id: str, cluster) -> list[int]:
+    """Processes still working in one of this run's workspaces on the cluster (their cwd names the run, in a
+    node's TMPDIR: another run on this machine may have started in the same second, so have the same id)."""
     pids = []
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if f"gripprobe-{run_id}-" in os.readlink(p / "cwd"):
+                cwd = os.readlink(p / "cwd")
+                if f"gripprobe-{run_id}-" in cwd and cwd.startswith(str(cluster.base)):
                     pids.append(int(p.name))
             except OSError:
                 continue
     return pids
 
 
-def test_ctrl_c_stops_the_clusters_tasks_and_another_executor_resumes(cluster, tmp_path):
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "1"]], ids=["no-cap", "jobs-1"])
+def test_ctrl_c_stops_the_clusters_tasks_and_another_executor_resumes(cluster, tmp_path, jobs):
+    """Without a cap, and with ``--jobs 1`` (a case waiting for its agent turn is cancelled as well)."""
     specs = _specs(tmp_path, {"oracle-slow-shared": ("slow-stream", {"shared": 1})})
     results = tmp_path / "r"
     proc = _popen(["run", "-a", "reference", "-m", "oracle-slow-shared", "-t", "tag:sanity", "--specs", str(specs),
-                   "--executor", "ray", "--ray-address", cluster.address, "--results", str(results)], _env(cluster))
+                   "--executor", "ray", "--ray-address", cluster.address, "--results", str(results), *jobs],
+                  _env(cluster))
     deadline = time.monotonic() + 120
     while not list(results.glob("runs/*/cases/*/case.json")):
         assert proc.poll() is None, proc.communicate()
@@ -258,7 +306,7 @@ def test_ctrl_c_stops_the_clusters_tasks_and_another_executor_resumes(cluster, t
     done_before = set(_cases(run))
     assert 1 <= len(done_before) < 6
     time.sleep(2)
-    assert _agents_of(run.name) == []  # nothing of this run still works on the cluster
+    assert _agents_of(run.name, cluster) == []  # nothing of this run still works on the cluster
 
     resumed = gripprobe("run-suite", "--resume", str(run), "--specs", str(specs), "--executor", "local")
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -11,7 +11,9 @@ the run's key (which never leaves the driver: workers sign nothing) and writes c
 case's :class:`Placement` (node and attempts). What a worker does is :mod:`.raywork`: its process keeps
 its imports, plugins, the run's shared inputs (put in the object store once per run) and the agents it
 found installed across the run's cases, and is warmed up before the first case reaches its node.
-``--jobs N`` caps the cases on the cluster; a delivered case is written while the next one runs.
+``--jobs N`` bounds the agents running at once on the whole cluster, as it does locally: up to ``2 N`` cases
+are under way, each of its own task, and an :class:`~.rayturns.AgentTurns` actor hands out N agent turns,
+so a case is prepared, and the last one judged, shipped back and written, while another's agent runs.
 
 Placement: a case asks for its agent spec's and its backend spec's ``resources`` (``CPU`` default 1,
 ``GPU``, and custom ones such as ``ollama-qwen3-8b``), so it runs only where they are offered and at most
@@ -58,6 +60,8 @@ ends as ``executor_lost``."""
 CANCEL_GRACE_S = 5.0
 """After Ctrl-C: how long cancelled tasks get to kill their agents before their workers are killed."""
 NODE_INFO_TTL_S = 1.0
+HEAD_RESOURCE = "node:__internal_head__"
+"""The resource Ray gives the head node alone."""
 CONNECT_TIMEOUT_S = 5.0
 
 
@@ -130,6 +134,8 @@ class RayExecutor:
         self._task: Any = None
         self._runs = 0
         self._warming: list[Any] = []
+        self._turns: Any = None
+        self._tickets = 0
         self._closed = False
 
     @classmethod
@@ -184,28 +190,33 @@ class RayExecutor:
                      f"with `ray start --address {self.address} --resources '{{...}}'` (docs/scale.md)"
                      for need, who in bad.items()]
             raise UserError("\nerror: ".join(lines))
+        with contextlib.suppress(Exception):  # its process starts beside the warm-ups; run_cases tries again
+            self.agent_turns()
         self.warm_up(cases)
 
     def warm_up(self, cases: list[PlannedCase]) -> None:
         """Warm the worker processes that will run ``cases`` while the driver still prepares the run: each
         live node that can run some of them gets as many warm-up tasks as it will run cases at once (its
-        CPUs, at most ``--jobs``, at most its cases), each making a worker process import the harness and
-        load its plugins (:class:`WarmWorker`). Together they hold all of the node's CPUs, so its first
-        cases wait for them and then run in those warm processes instead of starting cold ones beside
-        them. Nothing waits for them; one that fails changes nothing."""
+        CPUs, at most its cases, and with ``--jobs N`` — up to ``2 N`` cases under way, spread over the
+        nodes — its share of them), each making a worker process import the harness and load its plugins
+        (:class:`WarmWorker`). Together they hold all of the node's CPUs, so its first cases wait for them
+        and then run in those warm processes instead of starting cold ones beside them. Nothing waits for
+        them; one that fails changes nothing."""
         try:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             task = self.ray.remote(max_retries=0)(warm_up)
             needs = [needed(requirement(case)) for case in cases]
+            nodes = []
             for node in self.ray.nodes():
                 res = dict(node.get("Resources") or {})
-                cpus = int(res.get("CPU", 0))
                 mine = sum(1 for need in needs if fits(need, [res]))
-                count = min(mine, cpus, self.jobs or mine)
-                if not node.get("Alive") or count < 1:
-                    continue
-                where = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+                if node.get("Alive") and mine and int(res.get("CPU", 0)) >= 1:
+                    nodes.append((node["NodeID"], int(res["CPU"]), mine))
+            share_of_jobs = -(-2 * self.jobs // max(1, len(nodes)))  # ceil: the cases under way, per node
+            for node_id, cpus, mine in nodes:
+                count = min(mine, cpus, share_of_jobs or mine)
+                where = NodeAffinitySchedulingStrategy(node_id, soft=False)
                 for i in range(count):
                     share = cpus - (count - 1) if i == 0 else 1  # whole CPUs (Ray's rule above 1), all of them
                     self._warming.append(task.options(num_cpus=share, scheduling_strategy=where).remote())
@@ -239,6 +250,24 @@ class RayExecutor:
 
     # ---- running
 
+    def agent_turns(self) -> Any:
+        """The :class:`~.rayturns.AgentTurns` actor granting ``--jobs`` agent turns on the cluster, or None
+        with no ``--jobs``. Made once, on the head node: the one node whose loss ends the cluster anyway
+        (on any other, a lost node would take every case's turns with it)."""
+        if self.jobs <= 0:
+            return None
+        if self._turns is None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            from .rayturns import AgentTurns
+
+            head = next((n["NodeID"] for n in self.ray.nodes()
+                         if n.get("Alive") and HEAD_RESOURCE in (n.get("Resources") or {})), None)
+            where = NodeAffinitySchedulingStrategy(head, soft=False) if head else "DEFAULT"
+            self._turns = self.ray.remote(AgentTurns).options(num_cpus=0, max_restarts=0,
+                                                              scheduling_strategy=where).remote(self.jobs)
+        return self._turns
+
     def _remote(self) -> Any:
         if self._task is None:
             self._task = self.ray.remote(max_retries=0)(run_job)
@@ -254,13 +283,15 @@ class RayExecutor:
         self._runs += 1
         key = f"{run.id}/{self._runs}"
         live: dict[str, Any] = {}
-        # --jobs caps the cases on the cluster; a delivered case is written while the next one runs
-        slot = asyncio.Semaphore(self.jobs) if self.jobs > 0 else None
+        # --jobs N: N agent turns on the cluster (the actor), 2 N cases under way as locally (the next one
+        # prepares, the last one is judged and shipped back); a delivered case is written beside them
+        turns = self.agent_turns()
+        slot = asyncio.Semaphore(2 * self.jobs) if self.jobs > 0 else None
 
-        def job(case: PlannedCase) -> CaseJob:
+        def job(case: PlannedCase, ticket: int) -> CaseJob:
             env_name = case.backend.api_key_env
             keys = {env_name: run.settings.source_env[env_name]} if env_name and env_name in run.settings.source_env else {}
-            return CaseJob(case=case, api_keys=keys, inputs_key=key, inputs=[ref])
+            return CaseJob(case=case, api_keys=keys, inputs_key=key, inputs=[ref], turns=turns, ticket=ticket)
 
         try:
             await run_each(cases, 0, lambda case: self._one(case, run, job, live, slot), on_done, results)
@@ -268,7 +299,7 @@ class RayExecutor:
             if live:
                 await asyncio.to_thread(self._cancel, list(live.values()))
 
-    async def _one(self, case: PlannedCase, run: ActiveRun, job: Callable[[PlannedCase], CaseJob],
+    async def _one(self, case: PlannedCase, run: ActiveRun, job: Callable[[PlannedCase, int], CaseJob],
                    live: dict[str, Any], slot: asyncio.Semaphore | None) -> CaseResult:
         """One case through the cluster; whatever goes wrong on the way ends as a classified case."""
         try:
@@ -278,19 +309,23 @@ class RayExecutor:
         except Exception as exc:  # a bug on either side, a write that failed: a HARNESS_ERROR case, never a lost one
             return await asyncio.to_thread(case_failed, case, run, "harness_exception", _first_line(exc))
 
-    async def _attempts(self, case: PlannedCase, run: ActiveRun, job: Callable[[PlannedCase], CaseJob],
+    async def _attempts(self, case: PlannedCase, run: ActiveRun, job: Callable[[PlannedCase, int], CaseJob],
                         live: dict[str, Any], slot: asyncio.Semaphore | None) -> CaseResult:
         opts = requirement(case)
         need = needed(opts)
         attempts: list[Attempt] = []
         for n in range(1, self.max_attempts + 1):
             async with slot if slot is not None else contextlib.nullcontext():
-                ref = self._remote().options(**opts, scheduling_strategy="SPREAD").remote(job(case))
+                ticket, self._tickets = self._tickets, self._tickets + 1  # plan order (the semaphore is FIFO)
+                ref = self._remote().options(**opts, scheduling_strategy="SPREAD").remote(job(case, ticket))
                 live[case.case_id] = ref
+                got: Delivery | Lost | None = None
                 try:
                     got = await self._wait(ref, need)
                 finally:
                     live.pop(case.case_id, None)
+                    if not isinstance(got, Delivery):  # a delivered case's worker gave its turn back itself
+                        self._end_turn(ticket)
             if isinstance(got, Delivery):
                 return await asyncio.to_thread(self._deliver, case, run, got, attempts)
             attempts.append(Attempt(attempt=n, error=got.error))
@@ -326,6 +361,14 @@ class RayExecutor:
             # the worker's own code raised (not a lost node): trying again would do the same
             raise WorkerFailed(f"the Ray worker failed: {_first_line(exc)}")
         return Lost(_first_line(exc), retry=True)
+
+    def _end_turn(self, ticket: int) -> None:
+        """The attempt holding ``ticket`` ended without delivering (its worker or node lost, the worker's code
+        failed, the run cancelled): its agent turn, if it still holds one, goes to the next case; a turn it
+        never got is never granted. (A worker that delivered gave its turn back as its last agent exited.)"""
+        if self._turns is not None:
+            with contextlib.suppress(Exception):
+                self._turns.end.remote(ticket)
 
     def _deliver(self, case: PlannedCase, run: ActiveRun, delivery: Delivery, attempts: list[Attempt]) -> CaseResult:
         """Write a delivered case into the run directory, case.json last, with where it ran, signed here by

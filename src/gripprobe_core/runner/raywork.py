@@ -6,14 +6,18 @@ plugin manager and registry, its versions, where it runs, the sandbox probe, the
 agents it found installed) for every later case of the run; the driver has one warmed on each node
 before the first case goes out (:func:`warm_up`). The run's shared inputs (:class:`RunInputs`: id,
 values, settings, versions) are put in Ray's object store once per run and fetched once per worker
-process; a task carries only its case.
+process; a task carries only its case. With ``--jobs`` a case's agents start only once it holds one of the
+cluster's agent turns (:class:`ClusterSlots`, granted by the driver's :class:`~.rayturns.AgentTurns`
+actor), as a local case waits for one of :class:`~.phase.AgentSlots`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import sys
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -23,6 +27,7 @@ from ..store.archive import pack_case
 from ..store.trees import scratch_folder
 from .executors import case_failed, guarded_case, write_not_run
 from .matrix import PlannedCase
+from .phase import AgentSlots, SlotHold
 from .settings import ActiveRun, RunSettings
 
 RAY_MISSING = ("--executor ray needs Ray, which is not installed: pip install 'gripprobe-core[ray]' "
@@ -65,6 +70,11 @@ class CaseJob:
     inputs: list
     """``[ObjectRef]`` of the run's :class:`RunInputs`: inside a list so that Ray does not resolve it for
     each task; a worker that has not seen ``inputs_key`` yet fetches it (once)."""
+    turns: Any = None
+    """The run's :class:`~.rayturns.AgentTurns` actor (``--jobs N``: N agents at once on the cluster), or
+    None (no cap: the cluster's resources decide)."""
+    ticket: int = 0
+    """This attempt's ticket for an agent turn (issued by the driver in plan order)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,48 @@ def versions_of(plugins: Any) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- the worker side
+
+class TurnEnded(RuntimeError):
+    """The driver ended this attempt before it got its turn (the run was cancelled or gave the case up)."""
+
+
+class ClusterSlots(AgentSlots):
+    """One case's view of the cluster's agent turns, for :func:`~.case.run_case` on a worker: its
+    :meth:`hold` asks the :class:`AgentTurns` actor ``turns`` for ticket ``ticket``'s turn."""
+
+    def __init__(self, turns: Any, ticket: int):
+        super().__init__(1)
+        self.turns, self.ticket = turns, ticket
+
+    def hold(self) -> SlotHold:
+        return ClusterHold(self)
+
+
+class ClusterHold(SlotHold):
+    """:class:`~.phase.SlotHold` for a turn granted by the cluster's :class:`AgentTurns` actor."""
+
+    def __init__(self, slots: ClusterSlots):
+        super().__init__(slots, slots.ticket)
+        self._cluster = slots
+        self._taken = self._over = False
+
+    async def take(self) -> None:
+        if self._taken or self._over:
+            return
+        t0 = time.monotonic()
+        granted = await asyncio.wrap_future(self._cluster.turns.take.remote(self._cluster.ticket).future())
+        self.waited_s += time.monotonic() - t0
+        if not granted:
+            self._over = True
+            raise TurnEnded("the driver ended this case's attempt before its agent's turn came")
+        self._taken = True
+
+    def give_back(self) -> None:
+        if self._over:
+            return
+        self._over = True
+        self._cluster.turns.end.remote(self._cluster.ticket)  # nothing to wait for: the driver ends it too
+
 
 class WarmWorker:
     """What one Ray worker process keeps across the cases it runs (one per process, :func:`warm`). Ray
@@ -200,8 +252,9 @@ def run_job(job: CaseJob) -> Delivery:
                 # as in a local run: the loop relaying the agent's model calls waits at most 1 ms for the GIL
                 previous = sys.getswitchinterval()
                 sys.setswitchinterval(SWITCH_INTERVAL_S)
+                slots = ClusterSlots(job.turns, job.ticket) if job.turns is not None else None
                 try:
-                    run_loop(guarded_case(job.case, run))
+                    run_loop(guarded_case(job.case, run, slots))
                 finally:
                     sys.setswitchinterval(previous)
         return Delivery(pack_case(run.folder.case(job.case.case_id)), node)
