@@ -135,6 +135,8 @@ class RayExecutor:
         self._runs = 0
         self._warming: list[Any] = []
         self._turns: Any = None
+        self._node_ids: list[str] = []
+        self._under_way: dict[str, int] = {}
         self._tickets = 0
         self._closed = False
 
@@ -170,9 +172,25 @@ class RayExecutor:
         """The total resources of every live node (cached for a second)."""
         at, nodes = self._nodes
         if fresh or time.monotonic() - at > NODE_INFO_TTL_S:
-            nodes = [dict(n.get("Resources") or {}) for n in self.ray.nodes() if n.get("Alive")]
+            alive = [n for n in self.ray.nodes() if n.get("Alive")]
+            nodes = [dict(n.get("Resources") or {}) for n in alive]
             self._nodes = (time.monotonic(), nodes)
+            self._node_ids = [str(n["NodeID"]) for n in alive]
         return nodes
+
+    def _where(self, need: dict[str, float]) -> tuple[Any, str | None]:
+        """Where to send a case under ``--jobs``: the node, among those whose resources hold it, with the
+        fewest of this run's cases under way (a node runs as many at once as it has warm workers: Ray's
+        SPREAD may put both of two cases on one node and start a cold worker there). Soft: a node that
+        cannot take it now passes it on."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = self.live_nodes()
+        fit = [nid for nid, res in zip(self._node_ids, nodes) if fits(need, [res])]
+        if not fit:
+            return "SPREAD", None
+        best = min(fit, key=lambda nid: self._under_way.get(nid, 0))
+        return NodeAffinitySchedulingStrategy(best, soft=True), best
 
     def check_placement(self, cases: list[PlannedCase], where: Callable[[PlannedCase], str] | None = None) -> None:
         """Exit 2 before anything runs when a case needs what no live node offers; else start warming the
@@ -317,13 +335,18 @@ class RayExecutor:
         for n in range(1, self.max_attempts + 1):
             async with slot if slot is not None else contextlib.nullcontext():
                 ticket, self._tickets = self._tickets, self._tickets + 1  # plan order (the semaphore is FIFO)
-                ref = self._remote().options(**opts, scheduling_strategy="SPREAD").remote(job(case, ticket))
+                where, node = self._where(need) if self.jobs > 0 else ("SPREAD", None)
+                ref = self._remote().options(**opts, scheduling_strategy=where).remote(job(case, ticket))
                 live[case.case_id] = ref
+                if node is not None:
+                    self._under_way[node] = self._under_way.get(node, 0) + 1
                 got: Delivery | Lost | None = None
                 try:
                     got = await self._wait(ref, need)
                 finally:
                     live.pop(case.case_id, None)
+                    if node is not None:
+                        self._under_way[node] -= 1
                     if not isinstance(got, Delivery):  # a delivered case's worker gave its turn back itself
                         self._end_turn(ticket)
             if isinstance(got, Delivery):
