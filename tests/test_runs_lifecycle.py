@@ -409,3 +409,31 @@ def test_an_ad_hoc_run_resumes_exactly_its_own_cases(mixed_run, tmp_path):
     assert f"{len(names) - 1} of {len(names)} case(s) done, 1 to run" in res.stderr
     assert [d.name for d in _case_dirs(run)] == names
     assert read_json(run / "cases" / victim / "case.json")["verdict"]["status"] == "PASS"
+
+
+def test_resuming_a_run_never_removes_another_runs_scratch_of_the_same_id(tmp_path):
+    """Run ids have a one-second resolution: two runs into two results folders may share one. Resuming one
+    removes the scratch its own killed process left, never the live scratch (agents' homes and workspaces) of the
+    other, which once made that run's agents exit 127 (their workspace gone) when another test resumed a run."""
+    import tempfile
+
+    from gripprobe_core.runner.run import _remove_stale_work_dirs, scratch_prefix
+    from gripprobe_core.store import RunFolder
+
+    run_id = "20261127T175614Z"
+    mine, other = RunFolder(tmp_path / "a" / "runs" / run_id), RunFolder(tmp_path / "b" / "runs" / run_id)
+    assert scratch_prefix(mine) != scratch_prefix(other) and scratch_prefix(mine).startswith(f"gripprobe-{run_id}-")
+    left = Path(tempfile.mkdtemp(prefix=scratch_prefix(mine)))
+    live = Path(tempfile.mkdtemp(prefix=scratch_prefix(other)))
+    (left / "case" / "measured" / "workspace").mkdir(parents=True)
+    (live / "case" / "measured" / "workspace").mkdir(parents=True)
+    try:
+        _remove_stale_work_dirs(mine)
+        assert not left.exists() and (live / "case" / "measured" / "workspace").is_dir()
+        # the same folder spelled through a link is the same run
+        (tmp_path / "link").symlink_to(tmp_path / "a")
+        assert scratch_prefix(RunFolder(tmp_path / "link" / "runs" / run_id)) == scratch_prefix(mine)
+    finally:
+        import shutil
+        shutil.rmtree(left, ignore_errors=True)
+        shutil.rmtree(live, ignore_errors=True)

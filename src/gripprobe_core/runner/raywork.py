@@ -227,7 +227,7 @@ def run_job(job: CaseJob) -> Delivery:
     w = warm()
     node, plugins = w.node, w.plugins
     inputs = w.inputs(job)
-    with scratch_folder(f"gripprobe-{inputs.run_id}-") as root:  # agents' homes: removed whatever they hold
+    with scratch_folder(f"gripprobe-ray-{inputs.run_id}-") as root:  # agents' homes (never a driver's stale scratch)
         (root / "scratch").mkdir()
 
         def open_run(installed: dict) -> ActiveRun:

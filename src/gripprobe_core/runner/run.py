@@ -9,6 +9,7 @@ for the writes and does not make a finished run incomplete.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import platform
@@ -207,7 +208,7 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
     cases = [c.settle(proxy_mode=settings.proxy_mode, sandbox=settings.sandbox, token_budget=settings.token_budget,
                       judge=settings.judge, interaction=settings.interaction) for c in cases]
     results: list[CaseResult] = []
-    with scratch_folder(f"gripprobe-{run_id}-") as scratch:  # agents' homes: removed whatever they hold
+    with scratch_folder(scratch_prefix(folder)) as scratch:  # agents' homes: removed whatever they hold
         run = ActiveRun(id=run_id, folder=folder, plugins=plugins, values=values, scratch=scratch,
                         settings=settings, signer=signer)
 
@@ -339,7 +340,7 @@ def prepare_resume(run_path: Path, cases: list[PlannedCase], *, suite: str | Non
     by_id = {case.case_id: case for case in cases}
     old_ids = [p.get("case_id") for p in manifest.get("planned") or [] if isinstance(p, dict)]
     planned = [by_id[i] for i in old_ids if i in by_id] + [case for case in cases if case.case_id not in set(old_ids)]
-    _remove_stale_work_dirs(run_dir.run_id)
+    _remove_stale_work_dirs(run_dir)
     return ResumeState(run_dir=run_dir, started_at=str(manifest.get("started_at") or utc_now_iso()),
                        run_values={str(k): str(v) for k, v in run_values.items()}, planned=planned, todo=todo,
                        done=done, resumed_at=[str(x) for x in manifest.get("resumed_at") or []], manifest=manifest)
@@ -372,8 +373,18 @@ def planned_keys(manifest: dict) -> list:
         return []
 
 
-def _remove_stale_work_dirs(run_id: str) -> None:
-    """Scratch folders (agent homes) a killed run left in the temp directory."""
-    for d in Path(tempfile.gettempdir()).glob(f"gripprobe-{run_id}-*"):
+def scratch_prefix(folder: RunFolder) -> str:
+    """The name a run's scratch folder (its agents' homes, in the temp directory) starts with: the run id and a
+    digest of the run folder's path. Run ids have a one-second resolution, so two runs into two results folders
+    may share one; a resumed run removes what the run folder's earlier process left (:func:`_remove_stale_work_dirs`)
+    and must never touch the live scratch of another run of the same id (it did: its agents found their
+    workspaces gone and exited 127)."""
+    where = hashlib.sha256(os.fsencode(os.path.realpath(folder.path))).hexdigest()[:12]
+    return f"gripprobe-{folder.run_id}-{where}-"
+
+
+def _remove_stale_work_dirs(run_dir: RunFolder) -> None:
+    """Scratch folders (agent homes) a killed run of this run folder left in the temp directory."""
+    for d in Path(tempfile.gettempdir()).glob(scratch_prefix(run_dir) + "*"):
         for problem in remove_tree(d):
             log.warning("warning: scratch_not_removed: %s", problem)
