@@ -97,3 +97,17 @@ def strip_signatures(run: Path) -> None:
     manifest = read_json(Path(run) / "manifest.json")
     manifest.pop("signing", None)
     (Path(run) / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.fixture(scope="module")
+def box():
+    """The bubblewrap sandbox this machine runs (``resolve_sandbox("auto")``): a failure under CI=true when it
+    cannot confine, a skip elsewhere (tests/test_sandbox.py, tests/test_sandbox_prestart.py)."""
+    from gripprobe_core.runner.sandbox import resolve_sandbox
+
+    found = resolve_sandbox("auto")
+    if not found.confined:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"bubblewrap is required under CI=true: {found.warning}")
+        pytest.skip(f"bubblewrap does not work here: {found.warning}")
+    return found
