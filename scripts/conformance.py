@@ -16,7 +16,9 @@ and tier B's against the oracle's ground truth (recall and precision, gripprobe_
 docs/telemetry.md "Fidelity"), computed from what each case stored.
 
 The page is generated from a real run, never typed by hand; tests/test_conformance.py runs the suite in CI,
-asserts every cell against tests/conformance_expected.yaml, and checks the page equals what that run renders.
+asserts every cell against tests/conformance_expected.yaml, and checks the page equals what that run renders
+(tests/test_conformance_interaction.py does the same for the interaction column: two files, so the two runs
+take two test workers side by side).
 """
 
 from __future__ import annotations
@@ -229,6 +231,54 @@ def _interaction_text(a: dict | None) -> str:
     how = a["how"] or "not applied"
     parts = [f"{INTERACTION_TESTS[t]} {a['cells'][t]['status']}" for t in INTERACTION_TESTS if t in a["cells"]]
     return f"{how}: " + ", ".join(parts)
+
+
+def _is_interaction_note(line: str) -> bool:
+    return line.startswith("- **") and any(f" × {t}** (" in line for t in INTERACTION_TESTS)
+
+
+def _cells(row: str) -> list[str]:
+    """A table row's cells, stripped (no cell of the page holds a ``|``)."""
+    return [c.strip() for c in row.strip().strip("|").split("|")]
+
+
+def _main_table(lines: list[str]) -> range:
+    """The indexes of the matrix table's rows (below its header and rule), up to the blank line after it."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("| agent | version | format |")) + 2
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return range(start, end)
+
+
+def matrix_part(page: str) -> list[str]:
+    """The page without what the interaction run renders (the table's last column, the rows of agents only the
+    interaction suite runs, the notes on interaction tests): what a conformance run alone decides."""
+    lines = page.split("\n")
+    rows = _main_table(lines)
+    out = []
+    for i, line in enumerate(lines):
+        if i in rows:
+            cells = _cells(line)
+            if cells[1:3] == ["", ""]:  # an agent only the interaction suite runs
+                continue
+            line = " | ".join(cells[:-1])
+        elif _is_interaction_note(line):
+            continue
+        out.append(line)
+    return out
+
+
+def interaction_part(page: str) -> dict[str, list[str]]:
+    """Per agent, what the interaction run renders of the page: the table's last cell, then its notes on the
+    interaction tests (matrix_part is the rest)."""
+    lines = page.split("\n")
+    out: dict[str, list[str]] = {}
+    for i in _main_table(lines):
+        cells = _cells(lines[i])
+        out.setdefault(cells[0], []).append(cells[-1])
+    for line in lines:
+        if _is_interaction_note(line):
+            out.setdefault(line[4:line.index(" × ")], []).append(line)
+    return out
 
 
 def render(run_cells: list[dict], exp: dict, interaction: dict[str, dict] | None = None) -> str:

@@ -1,84 +1,33 @@
 """Issue 4's conformance matrix: the real agents × every oracle profile, through the proxy (auto mode).
 
-Needs every agent plugin installed (./dev setup does) and installs the agents themselves (cached).
+Needs every agent plugin installed (./dev setup does) and installs the agents themselves (cached). The page's
+interaction column is checked by tests/test_conformance_interaction.py, agents-sanity by
+tests/test_conformance_sanity.py: three files, so their three real runs take the test workers side by side.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import AGENT_PLUGINS, MATRIX_PLUGINS, ROOT, gripprobe
+from conftest import ROOT
+from conformance_shared import AGENTS, conformance, run_suite, skip_unless_plugins
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3000)]  # ~120 real agent cases
-
-spec = importlib.util.spec_from_file_location("conformance", ROOT / "scripts" / "conformance.py")
-conformance = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(conformance)
-
-PLUGINS = sorted(AGENT_PLUGINS)
-AGENTS = {"reference", *MATRIX_PLUGINS.values()}
-#: The interaction column also has the ACP drivers' agents (specs/suites/interaction.yaml).
-ACP_AGENTS = {"qwen-code-acp", "opencode-acp", "claude-code-acp", "codex-acp"}
-MISSING = [p for p in PLUGINS if importlib.util.find_spec(p) is None]
-if MISSING and not os.environ.get("CI"):
-    pytest.skip(f"agent plugins not installed: {', '.join(MISSING)} (./dev setup installs them)",
-                allow_module_level=True)
+skip_unless_plugins()
 
 
 @pytest.fixture(scope="module")
 def conformance_run(tmp_path_factory) -> Path:
-    assert not MISSING, f"CI must have every agent plugin installed; missing: {MISSING}"
-    out = tmp_path_factory.mktemp("conformance")
-    # Under CI the matrix must hold inside the sandbox: --sandbox bwrap exits 2 where bubblewrap cannot run.
-    sandbox = ["--sandbox", "bwrap"] if os.environ.get("CI") else []
-    res = gripprobe("run", "--suite", "conformance", "--results", str(out), *sandbox, timeout=3000)
-    assert res.returncode == 0, res.stderr[-4000:]
-    return Path(res.stdout.strip().splitlines()[-1])
+    return run_suite("conformance", tmp_path_factory.mktemp("conformance"))
 
 
 @pytest.fixture(scope="module")
 def run_cells(conformance_run):
     return conformance.cells(conformance_run)
-
-
-@pytest.fixture(scope="module")
-def interaction_run(tmp_path_factory) -> Path:
-    assert not MISSING, f"CI must have every agent plugin installed; missing: {MISSING}"
-    out = tmp_path_factory.mktemp("interaction")
-    sandbox = ["--sandbox", "bwrap"] if os.environ.get("CI") else []
-    res = gripprobe("run", "--suite", "interaction", "--results", str(out), *sandbox, timeout=3000)
-    assert res.returncode == 0, res.stderr[-4000:]
-    return Path(res.stdout.strip().splitlines()[-1])
-
-
-@pytest.fixture(scope="module")
-def interaction_cells(interaction_run):
-    return conformance.interaction_cells(interaction_run)
-
-
-def test_every_interaction_cell_has_its_expected_status(interaction_cells):
-    """Each agent × interaction test: its expected status; where the harness answered (a session driver) the
-    refusal is on record as a request and answer; where the policy was not applied, the reason is given and
-    the case is TOOL_UNSUPPORTED."""
-    exp = conformance.expectations()
-    assert set(interaction_cells) == AGENTS | ACP_AGENTS, sorted(set(interaction_cells) ^ (AGENTS | ACP_AGENTS))
-    wrong = [(agent, test, got["status"], conformance.expected_interaction(exp, agent, test)[0])
-             for agent, a in interaction_cells.items() for test, got in a["cells"].items()
-             if got["status"] != conformance.expected_interaction(exp, agent, test)[0]]
-    assert not wrong, wrong
-    for agent, a in interaction_cells.items():
-        assert set(a["cells"]) == set(conformance.INTERACTION_TESTS), (agent, a["cells"])
-        for test, got in a["cells"].items():
-            if a["applied"][test] and a["how"] == "session" and got["status"] == "PASS":
-                assert got["denied"] >= 1, (agent, test, got)  # the harness answered: the refusal is on record
-            if not a["applied"][test]:
-                assert a["reason"] and got["status"] == "TOOL_UNSUPPORTED", (agent, test, a)
 
 
 def test_every_cell_has_its_expected_status(run_cells):
@@ -122,33 +71,11 @@ def test_fidelity_is_computed_for_every_cell(run_cells):
     assert not off, off
 
 
-def test_docs_page_is_what_a_real_run_renders(run_cells, interaction_cells):
-    want = conformance.render(run_cells, conformance.expectations(), interaction_cells)
-    have = (ROOT / "docs" / "conformance.md").read_text()
+def test_docs_page_is_what_a_real_run_renders(run_cells):
+    """All of docs/conformance.md but the interaction column (tests/test_conformance_interaction.py checks it)."""
+    want = conformance.matrix_part(conformance.render(run_cells, conformance.expectations()))
+    have = conformance.matrix_part((ROOT / "docs" / "conformance.md").read_text())
     assert have == want, "docs/conformance.md is stale: run `.venv/bin/python scripts/conformance.py`"
-
-
-def test_with_perfect_every_agent_performs_every_sanity_test_it_can(tmp_path):
-    """agents-sanity: PASS wherever the agent has the tool kinds; TOOL_UNSUPPORTED (not run) elsewhere."""
-    import json
-
-    from gripprobe_core.pluginmanager import make_plugin_manager
-    from gripprobe_core.runner.matrix import missing_tool_kinds
-    from gripprobe_core.specs import load_specs
-
-    specs = load_specs(ROOT / "specs", registry=make_plugin_manager().registry)
-    res = gripprobe("run", "--suite", "agents-sanity", "--results", str(tmp_path), timeout=3000)
-    assert res.returncode == 0, res.stderr[-4000:]
-    run_dir = Path(res.stdout.strip().splitlines()[-1])
-    cases = [json.loads(p.read_text()) for p in (run_dir / "cases").glob("*/case.json")]
-    assert {c["key"]["agent"] for c in cases} == AGENTS
-    wrong = []
-    for c in cases:
-        agent, test = specs.agents[c["key"]["agent"]], specs.tests[c["key"]["test"]]
-        want = "TOOL_UNSUPPORTED" if missing_tool_kinds(agent, test) else "PASS"
-        if c["verdict"]["status"] != want:
-            wrong.append((c["case_id"], c["verdict"]["status"], want))
-    assert not wrong, wrong
 
 
 def test_recompute_from_artifacts_reproduces_every_cell(conformance_run):
