@@ -28,7 +28,7 @@ import random
 from bisect import bisect_right
 from collections import Counter
 from itertools import accumulate, islice, repeat
-from operator import add, mul
+from operator import add
 from typing import Any, Sequence
 
 __all__ = ["Z95", "bootstrap_interval", "mcnemar_exact", "paired_bootstrap_difference", "pass_at_k", "pass_hat_k",
@@ -214,9 +214,10 @@ def _sums(rng: random.Random, table: dict[int, float], per_sample: int, samples:
     keys = list(table)
     keys.append(keys[-1])  # a draw at the very top of the last weight (rounding) still lands
     cum = list(accumulate(table.values()))
+    total = cum[-1]
+    cum = [c / total for c in cum]  # scaled once, so that a uniform draw is looked up as it comes
     k = per_sample * samples
-    picks = map(keys.__getitem__, map(bisect_right, repeat(cum, k), map(mul, islice(iter(rng.random, None), k),
-                                                                            repeat(cum[-1], k))))
+    picks = map(keys.__getitem__, map(bisect_right, repeat(cum, k), islice(iter(rng.random, None), k)))
     return list(map(sum, zip(*[picks] * per_sample)))
 
 

@@ -37,8 +37,9 @@ _CONTEXT = {"help_option_names": ["-h", "--help"]}
               help="Leave out runs that are not signed, are signed by another key or whose own files changed "
                    "(cases that changed after their run are always left out).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1, max=64), default=None,
-              help="Worker processes reading runs side by side. Default: one per idle CPU (CPUs less the tasks "
-                   "running now) when there are two runs or more and at least 1,000 cases; 1 reads in this process.")
+              help="Worker processes reading runs side by side (and writing the page's rows). Default: one per idle "
+                   "CPU (CPUs less the tasks running now) when there are two runs or more and at least 1,000 cases "
+                   "(64 rows for the page); 1 works in this process.")
 def aggregate_command(runs_roots, output, agents, models, formats, tests, hardware, runs, sort, title, keys,
                       verified_only, jobs) -> None:
     """Aggregate many runs into one sanitized report for publication.
@@ -64,7 +65,7 @@ def aggregate_command(runs_roots, output, agents, models, formats, tests, hardwa
     if not data["runs"]:
         raise UserError(f"no run id matches --run {' '.join(runs)}; run `gripprobe list-runs` or drop --run")
     try:
-        paths = write_aggregate(data, out)
+        paths = write_aggregate(data, out, jobs)
     except OSError as exc:
         import os
 

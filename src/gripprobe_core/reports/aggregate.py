@@ -334,6 +334,7 @@ def _read_run(how: _Reading, run_dir: Path) -> _RunPart:
     hw_default = manifest.get("hardware_profile") if isinstance(manifest.get("hardware_profile"), str) else None
     part = _RunPart({}, Scoreboard(ROW_FIELDS), {})
     fidelity = part.fidelity
+    idents: dict[tuple, tuple] = {}
     used = 0
     for case_name, folder in run_cases(run_dir):
         if excluded or case_name in changed:
@@ -349,15 +350,24 @@ def _read_run(how: _Reading, run_dir: Path) -> _RunPart:
             part.manual += 1
             continue
         used += 1
-        ident = (name(facts.agent), _opt(name, facts.agent_version), name(facts.model),
-                 _opt(name, facts.model_hash), name(facts.format), _opt(name, facts.hardware))
+        raw = (facts.agent, facts.agent_version, facts.model, facts.model_hash, facts.format, facts.hardware)
+        ident = idents.get(raw)
+        if ident is None:  # the same few rows recur case after case: each sanitized once
+            ident = idents[raw] = (name(facts.agent), _opt(name, facts.agent_version), name(facts.model),
+                                   _opt(name, facts.model_hash), name(facts.format), _opt(name, facts.hardware))
         part.board.add(ident, name(facts.test), facts.status, facts.overall, usage=facts.usage,
                        agent_s=facts.agent_s, case_s=facts.case_s)
         got = case_fidelity(folder)
         if got is not None:
-            row_fid = fidelity.setdefault(ident, {})
+            row_fid = fidelity.get(ident)
+            if row_fid is None:
+                row_fid = fidelity[ident] = {}
             for key, tally in got.items():
-                row_fid.setdefault(key, Tally()).add(tally)
+                have = row_fid.get(key)
+                if have is None:
+                    row_fid[key] = tally
+                else:
+                    have.add(tally)
     part.run = {"run_id": name(safe_name(run_dir.name)), "suite": _opt(name, _str_or_none(manifest.get("suite"))),
                 "started_at": _opt(name, _str_or_none(manifest.get("started_at"))), "cases": used,
                 "integrity": integrity}
@@ -639,16 +649,52 @@ def check_output(output: Path, runs_roots: Iterable[Path], run_dirs: Iterable[Pa
     return out
 
 
-def write_aggregate(data: dict[str, Any], out: Path) -> list[Path]:
+#: Fewer rows than this are written in this process: forking writers costs more than it saves.
+MARKUP_POOL_MIN_ROWS = 64
+
+#: The page being written, for the worker processes forked to write its rows' markup (they inherit it: nothing
+#: is sent to them but slice bounds). Set only while :func:`write_aggregate` runs.
+_PAGE: dict[str, Any] = {}
+
+
+def _page_slice(bounds: tuple[int, int]) -> list[tuple[str, str]]:
+    from .html import aggregate_row_markup
+
+    return aggregate_row_markup(_PAGE["frame"], *bounds)
+
+
+def write_aggregate(data: dict[str, Any], out: Path, jobs: int | None = None) -> list[Path]:
     """Write ``aggregate.json`` (first: it marks the folder as ours), ``aggregate.md`` and ``index.html``
-    atomically into ``out`` (already checked by :func:`check_output`); nothing else is touched."""
+    atomically into ``out`` (already checked by :func:`check_output`); nothing else is touched.
+
+    ``jobs``: worker processes writing the page's rows (each a slice, joined in order: the page is the same
+    whatever ``jobs`` is) while this process writes the JSON and the Markdown; None: :func:`default_jobs` when
+    there are at least :data:`MARKUP_POOL_MIN_ROWS` rows, else none."""
     from ..jsonl import dumps_pretty
     from ..store.layout import atomic_write_chunks
-    from .html import aggregate_html_chunks
+    from .html import aggregate_frame, aggregate_html_chunks
 
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / name for name in OUTPUT_FILES]
-    atomic_write_bytes(paths[0], dumps_pretty(data))  # msgspec: 0.18 s and +22 MB with json.dumps on 10k cases
-    atomic_write_text(paths[1], render_aggregate_md(data))
-    atomic_write_chunks(paths[2], aggregate_html_chunks(data))  # streamed; mode: 0666 minus the user's umask
-    return paths
+    rows = len(data.get("rows") or [])
+    if jobs is None:
+        jobs = default_jobs() if rows >= MARKUP_POOL_MIN_ROWS else 1
+    jobs = min(jobs, rows // (MARKUP_POOL_MIN_ROWS // 2) or 1)
+    pool = None
+    if jobs > 1:
+        _PAGE["frame"] = aggregate_frame(data)
+        pool = _pool(jobs)  # forked now: the workers hold the frame already
+    try:
+        pending = None
+        if pool is not None:
+            cuts = [rows * i // (2 * jobs) for i in range(2 * jobs + 1)]
+            pending = [pool.submit(_page_slice, (lo, hi)) for lo, hi in zip(cuts, cuts[1:])]
+        out.mkdir(parents=True, exist_ok=True)
+        paths = [out / name for name in OUTPUT_FILES]
+        atomic_write_bytes(paths[0], dumps_pretty(data))  # msgspec: 0.18 s and +22 MB with json.dumps on 10k cases
+        atomic_write_text(paths[1], render_aggregate_md(data))
+        rendered = [pair for f in pending for pair in f.result()] if pending is not None else None
+        atomic_write_chunks(paths[2], aggregate_html_chunks(data, rendered))  # mode: 0666 minus the user's umask
+        return paths
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        _PAGE.clear()

@@ -23,7 +23,7 @@ import numbers
 import os
 import shlex
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -541,22 +541,78 @@ def render_aggregate_html(data: dict) -> str:
     return "".join(aggregate_html_chunks(data))
 
 
-def aggregate_html_chunks(data: dict) -> Iterator[str]:
+def aggregate_html_chunks(data: dict, rendered: Sequence[tuple[str, str]] | None = None) -> Iterator[str]:
     """:func:`render_aggregate_html` as a stream of pieces (a row of the table at most), for a writer that never
-    holds the whole page (``aggregate-reports``: ``store.layout.atomic_write_chunks``)."""
+    holds the whole page (``aggregate-reports``: ``store.layout.atomic_write_chunks``). ``rendered``: every row's
+    markup already written (:func:`aggregate_row_markup` of the whole table, in order: ``aggregate-reports``
+    writes it in worker processes), else it is written here, a row at a time."""
     from .. import __version__
 
-    ctx = aggregate_context(data)
-    view_rows, same, written = ctx["rows"], ctx["same"], _written()
+    frame = aggregate_frame(data)
+    pairs = rendered if rendered is not None else _row_markup_stream(frame)
+    written = _written()
+    first, second = _tee_pairs(pairs)
     yield from _env().get_template("aggregate.html").generate(
-        version=__version__, **ctx, fid_columns=FIDELITY_COLUMNS,
-        rows_html=(written(_agg_row_html(v, same)) for v in view_rows),
-        fidelity_rows_html=(written(_fidelity_row_html(v)) for v in view_rows))
+        version=__version__, **frame, fid_columns=FIDELITY_COLUMNS,
+        rows_html=(written(r) for r in first), fidelity_rows_html=(written(f) for f in second))
+
+
+def _row_markup_stream(frame: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    statuses, tests, same = frame["statuses"], frame["tests"], frame["same"]
+    for row in frame["rows"]:
+        v = _view_row(row, statuses, tests)
+        yield _agg_row_html(v, same), _fidelity_row_html(v)
+
+
+def _tee_pairs(pairs: Iterable[tuple[str, str]]) -> tuple[Iterator[str], Iterator[str]]:
+    """The table's rows as they come, and the fidelity table's rows (kept meanwhile: the fidelity table comes
+    after the whole table, so each row's view is made once)."""
+    kept: list[str] = []
+
+    def first() -> Iterator[str]:
+        for row_html, fid_html in pairs:
+            kept.append(fid_html)
+            yield row_html
+
+    def second() -> Iterator[str]:
+        yield from kept
+        kept.clear()
+
+    return first(), second()
+
+
+def aggregate_row_markup(frame: dict[str, Any], lo: int = 0, hi: int | None = None) -> list[tuple[str, str]]:
+    """The markup of the rows ``lo:hi`` of an aggregate page (``frame``: :func:`aggregate_frame`): each row's
+    line of the table and of the fidelity table. Rows are independent of one another given the frame, so
+    slices may be written in worker processes and joined in order."""
+    return list(_row_markup_stream({**frame, "rows": frame["rows"][lo:hi]}))
 
 
 def aggregate_context(data: dict) -> dict[str, Any]:
     """What the aggregate page is made of: its template's context but the rows' markup (each row's view in
     ``rows``: the row, its counts, scores, intervals, usage and test cells, as the page shows them)."""
+    frame = aggregate_frame(data)
+    return {**frame, "rows": [_view_row(row, frame["statuses"], frame["tests"]) for row in frame["rows"]]}
+
+
+def _view_row(row: dict, statuses: list[str], tests: list[str]) -> dict[str, Any]:
+    """A row as the page shows it: its counts, scores, intervals, usage and test cells."""
+    cells = row.get("cells") or {}
+    return {
+        "row": row, "hardware": row.get("hardware") or "(unknown)",
+        "counts": _count_list(row.get("counts") or {}, statuses),
+        "strict_ci": _ci(row.get("strict_ci95")), "overall_ci": _ci(row.get("overall_ci95")),
+        "pass_at_k": _pass_at_k(row.get("pass_at_k")), "pass_hat_k": _pass_at_k(row.get("pass_hat_k")),
+        "ks": _ks_view(_pass_at_k(row.get("pass_at_k")), _pass_at_k(row.get("pass_hat_k"))),
+        "coverage": coverage_text(row), "flaky": [str(t) for t in row.get("flaky") or []],
+        "usage": usage_parts(row.get("usage") if isinstance(row.get("usage"), dict) else None),
+        "cells": [_agg_cell(cells.get(t), statuses, t) for t in tests],
+    }
+
+
+def aggregate_frame(data: dict) -> dict[str, Any]:
+    """The aggregate page's template context but its rows' views (``rows``: the rows as given): what every
+    row's markup depends on besides the row (its statuses, tests, the columns the same for every row)."""
     statuses = list(data.get("statuses") or STATUSES)
     tests = [str(t) for t in data.get("tests") or []]
     seen = set(statuses)
@@ -567,23 +623,10 @@ def aggregate_context(data: dict) -> dict[str, Any]:
                 seen.add(s)
                 statuses.append(s)
         rows.append(row)
-    view_rows = []
-    for row in rows:
-        cells = row.get("cells") or {}
-        view_rows.append({
-            "row": row, "hardware": row.get("hardware") or "(unknown)",
-            "counts": _count_list(row.get("counts") or {}, statuses),
-            "strict_ci": _ci(row.get("strict_ci95")), "overall_ci": _ci(row.get("overall_ci95")),
-            "pass_at_k": _pass_at_k(row.get("pass_at_k")), "pass_hat_k": _pass_at_k(row.get("pass_hat_k")),
-            "ks": _ks_view(_pass_at_k(row.get("pass_at_k")), _pass_at_k(row.get("pass_hat_k"))),
-            "coverage": coverage_text(row), "flaky": [str(t) for t in row.get("flaky") or []],
-            "usage": usage_parts(row.get("usage") if isinstance(row.get("usage"), dict) else None),
-            "cells": [_agg_cell(cells.get(t), statuses, t) for t in tests],
-        })
     agents = sorted({str(r.get("agent", "")) for r in rows})
     models = sorted({str(r.get("model", "")) for r in rows})
     formats = sorted({str(r.get("format", "")) for r in rows})
-    hardware = sorted({r["hardware"] for r in view_rows})
+    hardware = sorted({r.get("hardware") or "(unknown)" for r in rows})
     # Column priorities: in the compact layout (the page's script picks it when the full table is wider than
     # the window) a format or hardware column holding one value in every row is said once above the table.
     same = {k: v[0] for k, v in (("format", formats), ("hardware", hardware)) if len(v) == 1}
@@ -592,7 +635,7 @@ def aggregate_context(data: dict) -> dict[str, Any]:
     signatures = data.get("signatures") if isinstance(data.get("signatures"), dict) else None
     return dict(data=data, title=data.get("title") or "GripProbe aggregate report",
                 runs=[{**r, "signature": run_signature_text(r)} for r in data.get("runs") or []], tests=tests,
-                statuses=statuses, rows=view_rows, same=same,
+                statuses=statuses, rows=rows, same=same,
                 signatures_line=signatures_text(signatures) if signatures else None,
                 public_keys=(signatures or {}).get("keys") or [],
                 filters={"agent": agents, "model": models, "format": formats, "hardware": hardware})

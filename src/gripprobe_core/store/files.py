@@ -280,7 +280,10 @@ class OpenFolder:
     def _open(self, rel: str, *, file: bool) -> int:
         from .trees import Refused, open_beneath
 
-        parts = [n for n in rel.split("/") if n not in ("", ".")]
+        if "/" not in rel and rel not in ("", ".", ".."):  # one name (a reader opens four a case): no splitting
+            parts = [rel]
+        else:
+            parts = [n for n in rel.split("/") if n not in ("", ".")]
         if rel.startswith("/") or ".." in parts:
             raise NotRegularFile(NOT_REGULAR, "not a path below the stored folder", str(self.stored.path / rel))
         try:
