@@ -152,6 +152,30 @@ def test_any_stored_events_never_raise(events, truth):
     assert set(out) >= {"B_vs_A", "C_vs_A"}
 
 
+_call_event = st.builds(
+    lambda kind, tier, n, cid, name, args, seen: ev(kind, tier, n, call_id=cid, name=name, args=args, seen_by=seen),
+    st.sampled_from(["tool_call_start", "tool_call_result"]), st.sampled_from("ABC"), st.integers(1, 9),
+    st.sampled_from([None, "c1", "c2", "c3"]), st.sampled_from(["write", "shell", "Write"]),
+    st.sampled_from([None, WRITE, SHELL, '{"command": "ls"}']),
+    st.one_of(st.none(), st.lists(st.sampled_from("ABC"), min_size=1, max_size=3, unique=True)))
+_truth_line = st.fixed_dictionaries({"name": st.sampled_from(["write", "shell", "Write"]),
+                                     "tool_call_id": st.sampled_from([None, "c1", "c2", "c3"]),
+                                     "arguments": st.sampled_from([WRITE, SHELL, '{"command": "ls"}']),
+                                     "structured": st.booleans()})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_call_event, _event, _json), max_size=8),
+       st.one_of(st.none(), st.lists(st.one_of(_truth_line, st.dictionaries(
+           st.sampled_from(["name", "arguments", "tool_call_id", "structured", "seq"]), _json)), max_size=4)))
+def test_the_counts_a_reader_takes_are_the_comparisons_counts(events, truth):
+    """phase_tallies (what aggregate-reports reads, without building the comparisons) is phase_fidelity's
+    counts, whatever the events."""
+    from gripprobe_core.telemetry.fidelity import phase_tallies
+
+    assert phase_tallies(events, truth, []) == {k: c.tally() for k, c in phase_fidelity(events, truth, []).items()}
+
+
 # ------------------------------------------------------------------ properties
 
 calls = st.lists(st.builds(
@@ -213,6 +237,35 @@ def test_the_matching_is_symmetric(xs, ys):
     assert there.recall == back.precision and there.precision == back.recall
 
 
+@settings(max_examples=400, deadline=None)
+@given(calls, calls, st.sampled_from(["normalized", "raw"]), st.booleans())
+def test_pairing_by_unique_ids_is_what_the_rounds_give(xs, ys, names, unique):
+    """match_calls' short cut (every call with an id, none repeated on a side, one side all paired by id) pairs
+    exactly as the rounds do; where it does not apply it says so and the rounds run."""
+    from gripprobe_core.telemetry.fidelity import _pair_in_rounds, _paired_by_unique_ids
+
+    if unique:  # the short cut's own ground: each side's ids made unique (ys shares some of xs's)
+        xs = [Call(f"c{i}", x.name, x.raw_name, x.arguments) for i, x in enumerate(xs)]
+        ys = [Call(f"c{i * 2}", y.name, y.raw_name, y.arguments) for i, y in enumerate(ys)]
+    if not xs or not ys:
+        return
+    fast = _paired_by_unique_ids(xs, ys)
+    if fast is not None:
+        assert fast == _pair_in_rounds(xs, ys, names)
+    if unique and len(xs) == 1:  # c0 is on both sides: the short cut applies
+        assert fast == {0: 0}
+
+
+def test_the_short_cut_leaves_repeated_or_missing_ids_to_the_rounds():
+    from gripprobe_core.telemetry.fidelity import _paired_by_unique_ids
+
+    a, b = Call("c1", "write", "write", '{"a":1}'), Call("c2", "write", "write", '{"a":1}')
+    assert _paired_by_unique_ids([a, b], [b, a]) == {0: 1, 1: 0}
+    assert _paired_by_unique_ids([a, a], [a]) is None and _paired_by_unique_ids([a], [a, a]) is None
+    assert _paired_by_unique_ids([Call(None, "write")], [a]) is None
+    assert _paired_by_unique_ids([a, b], [a, Call("c3", "write")]) is None  # one left on each side: rounds go on
+
+
 # ------------------------------------------------------------------ real runs
 
 @pytest.fixture(scope="module")
@@ -244,3 +297,29 @@ def test_real_runs_of_the_reference_agent(real_cases):
     assert text["A_vs_truth"].tally() == Tally(1, 0, 0, 1)
     assert [t.structured for t, _ in text["A_vs_truth"].matched] == [False]
     assert text["B_vs_A"].tally() == text["B_vs_truth"].tally() == Tally(0, 0, 0, 1)
+
+
+_value = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=6)),
+                      lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                              st.dictionaries(st.text(max_size=4), inner, max_size=3)), max_leaves=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_value, _value.map(json.dumps), st.text(max_size=8), st.builds(object), st.just({1: "a", "1": "b"})))
+def test_canonical_arguments_are_the_sorted_compact_json_they_always_were(value):
+    """canonical_arguments' encoder is made once: its text is json.dumps' with those options, for any value
+    (a JSON string by its parsed value; one it cannot encode by its repr)."""
+    from gripprobe_core.telemetry.toolnames import canonical_arguments
+
+    v = value
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError:
+            assert canonical_arguments(value) == json.dumps(value, ensure_ascii=False)
+            return
+    try:
+        want = json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        want = repr(v)
+    assert canonical_arguments(value) == want

@@ -36,7 +36,7 @@ from ..store.files import OpenFolder, json_kind, read_regular
 from ..store.layout import STORED_JSON_LIMIT, atomic_write_bytes
 from ..store.lean import LeanCase, lean_case
 from ..store.runs import iter_run_dirs
-from ..telemetry.fidelity import EVENT_WORDS, PAIRS, Tally, phase_fidelity, wire_text_count
+from ..telemetry.fidelity import EVENT_WORDS, PAIRS, Tally, phase_tallies, wire_text_count
 from ..timeutil import utc_now_iso
 from ..textsafe import safe_cell, safe_name
 from .sanitize import Sanitizer, current_sanitizer
@@ -233,7 +233,7 @@ def _stored_lines(folder: OpenFolder, rel: str, only: tuple[bytes, ...] = ()) ->
 
 
 def case_fidelity(case_dir: Stored | OpenFolder, phase: str = "measured") -> dict[str, Tally] | None:
-    """Tool-call fidelity of one stored case's phase (:func:`~gripprobe_core.telemetry.fidelity.phase_fidelity`
+    """Tool-call fidelity of one stored case's phase (:func:`~gripprobe_core.telemetry.fidelity.phase_tallies`
     on its events, its oracle ground truth when there is one, its proxy records when calls were written as
     text), as tallies; None when the phase left no events (a case not run). Of the events only the lines that
     can count are parsed (:data:`~gripprobe_core.telemetry.fidelity.EVENT_WORDS`)."""
@@ -247,7 +247,7 @@ def case_fidelity(case_dir: Stored | OpenFolder, phase: str = "measured") -> dic
             return None
         truth = _stored_lines(art, f"oracle.{phase}.jsonl")
         text = (_stored_lines(art, f"proxy.{phase}.http.jsonl") or []) if wire_text_count(events) else []
-    return {k: c.tally() for k, c in phase_fidelity(events, truth, text).items()}
+    return phase_tallies(events, truth, text)
 
 
 def _fidelity_dict(tallies: dict[str, Tally] | None) -> dict[str, dict[str, Any]]:

@@ -60,8 +60,8 @@ from typing import Any, Literal
 
 from .toolnames import canonical_arguments, canonical_key
 
-__all__ = ["EVENT_WORDS", "PAIRS", "Call", "Comparison", "Tally", "match_calls", "phase_fidelity", "tier_calls", "truth_calls",
-           "wire_text_calls", "wire_text_count"]
+__all__ = ["EVENT_WORDS", "PAIRS", "Call", "Comparison", "Tally", "match_calls", "phase_fidelity", "phase_tallies",
+           "tier_calls", "truth_calls", "wire_text_calls", "wire_text_count"]
 
 #: The comparisons :func:`phase_fidelity` makes: ``(key, tested, reference)``; ``truth`` is the oracle's record.
 PAIRS: tuple[tuple[str, str, str], ...] = (
@@ -302,6 +302,40 @@ def match_calls(tested: Iterable[Call], reference: Iterable[Call], *, names: Nam
     xs, rs = list(tested), list(reference)
     if not xs or not rs:  # nothing can pair (most comparisons of a case: a tier that saw no call)
         return Comparison((), tuple(rs), tuple(xs))
+    pair_of = _paired_by_unique_ids(xs, rs)
+    if pair_of is None:
+        pair_of = _pair_in_rounds(xs, rs, names)
+    taken = set(pair_of.values())
+    matched = tuple((xs[i], rs[j]) for i, j in sorted(pair_of.items()))
+    return Comparison(matched, tuple(r for j, r in enumerate(rs) if j not in taken),
+                      tuple(x for i, x in enumerate(xs) if i not in pair_of))
+
+
+def _paired_by_unique_ids(xs: list[Call], rs: list[Call]) -> dict[int, int] | None:
+    """The pairs of the rounds below when they end with the first (most cases): every call on both sides has a
+    tool_call_id, no id repeats on a side, and the pairs by id leave one side with nothing unpaired. None
+    otherwise (then the rounds run)."""
+    by_id: dict[str, int] = {}
+    for j, r in enumerate(rs):
+        cid = r.tool_call_id
+        if cid is None or cid in by_id:
+            return None
+        by_id[cid] = j
+    seen: set[str] = set()
+    pair_of: dict[int, int] = {}
+    for i, x in enumerate(xs):
+        cid = x.tool_call_id
+        if cid is None or cid in seen:
+            return None
+        seen.add(cid)
+        j = by_id.get(cid)
+        if j is not None:
+            pair_of[i] = j
+    return pair_of if len(pair_of) in (len(xs), len(rs)) else None
+
+
+def _pair_in_rounds(xs: list[Call], rs: list[Call], names: Names) -> dict[int, int]:
+    """Tested index -> reference index, by the rule in the module docstring (:func:`match_calls`)."""
     pair_of: dict[int, int] = {}   # tested index -> reference index
     taken: set[int] = set()
 
@@ -330,9 +364,7 @@ def match_calls(tested: Iterable[Call], reference: Iterable[Call], *, names: Nam
             run(lambda c, a=x_args, i=x_id: (c.arguments is not None) == a and has_id(c) == i,
                 lambda c, a=r_args, i=r_id: (c.arguments is not None) == a and has_id(c) == i,
                 lambda c, b=both: (c.key_name(names), c.arguments if b else None))
-    matched = tuple((xs[i], rs[j]) for i, j in sorted(pair_of.items()))
-    return Comparison(matched, tuple(r for j, r in enumerate(rs) if j not in taken),
-                      tuple(x for i, x in enumerate(xs) if i not in pair_of))
+    return pair_of
 
 
 def phase_fidelity(events: Iterable[Any], truth: Iterable[Mapping[str, Any]] | None = None,
@@ -344,6 +376,30 @@ def phase_fidelity(events: Iterable[Any], truth: Iterable[Mapping[str, Any]] | N
     Tier B and C are compared with the *structured* calls of tier A and of the ground truth (a call written as
     text is a call no agent was asked for on the wire); tier A with the whole ground truth, text calls
     included (both sides are the wire)."""
+    return {key: match_calls(tested, reference, names=names)
+            for key, (tested, reference, names) in _phase_sides(events, truth, wire_text).items()}
+
+
+def phase_tallies(events: Iterable[Any], truth: Iterable[Mapping[str, Any]] | None = None,
+                  wire_text: Iterable[Mapping[str, Any]] | Iterable[Call] = ()) -> dict[str, Tally]:
+    """:func:`phase_fidelity` as counts only (each comparison's :meth:`Comparison.tally`), for a reader of
+    many cases: the same pairing, without building the comparisons."""
+    out = {}
+    for key, (tested, reference, names) in _phase_sides(events, truth, wire_text).items():
+        if not tested or not reference:
+            out[key] = Tally(0, len(reference), len(tested), 1)
+            continue
+        pair_of = _paired_by_unique_ids(tested, reference)
+        if pair_of is None:
+            pair_of = _pair_in_rounds(tested, reference, names)
+        n = len(pair_of)
+        out[key] = Tally(n, len(reference) - n, len(tested) - n, 1)
+    return out
+
+
+def _phase_sides(events: Iterable[Any], truth: Iterable[Mapping[str, Any]] | None,
+                 wire_text: Iterable[Mapping[str, Any]] | Iterable[Call]) -> dict[str, tuple[list[Call], list[Call], Names]]:
+    """Each comparison of :func:`phase_fidelity`: its tested calls, its reference calls and how names compare."""
     events = list(events)
     text = list(wire_text)
     text_calls = [c for c in text if isinstance(c, Call)] + wire_text_calls(
@@ -353,11 +409,12 @@ def phase_fidelity(events: Iterable[Any], truth: Iterable[Mapping[str, Any]] | N
     calls = [e for e in events if _get(e, "event_type") in _CALL_KINDS]
     named = {t for e in calls for t in _tiers(e)}
     tiers = {t: tier_calls(calls, t, canon) if t in named else [] for t in ("A", "B", "C")}
-    out = {"B_vs_A": match_calls(tiers["B"], tiers["A"]), "C_vs_A": match_calls(tiers["C"], tiers["A"])}
+    out: dict[str, tuple[list[Call], list[Call], Names]] = {
+        "B_vs_A": (tiers["B"], tiers["A"], "normalized"), "C_vs_A": (tiers["C"], tiers["A"], "normalized")}
     if truth is not None:
         ground = truth_calls(truth)
         structured = [c for c in ground if c.structured]
-        out["A_vs_truth"] = match_calls(tiers["A"] + text_calls, ground, names="raw")
-        out["B_vs_truth"] = match_calls(tiers["B"], structured, names="raw")
-        out["C_vs_truth"] = match_calls(tiers["C"], structured, names="raw")
+        out["A_vs_truth"] = (tiers["A"] + text_calls, ground, "raw")
+        out["B_vs_truth"] = (tiers["B"], structured, "raw")
+        out["C_vs_truth"] = (tiers["C"], structured, "raw")
     return out
