@@ -153,11 +153,13 @@ def test_any_stored_events_never_raise(events, truth):
 
 
 _call_event = st.builds(
-    lambda kind, tier, n, cid, name, args, seen: ev(kind, tier, n, call_id=cid, name=name, args=args, seen_by=seen),
+    lambda kind, tier, n, cid, name, args, seen, error: ev(kind, tier, n, call_id=cid, name=name, args=args,
+                                                          seen_by=seen, error_type=error),
     st.sampled_from(["tool_call_start", "tool_call_result"]), st.sampled_from("ABC"), st.integers(1, 9),
     st.sampled_from([None, "c1", "c2", "c3"]), st.sampled_from(["write", "shell", "Write"]),
     st.sampled_from([None, WRITE, SHELL, '{"command": "ls"}']),
-    st.one_of(st.none(), st.lists(st.sampled_from("ABC"), min_size=1, max_size=3, unique=True)))
+    st.one_of(st.none(), st.lists(st.sampled_from("ABC"), min_size=1, max_size=3, unique=True)),
+    st.sampled_from([None, "malformed_arguments", 3]))
 _truth_line = st.fixed_dictionaries({"name": st.sampled_from(["write", "shell", "Write"]),
                                      "tool_call_id": st.sampled_from([None, "c1", "c2", "c3"]),
                                      "arguments": st.sampled_from([WRITE, SHELL, '{"command": "ls"}']),
@@ -323,3 +325,82 @@ def test_canonical_arguments_are_the_sorted_compact_json_they_always_were(value)
     except (TypeError, ValueError, RecursionError):
         want = repr(v)
     assert canonical_arguments(value) == want
+
+
+# ------------------------------------------------------------------ tier_calls against its earlier form
+
+from collections import defaultdict, deque  # noqa: E402
+from collections.abc import Mapping  # noqa: E402
+
+from gripprobe_core.telemetry.fidelity import _CALL_KINDS, _get, _names, _text, _tiers, canonical_arguments  # noqa: E402,F401
+
+
+def _tier_calls_v1(events: Iterable[Any], tier: str, canon: dict[int, str] | None = None) -> list[Call]:
+    """tier_calls as it was before the call events were read once for every tier (the reference the property test
+    below holds the current one to)."""
+    canon = {} if canon is None else canon
+    calls: list[dict[str, Any]] = []
+    open_by_id: dict[str, deque[int]] = defaultdict(deque)    # starts without a result yet, oldest first
+    open_by_name: dict[str, deque[int]] = defaultdict(deque)
+    ids: set[str] = set()
+
+    def oldest_open(queue: deque[int] | None) -> dict[str, Any] | None:
+        while queue:
+            call = calls[queue.popleft()]
+            if call["answered"] is False:
+                return call
+        return None
+
+    for event in events:
+        kind = _get(event, "event_type")
+        if kind not in ("tool_call_start", "tool_call_result") or tier not in _tiers(event):
+            continue
+        payload = _get(event, "payload")
+        payload = payload if isinstance(payload, Mapping) else {}
+        call_id = _get(event, "tool_call_id")
+        call_id = call_id if isinstance(call_id, str) and call_id else None
+        name, raw = _names(payload)
+        ref = _text(_get(event, "event_id"))
+        if kind == "tool_call_start":
+            error = _get(event, "error_type")
+            arguments = canon.get(id(event))
+            if arguments is None:
+                arguments = canon[id(event)] = canonical_arguments(payload.get("arguments"))
+            calls.append({"tool_call_id": call_id, "name": name, "raw_name": raw, "arguments": arguments, "ref": ref,
+                          "answered": False, "error_type": error if isinstance(error, str) else None})
+            if call_id:
+                open_by_id[call_id].append(len(calls) - 1)
+                ids.add(call_id)
+            open_by_name[name].append(len(calls) - 1)
+            continue
+        opened = oldest_open(open_by_id.get(call_id) if call_id else open_by_name.get(name))
+        if opened is not None:
+            opened["answered"] = True
+        elif call_id is None or call_id not in ids:  # else a repeated result of a call the tier has
+            calls.append({"tool_call_id": call_id, "name": name, "raw_name": raw, "arguments": None, "ref": ref,
+                          "answered": True, "error_type": None})
+            if call_id:
+                ids.add(call_id)
+    return [Call(**c) for c in calls]
+
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(_call_event, _event, _json), max_size=8), st.booleans())
+def test_tier_calls_read_once_for_every_tier_are_the_calls_each_pass_read(events, as_objects):
+    """The call events are read once for all tiers (telemetry.fidelity._call_views): each tier's calls are what
+    a pass of its own over the events gave, for any events (stored dicts, or Event objects)."""
+    if as_objects:
+        events = [Event.model_validate(e) for e in events if isinstance(e, dict) and _valid_event(e)]
+    for tier in ("A", "B", "C", "D"):
+        assert tier_calls(events, tier) == _tier_calls_v1(events, tier)
+    canon: dict = {}
+    assert [tier_calls(events, t, canon) for t in "ABC"] == [_tier_calls_v1(events, t, {}) for t in "ABC"]
+
+
+def _valid_event(e: dict) -> bool:
+    try:
+        Event.model_validate(e)
+        return True
+    except Exception:  # noqa: BLE001 - a stored line the model refuses is no Event object
+        return False

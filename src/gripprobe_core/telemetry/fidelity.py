@@ -204,7 +204,42 @@ def tier_calls(events: Iterable[Any], tier: str, canon: dict[int, str] | None = 
     """The tool calls tier ``tier`` saw in a phase's merged events (dicts as stored, or ``Event`` objects), in
     order (the module docstring has the rule). Linear in the events; never raises on odd events. ``canon``
     keeps each event's canonical arguments by ``id(event)`` for the next tier's pass over the same events."""
-    canon = {} if canon is None else canon
+    return _tier_calls(_call_views(events), tier, {} if canon is None else canon)
+
+
+#: What a tier's pass reads of a call event (:func:`_call_views`): the event, its kind, the tiers that saw it, its
+#: payload, tool_call_id, normalized and raw name, event id and (for a start) error type.
+_View = tuple[Any, str, list, Mapping, "str | None", str, str, str, Any]
+
+
+def _call_views(events: Iterable[Any]) -> list[_View]:
+    """Each call event's fields as every tier's pass reads them, read once (a phase's tiers share them)."""
+    out: list[_View] = []
+    for event in events:
+        if type(event) is dict:  # events as stored
+            get = event.get
+        else:
+            def get(name: str, event: Any = event) -> Any:
+                return _get(event, name)
+        kind = get("event_type")
+        if kind not in _CALL_KINDS:
+            continue
+        seen = get("seen_by")
+        if isinstance(seen, list) and seen:
+            tiers = [str(t) for t in seen]
+        else:
+            source = get("source_tier")
+            tiers = [source] if isinstance(source, str) else []
+        payload = get("payload")
+        payload = payload if isinstance(payload, Mapping) else {}
+        call_id = get("tool_call_id")
+        name, raw = _names(payload)
+        out.append((event, kind, tiers, payload, call_id if isinstance(call_id, str) and call_id else None, name, raw,
+                    _text(get("event_id")), get("error_type") if kind == "tool_call_start" else None))
+    return out
+
+
+def _tier_calls(views: list[_View], tier: str, canon: dict[int, str]) -> list[Call]:
     calls: list[dict[str, Any]] = []
     open_by_id: dict[str, deque[int]] = defaultdict(deque)    # starts without a result yet, oldest first
     open_by_name: dict[str, deque[int]] = defaultdict(deque)
@@ -217,18 +252,10 @@ def tier_calls(events: Iterable[Any], tier: str, canon: dict[int, str] | None = 
                 return call
         return None
 
-    for event in events:
-        kind = _get(event, "event_type")
-        if kind not in ("tool_call_start", "tool_call_result") or tier not in _tiers(event):
+    for event, kind, tiers, payload, call_id, name, raw, ref, error in views:
+        if tier not in tiers:
             continue
-        payload = _get(event, "payload")
-        payload = payload if isinstance(payload, Mapping) else {}
-        call_id = _get(event, "tool_call_id")
-        call_id = call_id if isinstance(call_id, str) and call_id else None
-        name, raw = _names(payload)
-        ref = _text(_get(event, "event_id"))
         if kind == "tool_call_start":
-            error = _get(event, "error_type")
             arguments = canon.get(id(event))
             if arguments is None:
                 arguments = canon[id(event)] = canonical_arguments(payload.get("arguments"))
@@ -405,10 +432,10 @@ def _phase_sides(events: Iterable[Any], truth: Iterable[Mapping[str, Any]] | Non
     text_calls = [c for c in text if isinstance(c, Call)] + wire_text_calls(
         [r for r in text if isinstance(r, Mapping)])
     canon: dict[int, str] = {}  # an event seen by several tiers is made canonical once
-    # the call events, once; a tier none of them names has no call (no pass over the events for it)
-    calls = [e for e in events if _get(e, "event_type") in _CALL_KINDS]
-    named = {t for e in calls for t in _tiers(e)}
-    tiers = {t: tier_calls(calls, t, canon) if t in named else [] for t in ("A", "B", "C")}
+    # the call events read once; a tier none of them names has no call (no pass over them for it)
+    views = _call_views(events)
+    named = {t for v in views for t in v[2]}
+    tiers = {t: _tier_calls(views, t, canon) if t in named else [] for t in ("A", "B", "C")}
     out: dict[str, tuple[list[Call], list[Call], Names]] = {
         "B_vs_A": (tiers["B"], tiers["A"], "normalized"), "C_vs_A": (tiers["C"], tiers["A"], "normalized")}
     if truth is not None:
