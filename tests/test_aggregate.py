@@ -582,3 +582,26 @@ def test_the_page_is_written_as_a_stream_and_a_failure_leaves_the_old_page(tmp_p
         atomic_write_chunks(page, broken())
     assert page.read_bytes() == "<p>café \\udcff</p>".encode() and sorted(p.name for p in tmp_path.iterdir()) == [
         "index.html"]
+
+
+def test_the_page_templates_loaded_while_the_workers_read_are_all_the_page_renders(real_root, synth_root):
+    """aggregate-reports loads the page's templates while its workers read (reports/warm.py
+    ``warm_aggregate_page``); rendering the page afterwards loads no other template (the list stays whole)."""
+    import subprocess
+    import sys
+
+    code = f"""
+from pathlib import Path
+from gripprobe_core.reports import html
+from gripprobe_core.reports.aggregate import aggregate_runs, find_run_dirs
+from gripprobe_core.reports.warm import AGGREGATE_TEMPLATES, warm_aggregate_page
+warm_aggregate_page()
+env = html._env()
+before = {{name for (_, name) in env.cache.keys()}}
+html.render_aggregate_html(aggregate_runs(find_run_dirs([Path({str(real_root)!r}), Path({str(synth_root)!r})]), jobs=1))
+after = {{name for (_, name) in env.cache.keys()}}
+print(sorted(before ^ set(AGGREGATE_TEMPLATES)), sorted(after - before))
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split("\n")[0] == "[] []", res.stdout

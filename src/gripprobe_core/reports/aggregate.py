@@ -472,6 +472,10 @@ def aggregate_runs(run_dirs: Iterable[Path], *, filters: Filters | None = None, 
     try:
         parts = pool.map(partial(_read_run, how), selected) if pool is not None else (
             _read_run(how, r) for r in selected)
+        if pool is not None:  # every run is handed out: while the workers read, load what writing the page needs
+            from .warm import warm_aggregate_page
+
+            warm_aggregate_page()
         for part in parts:  # in run order, whoever read them
             runs.append(part.run)
             board.merge(part.board)
