@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -210,3 +211,129 @@ def test_set_up_runs_with_the_collector_held_and_a_run_releases_it_before_its_ca
     assert run["threshold"] == default and run["frozen"] > 10_000
     other = _gc_after(["plugins"], tmp_path)
     assert other["threshold"] == default
+
+
+#: What a one-case run loads only once its first agent has started (on the run's loading thread, runner/run.py):
+#: the judge and what only it uses. None of them is needed to start an agent.
+AFTER_THE_FIRST_AGENT = ("gripprobe_core.runner.judge", "gripprobe_core.telemetry.summary",
+                         "gripprobe_core.telemetry.usage", "gripprobe_core.telemetry.permissions",
+                         "gripprobe_core.reports.html", "jinja2")
+
+#: Records which of AFTER_THE_FIRST_AGENT are loaded when the run first asks the kernel to start a sandbox
+#: (``bwrap``, a Popen the audit hook sees; the start-of-run probe's comes from its own thread) on the loop's
+#: thread, and whether each result model's validator was built by then; then runs the command.
+_FIRST_SPAWN_PROBE = """
+import json, sys, threading
+seen = {{}}
+def hook(event, args):
+    if (event == "subprocess.Popen" and "bwrap" in str(args[0]) and "at_spawn" not in seen
+            and threading.current_thread().name != "gripprobe-sandbox-probe"):
+        from gripprobe_core.models import results
+        seen["at_spawn"] = sorted(m for m in {heavy!r} if m in sys.modules)
+        seen["built"] = sorted(n for n, v in vars(results).items() if isinstance(v, type)
+                               and issubclass(v, results._M) and v is not results._M and v.__pydantic_complete__)
+sys.addaudithook(hook)
+from gripprobe_core.cli.main import main
+try:
+    main({argv!r})
+except SystemExit as e:
+    assert e.code == 0, e.code
+seen["at_end"] = sorted(m for m in {heavy!r} if m in sys.modules)
+print(json.dumps(seen))
+"""
+
+
+def test_a_run_starts_its_first_agent_before_loading_the_judge(tmp_path):
+    """The judge's modules and the result models' validators are not built before the first agent starts
+    (a few per cent of a one-case run's start-up), and are there, the case judged, by the run's end."""
+    argv = ["run", "-a", "reference", "-m", "oracle-perfect", "-t", "save_file", "--results", str(tmp_path),
+            "--sandbox", "bwrap"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
+    res = subprocess.run([sys.executable, "-c", _FIRST_SPAWN_PROBE.format(heavy=AFTER_THE_FIRST_AGENT, argv=argv)],
+                         capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr
+    seen = json.loads(res.stdout.strip().splitlines()[-1])
+    assert seen["at_spawn"] == []
+    assert "CaseResult" not in seen["built"] and "ProcessResult" not in seen["built"]
+    assert seen["at_end"] == sorted(AFTER_THE_FIRST_AGENT)
+    [case] = list((tmp_path / "runs").glob("*/cases/*/case.json"))
+    assert json.loads(case.read_text())["verdict"]["status"] == "PASS"
+
+
+def test_result_models_build_their_validators_on_first_use_and_all_at_once_the_same():
+    """The result models are deferred (their validators built on first use, or by ``build_validators``); a
+    built model validates and refuses as it did: a non-finite duration is refused either way."""
+    out = _leave_probe("""
+        from gripprobe_core.models import results
+        models = [v for v in vars(results).values() if isinstance(v, type) and issubclass(v, results._M)
+                  and v is not results._M]
+        print(sum(m.__pydantic_complete__ for m in models))
+        try:
+            results.ProcessResult(status="ok", duration_s=float("nan"))
+        except Exception as exc:
+            print(type(exc).__name__)
+        print(results.ProcessResult.__pydantic_complete__, results.CaseResult.__pydantic_complete__)
+        results.build_validators()
+        print(all(m.__pydantic_complete__ for m in models), len(models) > 10)
+    """)
+    assert out.stdout.split() == ["0", "ValidationError", "True", "False", "True", "True"]
+
+
+def _leave_probe(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    import textwrap
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # the streams buffered, as by default
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL, env=env)
+
+
+def test_leave_runs_the_exit_functions_and_flushes_before_the_process_ends():
+    """``leave`` (the console script's way out, without Python's teardown) still runs what ``atexit`` holds
+    (logging's flush, finalizers of temporary folders) and flushes both streams; the status is the code's."""
+    out = _leave_probe("""
+        import atexit, sys, tempfile, weakref, os
+        from gripprobe_core.cli.main import leave
+        d = tempfile.TemporaryDirectory()
+        open(os.path.join(d.name, "f"), "w").close()
+        atexit.register(lambda: sys.stderr.write("exit function ran\\n"))
+        sys.stdout.write("x" * 300_000)  # more than a pipe holds: only a flush gets it all out
+        sys.stderr.write(d.name + "\\n")
+        leave(3)
+        print("never")
+    """)
+    assert out.returncode == 3
+    assert out.stdout == "x" * 300_000
+    folder, said = out.stderr.splitlines()[:2]
+    assert said == "exit function ran" and not os.path.exists(folder)  # the folder's finalizer ran
+
+
+def test_leave_keeps_python_s_meaning_of_an_exit_code():
+    for code, status, err in (("None", 0, ""), ("0", 0, ""), ("2", 2, ""), ("'bad input'", 1, "bad input\n"),
+                              ("256 + 7", 7, "")):
+        out = _leave_probe(f"from gripprobe_core.cli.main import leave\nleave({code})")
+        assert (out.returncode, out.stderr) == (status, err), code
+
+
+def test_leave_waits_like_python_for_a_thread_that_is_no_daemon():
+    """A non-daemon thread still running is waited for, as Python's own exit does (then the plain exit)."""
+    out = _leave_probe("""
+        import threading, time, sys
+        from gripprobe_core.cli.main import leave
+        def late():
+            time.sleep(0.3)
+            print("thread done", flush=True)
+        threading.Thread(target=late).start()
+        leave(4)
+    """)
+    assert (out.returncode, out.stdout) == (4, "thread done\n")
+
+
+def test_the_console_script_ends_with_the_command_s_status(tmp_path):
+    """The installed ``gripprobe`` script (cli.main:entry) exits with the command's status and prints all
+    of its output: 0 and the version, 2 and one line for a bad option."""
+    script = Path(sys.executable).parent / "gripprobe"
+    ok = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and ok.stdout.startswith("gripprobe, version ")
+    bad = subprocess.run([str(script), "run", "--jobs", "0", "--results", str(tmp_path)], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "--jobs" in bad.stderr

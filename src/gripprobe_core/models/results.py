@@ -28,9 +28,13 @@ Invoked = Literal["yes", "no", "maybe"]
 
 class _M(BaseModel):
     """Every number finite (``nan`` and ``inf`` are refused: a stored case.json holding one is not a valid
-    result) and, where it has one, in its range (:mod:`.bounds`)."""
+    result) and, where it has one, in its range (:mod:`.bounds`).
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    Each model's validator is built on its first use (``defer_build``), not when this module is imported: a
+    run imports this module before its first agent and makes its first result after it, when
+    :func:`build_validators` has built them on the side (runner/run.py)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
 
 
 ExitCode = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
@@ -294,3 +298,11 @@ class CaseResult(_M):
                                           "classified line each: `kept_file_refused: …` (a file the driver asked to "
                                           "keep was not kept: a symlink in its path …), `scratch_not_removed: …` "
                                           "(part of the phase folders could not be deleted).")
+
+
+def build_validators() -> None:
+    """Build every result model's validator now (each is otherwise built on its first use), in the order the
+    models are defined: a model's fields' models come first, so each schema is built once and reused."""
+    for value in list(globals().values()):
+        if isinstance(value, type) and issubclass(value, _M) and value is not _M:
+            value.model_rebuild()

@@ -11,25 +11,25 @@ import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..evaluator import EvaluationInputs
 from ..models.results import CaseResult, ProcessResult, TelemetrySummary, Verdict
 from ..integrity.keys import Signer
 from ..integrity.seal import REWRITE, write_case_json
 from ..store import atomic_write_json, atomic_write_text
 from ..store.trees import remove_tree
-from ..telemetry.summary import summarize_phase
-from ..telemetry.usage import phases_usage
 from ..timeutil import utc_now_iso
 from . import live
 from .backfill import run_time_hash
 from .evidence import evidence_digests
-from .judge import CASE_INPUTS, CaseEvidence, Judgement, evaluate, judge_case, write_events
+from .phase_files import CASE_INPUTS
 from .matrix import PlannedCase, missing_tool_kinds
 from .phase import AgentSlots, PhaseResult, SlotHold, run_phases
 from .sandbox import resolve_sandbox
 from .settings import ActiveRun
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .judge import Judgement
 
 
 async def run_case(case: PlannedCase, run: ActiveRun, slots: AgentSlots | None = None) -> CaseResult:
@@ -78,6 +78,8 @@ async def _run_case(case: PlannedCase, run: ActiveRun, hold: SlotHold | None) ->
             hold.give_back()  # (given back after the last agent already; here on every other way out)
         left = await asyncio.to_thread(remove_tree, run.scratch / case.case_id)
     live.emit(case.case_id, case.key, "judging")
+    from ..telemetry.usage import phases_usage  # the judge's side loads while the first agent runs (run.py)
+
     judged = await asyncio.to_thread(judge, case, run, phases, case_dir)
     warnings = [w for p in phases for w in p.warnings] + [f"scratch_not_removed: {problem}" for problem in left]
     res = result(phases=judged.phases, validators=judged.validators, verdict=judged.verdict,
@@ -101,6 +103,9 @@ def why_not_run(case: PlannedCase, run: ActiveRun) -> dict[str, Any] | None:
         return skipped(f"agent {case.agent.id!r} is not installed; run `gripprobe agents install {case.agent.id}`")
     missing = missing_tool_kinds(case.agent, case.test)
     if missing:
+        from ..evaluator import EvaluationInputs
+        from .judge import evaluate
+
         summary = not_run_summary()
         verdict, problem = evaluate(run.registry, case.judge, EvaluationInputs(
             validators=[], process=ProcessResult(status="ok"), events=[], summary=summary,
@@ -119,6 +124,8 @@ def skipped(reason: str) -> dict[str, Any]:
 
 
 def not_run_summary() -> TelemetrySummary:
+    from ..telemetry.summary import summarize_phase
+
     return summarize_phase([], observability="none", capture_missing=False, parse_error=False,
                            proxy_status="skipped", proxy_skip_reason="disabled")
 
@@ -127,6 +134,8 @@ def judge(case: PlannedCase, run: ActiveRun, phases: list[PhaseResult], case_dir
     """The one judge on what the phases left (validators on the harness's copy of the measured workspace,
     sandboxed as the case's agent was), then the derived files it gives: each phase's events and the
     driver's reading of its final answer (tier D events point into ``<phase>.final.txt``)."""
+    from .judge import CaseEvidence, judge_case, write_events
+
     judged = judge_case(run.plugins, CaseEvidence(
         folder=case_dir, run_id=run.id, case_id=case.case_id, test=case.test, backend=case.backend,
         judge=case.judge, run_values=dict(run.values), phases=[p.evidence for p in phases],

@@ -14,7 +14,6 @@ from typing import Any, Callable, Protocol
 from ..models.results import CaseResult
 from ..timeutil import utc_now_iso
 from .case import run_case, write_case
-from .judge import harness_error_verdict
 from .matrix import PlannedCase
 from .phase import AgentSlots
 from .settings import ActiveRun
@@ -52,6 +51,8 @@ def write_not_run(case: PlannedCase, run: ActiveRun, **fields: Any) -> CaseResul
 def case_failed(case: PlannedCase, run: ActiveRun, reason: str, detail: str) -> CaseResult:
     """A case the harness could not run or bring back: HARNESS_ERROR with failure reason ``reason`` and
     ``detail`` as its harness_error."""
+    from .judge import harness_error_verdict
+
     verdict, summary = harness_error_verdict(reason)
     return write_not_run(case, run, verdict=verdict, telemetry=summary, harness_error=detail)
 

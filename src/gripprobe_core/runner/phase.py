@@ -46,7 +46,7 @@ from ..store.trees import remove_tree
 from . import live
 from .env import base_env, make_phase_dirs
 from .evidence import LISTING, KeptFiles, copy_workspace, keep_files
-from .judge import PhaseEvidence, phase_context_name, phase_context_record, proxy_record_name
+from .phase_files import PhaseEvidence, phase_context_name, phase_context_record, proxy_record_name
 from .matrix import PlannedCase
 from .netbridge import NetBridge, loopback_port
 from .process import Gate, Session, Spawned, run_process, spawn_process

@@ -69,30 +69,38 @@ def prefetch_host() -> None:
 class _WarmWhileAgentsRun:
     """The run's watcher (``on_event``), wrapped, to start ahead what the run's end needs:
 
-    * the first time an agent phase starts, the report modules and templates
-      (:func:`~gripprobe_core.reports.warm.warm_run_reports`) load on a thread of its own, while the harness
-      mostly waits for the agent; :meth:`join` waits for it before the reports are written (no import races
-      the run's own), at most ``timeout`` seconds;
+    * the first time an agent phase starts, what judging and writing a case and the reports need loads on a
+      thread of its own (:func:`_warm_rest`: the result models' validators, the judge's modules, the report
+      modules and templates), while the harness mostly waits for the agent; on a running event loop the thread
+      starts two turns of the loop after the phase's event, once the phase's task has let its agent go (the
+      agent's start does not wait for the thread's). :meth:`join` waits for it before the reports are written
+      (no import races the run's own), at most ``timeout`` seconds;
     * once the last of the run's ``cases`` is being judged (every phase of every case has run and flushed its
       own records), the proxies' recorder process is released (:func:`release_recorder`): it exits while that
       case is judged and written and the reports are, instead of after; :meth:`recorder_gone` waits for it.
 
     A run whose agents never start (every case skipped, a Ray cluster: its events stay on the workers) loads
-    the reports when it writes them and releases the recorder after its cases, as before."""
+    what it needs when it needs it and releases the recorder after its cases, as before."""
 
     def __init__(self, watch: Watch | None, cases: int):
         self._watch = watch
         self._thread: Any = None
+        self._asked = False
         self._cases = cases
         self._judged = 0
         self._released: Callable[[float], None] | None = None
 
     def __call__(self, event: Any) -> None:
-        if self._thread is None and event.phase in ("warmup", "measured"):
-            import threading
+        if not self._asked and event.phase in ("warmup", "measured"):
+            import asyncio
 
-            self._thread = threading.Thread(target=_warm_reports, name="gripprobe-warm-reports", daemon=True)
-            self._thread.start()
+            self._asked = True
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self._start()
+            else:
+                loop.call_soon(loop.call_soon, self._start)
         elif event.phase == "judging":
             self._judged += 1
             if self._judged == self._cases and self._released is None:
@@ -100,8 +108,19 @@ class _WarmWhileAgentsRun:
         if self._watch is not None:
             self._watch(event)
 
+    def _start(self) -> None:
+        """Start the thread with the switch interval already short: the loop gets the GIL back within
+        :data:`WARM_SWITCH_INTERVAL_S` from the thread's first step on (the thread puts it back when done)."""
+        import sys
+        import threading
+
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, WARM_SWITCH_INTERVAL_S))
+        self._thread = threading.Thread(target=_warm_rest, args=(interval,), name="gripprobe-warm", daemon=True)
+        self._thread.start()
+
     def join(self, timeout: float = 10.0) -> None:
-        if self._thread is not None:
+        if self._thread is not None:  # None: never asked for, or its loop stopped before starting it
             self._thread.join(timeout)
 
     def recorder_gone(self, timeout: float = 5.0) -> None:
@@ -110,25 +129,31 @@ class _WarmWhileAgentsRun:
             self._released(timeout)
 
 
-#: The interpreter's switch interval while the reports load beside an agent: the event loop (relaying the agent's
+#: The interpreter's switch interval while the thread loads beside an agent: the event loop (relaying the agent's
 #: model calls) waits at most this long for the loading thread to give up the GIL, not Python's default 5 ms.
 WARM_SWITCH_INTERVAL_S = 0.0005
 
 
-def _warm_reports() -> None:
-    """Load what the reports need (:func:`~gripprobe_core.reports.warm.warm_run_reports`) with a short switch
-    interval while it runs. (Not at a lower CPU priority: an unprivileged process cannot raise it again, and
-    the run's end waits for this thread.)"""
+def _warm_rest(interval: float) -> None:
+    """Load what a case's end and the run's reports need, with a short switch interval while it runs: the
+    result models' validators first (:func:`~gripprobe_core.models.results.build_validators`: the phase's
+    result is the first thing made when its agent ends), then the judge's modules, then the report modules
+    and templates (:func:`~gripprobe_core.reports.warm.warm_run_reports`). Everything it does would otherwise
+    happen on first use, the same. The switch interval was shortened by the thread's starter; ``interval`` is
+    the one put back at the end. (Not at a lower CPU priority: an unprivileged process cannot raise it
+    again, and the run's end waits for this thread.)"""
     import sys
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(min(interval, WARM_SWITCH_INTERVAL_S))
     try:
+        from ..models.results import build_validators
+
+        build_validators()
+        from . import judge  # noqa: F401  (imported for what it imports: telemetry, usage, permissions)
         from ..reports.warm import warm_run_reports
 
         warm_run_reports()
-    except Exception:  # only ahead of time: the reports load as they would have, and say what fails then
-        log.debug("warming the reports failed", exc_info=True)
+    except Exception:  # only ahead of time: what it loads loads as it would have, and says what fails then
+        log.debug("loading ahead failed", exc_info=True)
     finally:
         sys.setswitchinterval(interval)
 
