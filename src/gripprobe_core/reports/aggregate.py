@@ -702,7 +702,7 @@ def write_aggregate(data: dict[str, Any], out: Path, jobs: int | None = None) ->
         if pending is not None:
             rendered = aggregate_row_markup(_PAGE["frame"], 0, own)
             rendered += [pair for f in pending for pair in f.result()]
-        atomic_write_chunks(paths[2], aggregate_html_chunks(data, rendered))  # mode: 0666 minus the user's umask
+        atomic_write_chunks(paths[2], aggregate_html_chunks(data, rendered, _PAGE.get("frame")))  # mode: 0666 minus umask
         return paths
     finally:
         if pool is not None:

@@ -541,14 +541,16 @@ def render_aggregate_html(data: dict) -> str:
     return "".join(aggregate_html_chunks(data))
 
 
-def aggregate_html_chunks(data: dict, rendered: Sequence[tuple[str, str]] | None = None) -> Iterator[str]:
+def aggregate_html_chunks(data: dict, rendered: Sequence[tuple[str, str]] | None = None,
+                          frame: dict[str, Any] | None = None) -> Iterator[str]:
     """:func:`render_aggregate_html` as a stream of pieces (a row of the table at most), for a writer that never
     holds the whole page (``aggregate-reports``: ``store.layout.atomic_write_chunks``). ``rendered``: every row's
     markup already written (:func:`aggregate_row_markup` of the whole table, in order: ``aggregate-reports``
-    writes it in worker processes), else it is written here, a row at a time."""
+    writes it in worker processes), else it is written here, a row at a time. ``frame``: ``data``'s
+    :func:`aggregate_frame` when the caller has made it already."""
     from .. import __version__
 
-    frame = aggregate_frame(data)
+    frame = aggregate_frame(data) if frame is None else frame
     pairs = rendered if rendered is not None else _row_markup_stream(frame)
     written = _written()
     first, second = _tee_pairs(pairs)

@@ -187,11 +187,16 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _tiers(event: Any) -> list[str]:
-    seen = _get(event, "seen_by")
+def _tiers(event: Any, get: Callable[[str], Any] | None = None) -> list[str]:
+    """The tiers that saw ``event``: its ``seen_by``, else its ``source_tier``. ``get`` reads one of its fields
+    (default :func:`_get`; a caller reading many fields of a stored event passes its bound ``dict.get``)."""
+    if get is None:
+        def get(name: str) -> Any:
+            return _get(event, name)
+    seen = get("seen_by")
     if isinstance(seen, list) and seen:
         return [str(t) for t in seen]
-    tier = _get(event, "source_tier")
+    tier = get("source_tier")
     return [tier] if isinstance(tier, str) else []
 
 
@@ -224,12 +229,7 @@ def _call_views(events: Iterable[Any]) -> list[_View]:
         kind = get("event_type")
         if kind not in _CALL_KINDS:
             continue
-        seen = get("seen_by")
-        if isinstance(seen, list) and seen:
-            tiers = [str(t) for t in seen]
-        else:
-            source = get("source_tier")
-            tiers = [source] if isinstance(source, str) else []
+        tiers = _tiers(event, get)
         payload = get("payload")
         payload = payload if isinstance(payload, Mapping) else {}
         call_id = get("tool_call_id")
@@ -327,15 +327,21 @@ def match_calls(tested: Iterable[Call], reference: Iterable[Call], *, names: Nam
     reference's missed calls and the tested source's invented ones. Linear in the number of calls (each round
     indexes the reference's candidates by what must be equal)."""
     xs, rs = list(tested), list(reference)
-    if not xs or not rs:  # nothing can pair (most comparisons of a case: a tier that saw no call)
+    pair_of = _pairs(xs, rs, names)
+    if not pair_of:
         return Comparison((), tuple(rs), tuple(xs))
-    pair_of = _paired_by_unique_ids(xs, rs)
-    if pair_of is None:
-        pair_of = _pair_in_rounds(xs, rs, names)
     taken = set(pair_of.values())
     matched = tuple((xs[i], rs[j]) for i, j in sorted(pair_of.items()))
     return Comparison(matched, tuple(r for j, r in enumerate(rs) if j not in taken),
                       tuple(x for i, x in enumerate(xs) if i not in pair_of))
+
+
+def _pairs(xs: list[Call], rs: list[Call], names: Names) -> dict[int, int]:
+    """Tested index -> reference index of every pair (:func:`match_calls`' rule)."""
+    if not xs or not rs:  # nothing can pair (most comparisons of a case: a tier that saw no call)
+        return {}
+    pair_of = _paired_by_unique_ids(xs, rs)
+    return _pair_in_rounds(xs, rs, names) if pair_of is None else pair_of
 
 
 def _paired_by_unique_ids(xs: list[Call], rs: list[Call]) -> dict[int, int] | None:
@@ -413,13 +419,7 @@ def phase_tallies(events: Iterable[Any], truth: Iterable[Mapping[str, Any]] | No
     many cases: the same pairing, without building the comparisons."""
     out = {}
     for key, (tested, reference, names) in _phase_sides(events, truth, wire_text).items():
-        if not tested or not reference:
-            out[key] = Tally(0, len(reference), len(tested), 1)
-            continue
-        pair_of = _paired_by_unique_ids(tested, reference)
-        if pair_of is None:
-            pair_of = _pair_in_rounds(tested, reference, names)
-        n = len(pair_of)
+        n = len(_pairs(tested, reference, names))
         out[key] = Tally(n, len(reference) - n, len(tested) - n, 1)
     return out
 
