@@ -42,8 +42,9 @@ def test_a_prefetched_sandbox_probe_gives_the_same_sandbox_once():
 
 
 def test_the_first_agent_phase_starts_loading_the_reports_and_every_event_still_reaches_the_watcher():
-    """A run's watcher is wrapped (runner/run.py): the first agent phase to start loads the report modules and
-    the run's templates on a thread of its own, once; every event still reaches the caller's watcher, and the
+    """A run's watcher is wrapped (runner/run.py): the first agent phase to start loads what judging and the
+    reports need (the result validators, the judge, tier D's patterns, the report modules and the run's
+    templates) on a thread of its own, once; every event still reaches the caller's watcher, and the
     interpreter's switch interval is its own again once they are loaded."""
     out = _fresh("""
         import sys, threading
@@ -66,9 +67,13 @@ def test_the_first_agent_phase_starts_loading_the_reports_and_every_event_still_
         loaded = {name for (_, name) in env.cache.keys()} if env.cache is not None else set()
         print(warm._thread is first, not first.is_alive(), sorted(set(RUN_TEMPLATES) - loaded),
               [e.phase for e in seen], sys.getswitchinterval())
+        from gripprobe_core.models.results import CaseResult
+        from gripprobe_core.telemetry import tier_d
+        print(CaseResult.__pydantic_complete__, tier_d._rules.cache_info().currsize, "gripprobe_core.runner.judge" in sys.modules)
     """)
-    # the short switch interval lasts only while the reports load (Python's default 5 ms after)
-    assert out.splitlines() == ["False True", "True True [] ['judging', 'warmup', 'measured'] 0.005"]
+    # the short switch interval lasts only while the reports load (Python's default 5 ms after); the judge's
+    # first-case costs (result validators, its modules, tier D's patterns) are paid on the thread too
+    assert out.splitlines() == ["False True", "True True [] ['judging', 'warmup', 'measured'] 0.005", "True 1 True"]
 
 
 def test_a_run_without_a_watcher_gets_the_same_reports():

@@ -122,6 +122,12 @@ def _rules() -> list[tuple[str, str, re.Pattern[str]]]:
     return [(kind, lang, re.compile(rx)) for kind, lang, rx in _RULE_SOURCES]
 
 
+def compile_rules() -> None:
+    """Compile the claim patterns now (~10 ms; otherwise on the first final answer read): a run does it on its
+    loading thread while its first agent runs (runner/run.py), so judging its first case does not."""
+    _rules()
+
+
 _KINDS: dict[str, tuple[str, str, str]] = {
     # claim → (event name, kind, argument key)
     "write": ("write", "write", "path"), "edit": ("edit", "write", "path"), "read": ("read", "read", "path"),
