@@ -15,8 +15,10 @@
 
 Both run with PATH reduced to the system folders (benchmarks/_bench.py), so ``python3`` is the same file
 inside the sandbox and outside it. Harness cost per case = (subject wall − baseline) / N, per round; ratio =
-subject / baseline. At N=6 (start-up dominates) and N=48 (``--quick``: 6 and 12, one round). Targets at
-N=48: ≤ 60 ms per case, ≤ 1.1× the agents alone.
+subject / baseline, per round; each figure is the median over the rounds (pair by pair: the machine's speed
+drifts between rounds, by up to a fifth here, and a ratio of two medians from different rounds mixes them).
+At N=6 (start-up dominates) and N=48 (``--quick``: 6 and 12, one round). Targets at N=48: ≤ 60 ms per case,
+≤ 1.1× the agents alone.
 
     .venv/bin/python benchmarks/harness_overhead.py [--quick] [--rounds 3] [--sizes 6,48]
 """
@@ -221,7 +223,7 @@ def measure(n: int, rounds: int, tmp: Path) -> list[Figure]:
     cost = Spread.of((s - b) * 1000 / n for s, b in zip(subj, base))
     s_case, b_case = Spread.of(s * 1000 / n for s in subj), Spread.of(b * 1000 / n for b in base)
     rec = Spread.of((s - a) * 1000 / n for s, a in zip(subj, recorded))
-    ratio = s_case.median / b_case.median
+    ratio = Spread.of(s / b for s, b in zip(subj, base)).median  # paired, as the cost: the machine drifts between rounds
     print(f"N={n}, {rounds} round(s), {2 * n} agent processes per round, the same commands on both sides:")
     print(f"  gripprobe run, per case:       {s_case.show('ms')}")
     print(f"  the agents alone, per case:    {b_case.show('ms')}")

@@ -26,7 +26,7 @@ import stat
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 from urllib.parse import quote
 
@@ -151,10 +151,12 @@ def _num(v: Any, digits: int = 3) -> str:
 # ---------------------------------------------------------------------------------------- run pages
 
 def render_run_html(run_dir: RunFolder, *, manifest: dict | None = None,
-                    entries: list[tuple[str, CaseResult | None]] | None = None) -> list[Path]:
+                    entries: list[tuple[str, CaseResult | None]] | None = None,
+                    pages: KeptPages | None = None) -> list[Path]:
     """Write ``reports/summary.html`` and ``reports/cases/<case_id>.html`` for every case directory.
 
-    A case directory without a readable case.json still gets a page showing the artifacts it has.
+    A case directory without a readable case.json still gets a page showing the artifacts it has. ``pages``:
+    case pages rendered as their cases ended; each is written as it is unless its case.json changed since.
     Returns the written paths, summary first."""
     manifest = run_dir.read_manifest() if manifest is None else manifest
     entries = run_dir.case_entries() if entries is None else entries
@@ -162,9 +164,20 @@ def render_run_html(run_dir: RunFolder, *, manifest: dict | None = None,
     atomic_write_text(written[0], render_summary_html(run_dir.run_id, manifest, entries), sync=False)
     for name, res in entries:
         path = run_dir.reports / "cases" / page_name(name)
-        atomic_write_text(path, render_case_html(run_dir.stored_case(name), res, run_id=run_dir.run_id), sync=False)
+        stored = run_dir.stored_case(name)
+        text = pages.take(name, stored) if pages is not None else None
+        if text is None:
+            text = render_case_html(stored, res, run_id=run_dir.run_id)
+        atomic_write_text(path, text, sync=False)
         written.append(path)
     return written
+
+
+class KeptPages(Protocol):
+    """Case pages a run rendered as its cases ended (:class:`gripprobe_core.runner.case_pages.CasePages`)."""
+
+    def take(self, name: str, stored: Stored) -> str | None:
+        """Case ``name``'s page if it is still the page of what ``stored`` holds, else None."""
 
 
 def page_name(case_dir_name: str) -> str:

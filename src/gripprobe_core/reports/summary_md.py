@@ -19,6 +19,7 @@ from ..textsafe import safe_cell, safe_name
 
 if TYPE_CHECKING:  # annotations only: the models (pydantic) load where a result is parsed
     from ..models.results import CaseResult
+    from .html import KeptPages
 
 COLUMNS = ("agent", "model", "format", "test", "trial", "status", "reason", "trajectory", "invoked", "strict", "overall",
            "tier", "tokens", "cost", "agent s", "case s")
@@ -164,12 +165,13 @@ def render_summary_md(run_id: str, manifest: dict, results: list[CaseResult], un
     return "\n".join(lines) + "\n"
 
 
-def write_run_reports(run_dir: RunFolder) -> list[Path]:
+def write_run_reports(run_dir: RunFolder, pages: "KeptPages | None" = None) -> list[Path]:
     """Write ``reports/summary.md``, ``reports/summary.html`` and ``reports/cases/<case_id>.html``.
 
     The single entry point, called at the end of every run. Returns the paths written, summary.md first
     (the run's seal covers exactly these); the Markdown is written first, so a failure while rendering
-    HTML never costs the Markdown summary.
+    HTML never costs the Markdown summary. ``pages``: case pages the run rendered as its cases ended
+    (:class:`~gripprobe_core.runner.case_pages.CasePages`).
     """
     from .html import render_run_html
 
@@ -178,7 +180,7 @@ def write_run_reports(run_dir: RunFolder) -> list[Path]:
     out = run_dir.reports / "summary.md"
     atomic_write_text(out, render_summary_md(run_dir.run_id, manifest, [r for _, r in entries if r is not None],
                                              [name for name, r in entries if r is None]), sync=False)
-    return [out, *render_run_html(run_dir, manifest=manifest, entries=entries)]
+    return [out, *render_run_html(run_dir, manifest=manifest, entries=entries, pages=pages)]
 
 
 def _real_folders(run_dir: RunFolder) -> None:

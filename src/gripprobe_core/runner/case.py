@@ -8,6 +8,7 @@ the verdict. Disk work and the judge (whose validators may run commands) leave t
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ from .settings import ActiveRun
 
 if TYPE_CHECKING:  # pragma: no cover
     from .judge import Judgement
+
+log = logging.getLogger(__name__)
 
 
 async def run_case(case: PlannedCase, run: ActiveRun, slots: AgentSlots | None = None) -> CaseResult:
@@ -86,8 +89,20 @@ async def _run_case(case: PlannedCase, run: ActiveRun, hold: SlotHold | None) ->
                  telemetry=judged.telemetry, harness_error=judged.harness_error,
                  sandbox=resolve_sandbox(case.sandbox).kind, usage=phases_usage(judged.phases),
                  warnings=warnings, interaction=judged.interaction)
-    await asyncio.to_thread(write_case, case_dir, res, durable=run.settings.durable, signer=run.signer)
+    await asyncio.to_thread(_write_with_page, run, case_dir, res)
     return res
+
+
+def _write_with_page(run: ActiveRun, case_dir: Path, res: CaseResult) -> None:
+    """Write the case (:func:`write_case`), then render its report page for the run's end (``run.pages``:
+    beside the next case's agents rather than after the last case). A page that cannot be rendered now is
+    rendered with the reports, where a problem is said: the case is written either way."""
+    write_case(case_dir, res, durable=run.settings.durable, signer=run.signer)
+    if run.pages is not None:
+        try:
+            run.pages.add(case_dir.name, run.folder.stored_case(case_dir.name), res)
+        except Exception:
+            log.debug("case page not rendered ahead", exc_info=True)
 
 
 def why_not_run(case: PlannedCase, run: ActiveRun) -> dict[str, Any] | None:

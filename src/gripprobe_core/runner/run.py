@@ -162,6 +162,16 @@ def _warm_rest(interval: float) -> None:
         sys.setswitchinterval(interval)
 
 
+def _case_pages(run_id: str, executor: Any) -> Any:
+    """Where a run's cases leave their rendered report pages (:class:`~gripprobe_core.runner.case_pages.CasePages`);
+    None for an executor whose cases run elsewhere (Ray: their pages are rendered at the end, here)."""
+    if getattr(executor, "name", "local") != "local":
+        return None
+    from .case_pages import CasePages
+
+    return CasePages(run_id)
+
+
 def harness_identity() -> dict[str, Any]:
     """Who is writing this run: the process, the machine and its boot. ``gripprobe view`` tells a run still
     going from one whose harness was killed (SIGKILL leaves the manifest saying ``running``) by whether this
@@ -239,7 +249,7 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
     results: list[CaseResult] = []
     with scratch_folder(scratch_prefix(folder)) as scratch:  # agents' homes: removed whatever they hold
         run = ActiveRun(id=run_id, folder=folder, plugins=plugins, values=values, scratch=scratch,
-                        settings=settings, signer=signer)
+                        settings=settings, signer=signer, pages=_case_pages(run_id, executor))
 
         def manifest(status: str, finished_at: str | None = None) -> dict:
             present = folder.case_results() if resume is not None else results
@@ -278,7 +288,7 @@ def execute_run(cases: list[PlannedCase], plugins: GripProbePluginManager, setti
                 atomic_write_json(folder.manifest, m)
                 from ..reports import write_run_reports
                 warm.join()
-                reports = write_run_reports(folder)
+                reports = write_run_reports(folder, run.pages)
                 _warn(reseal_run(folder.path, signer, wrote=[folder.manifest, *reports],
                                  cases=[r.case_id for r in results]))
             finally:

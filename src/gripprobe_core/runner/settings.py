@@ -83,6 +83,9 @@ class ActiveRun:
     """The harness's key (:class:`~gripprobe_core.integrity.keys.Signer`) that signs every case as it is
     written; None on a cluster worker (the driver signs what it receives) and in a resumed run from before
     signatures. Never in :class:`RunSettings`, which travels to workers."""
+    pages: Any = None
+    """Case pages rendered as cases end (:class:`~gripprobe_core.runner.case_pages.CasePages`), written with the
+    run's reports at its end; None: every page is rendered then (a cluster worker: the driver writes them)."""
 
     @property
     def hooks(self) -> Hooks:
