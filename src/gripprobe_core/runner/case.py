@@ -89,20 +89,21 @@ async def _run_case(case: PlannedCase, run: ActiveRun, hold: SlotHold | None) ->
                  telemetry=judged.telemetry, harness_error=judged.harness_error,
                  sandbox=resolve_sandbox(case.sandbox).kind, usage=phases_usage(judged.phases),
                  warnings=warnings, interaction=judged.interaction)
-    await asyncio.to_thread(_write_with_page, run, case_dir, res)
+    await asyncio.to_thread(write_case, case_dir, res, durable=run.settings.durable, signer=run.signer)
+    if run.pages is not None:  # after the case is done: its result is the run's at once, whatever comes next
+        asyncio.get_running_loop().run_in_executor(None, _render_page, run, case_dir.name, res)
     return res
 
 
-def _write_with_page(run: ActiveRun, case_dir: Path, res: CaseResult) -> None:
-    """Write the case (:func:`write_case`), then render its report page for the run's end (``run.pages``:
-    beside the next case's agents rather than after the last case). A page that cannot be rendered now is
-    rendered with the reports, where a problem is said: the case is written either way."""
-    write_case(case_dir, res, durable=run.settings.durable, signer=run.signer)
-    if run.pages is not None:
-        try:
-            run.pages.add(case_dir.name, run.folder.stored_case(case_dir.name), res)
-        except Exception:
-            log.debug("case page not rendered ahead", exc_info=True)
+def _render_page(run: ActiveRun, name: str, res: CaseResult) -> None:
+    """Render the written case's report page for the run's end (``run.pages``), on a worker thread beside the
+    next case's agents. Nothing waits for it: a page not rendered by the end (a run interrupted, a failure
+    here) is rendered with the reports, where a problem is said. The run's loop lets its worker threads
+    finish before it returns, so a run that ends normally finds every page here."""
+    try:
+        run.pages.add(name, run.folder.stored_case(name), res)
+    except Exception:
+        log.debug("case page not rendered ahead", exc_info=True)
 
 
 def why_not_run(case: PlannedCase, run: ActiveRun) -> dict[str, Any] | None:
