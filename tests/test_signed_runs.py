@@ -13,6 +13,8 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,6 +104,43 @@ def test_where_the_key_lives_and_that_it_never_travels(tmp_path):
     assert signer is not None and load_signer(create=True, env=env).public == signer.public  # never replaced
     with pytest.raises(TypeError):  # not to a Ray worker, not anywhere
         pickle.dumps(signer)
+
+
+def test_the_key_the_harness_writes_is_read_without_the_serialization_module_and_others_by_the_library(tmp_path):
+    """A run reads its key (the PKCS#8 form ``_create`` writes) without importing cryptography's serialization
+    module; it is the key the library reads from the same file. Any other PEM goes to the library: an Ed25519
+    key with its public key inside, or a PEM whose body is broken, reads as the library reads it."""
+    import base64
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import (Encoding, NoEncryption, PrivateFormat,
+                                                              load_pem_private_key)
+
+    from gripprobe_core.integrity.keys import _bare_ed25519, load_signer
+
+    env = {"GRIPPROBE_SIGNING_KEY": str(tmp_path / "k" / "key")}
+    made = load_signer(create=True, env=env)
+    pem = (tmp_path / "k" / "key").read_bytes()
+    fast = _bare_ed25519(pem)
+    assert isinstance(fast, Ed25519PrivateKey)
+    assert fast.public_key().public_bytes_raw() == load_pem_private_key(pem, None).public_key().public_bytes_raw() \
+        == made.public.raw
+    out = subprocess.run([sys.executable, "-c", (
+        "import sys\nfrom gripprobe_core.integrity.keys import load_signer\n"
+        f"s = load_signer(create=False, env={env!r})\n"
+        "print(s.public.fingerprint, 'cryptography.hazmat.primitives.serialization' in sys.modules)")],
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [made.public.fingerprint, "False"]
+
+    key = Ed25519PrivateKey.generate()
+    body = base64.b64decode(b"".join(pem.strip().splitlines()[1:-1]))
+    for other in (key.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption()),  # another form
+                  pem.replace(b"PRIVATE KEY-----", b"EC PRIVATE KEY-----"),                 # another label
+                  b"-----BEGIN PRIVATE KEY-----\n" + base64.b64encode(body + b"\0") + b"\n-----END PRIVATE KEY-----\n",
+                  b"-----BEGIN PRIVATE KEY-----\n!!!!\n-----END PRIVATE KEY-----\n",
+                  b"-----BEGIN PRIVATE KEY-----\n-----END PRIVATE KEY-----\n", b""):
+        assert _bare_ed25519(other) is None, other[:40]
 
 
 def test_a_key_where_others_can_read_it_is_refused_with_one_line(tmp_path):

@@ -92,12 +92,11 @@ class Signer:
 
     def __init__(self, private_key: object, path: Path):
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
         assert isinstance(private_key, Ed25519PrivateKey)
         self._key = private_key
         self.path = path
-        self.public = PublicKey(private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+        self.public = PublicKey(private_key.public_key().public_bytes_raw())
 
     def sign(self, data: bytes) -> bytes:
         return self._key.sign(data)
@@ -151,7 +150,6 @@ def _fix(path: Path) -> str:
 def _read_private(path: Path) -> Signer:
     """Load the key at ``path``: a regular file of this user, readable by nobody else, holding an Ed25519 key."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -171,14 +169,41 @@ def _read_private(path: Path) -> Signer:
         data = os.read(fd, _PEM_LIMIT)
     finally:
         os.close(fd)
-    try:
-        key = load_pem_private_key(data, password=None)
-    except (ValueError, TypeError):
-        key = None
+    key = _bare_ed25519(data)
+    if key is None:
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+        try:
+            key = load_pem_private_key(data, password=None)
+        except (ValueError, TypeError):
+            key = None
     if not isinstance(key, Ed25519PrivateKey):
         raise UserError(f"{_where(path)}: not an unencrypted Ed25519 private key (PKCS#8 PEM); move it away "
                         f"and a new one is made on the next run")
     return Signer(key, path)
+
+
+#: RFC 8410's PKCS#8 form of a bare Ed25519 private key, before its 32-byte seed: what :func:`_create` writes.
+_PKCS8_ED25519 = bytes.fromhex("302e020100300506032b657004220420")
+
+
+def _bare_ed25519(pem: bytes) -> object | None:
+    """The key of a PEM ``PRIVATE KEY`` block in that exact form (48 bytes: the prefix, then the seed), read
+    without cryptography's serialization module (importing it was ~5 ms of every run's start); None for any
+    other content, which the library then reads (and refuses if it is not an Ed25519 key)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    lines = pem.strip().splitlines()
+    if len(lines) < 3 or lines[0].strip() != b"-----BEGIN PRIVATE KEY-----" \
+            or lines[-1].strip() != b"-----END PRIVATE KEY-----":
+        return None
+    try:
+        der = base64.b64decode(b"".join(line.strip() for line in lines[1:-1]), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if len(der) != 48 or not der.startswith(_PKCS8_ED25519):
+        return None
+    return Ed25519PrivateKey.from_private_bytes(der[len(_PKCS8_ED25519):])
 
 
 def _create(path: Path) -> None:
