@@ -31,7 +31,7 @@ class CasePages:
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         self.size = 0
-        self._pages: dict[str, tuple[tuple[int, int, int], str]] = {}
+        self._pages: dict[str, tuple[tuple[int, int, int], str, int]] = {}
 
     def add(self, name: str, stored: Stored, result: CaseResult) -> bool:
         """Render the page of case ``name`` (its folder ``stored``, just written with ``result``) and keep it;
@@ -42,8 +42,9 @@ class CasePages:
         from ..reports.html import render_case_html
 
         text = render_case_html(stored, result, run_id=self.run_id)
-        self._pages[name] = (mark, text)
-        self.size += len(text)
+        size = len(text.encode("utf-8", "replace"))  # what it will take, written as UTF-8
+        self._pages[name] = (mark, text, size)
+        self.size += size
         return True
 
     def take(self, name: str, stored: Stored) -> str | None:
@@ -51,7 +52,7 @@ class CasePages:
         kept = self._pages.pop(name, None)
         if kept is None:
             return None
-        self.size -= len(kept[1])
+        self.size -= kept[2]
         return kept[1] if _case_json_mark(stored) == kept[0] else None
 
 
