@@ -337,3 +337,35 @@ def test_the_console_script_ends_with_the_command_s_status(tmp_path):
     bad = subprocess.run([str(script), "run", "--jobs", "0", "--results", str(tmp_path)], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "--jobs" in bad.stderr
+
+
+#: The threads that start the proxies' recorder processes in a command (a Popen of ``gripprobe_core.proxy.recorder``).
+_RECORDER_PROBE = """
+import json, sys, threading
+started = []
+def hook(event, args):
+    if event == "subprocess.Popen" and "gripprobe_core.proxy.recorder" in [str(a) for a in args[1]]:
+        started.append(threading.current_thread().name)
+sys.addaudithook(hook)
+from gripprobe_core.cli.main import main
+try:
+    main({argv!r})
+except SystemExit as e:
+    assert e.code == 0, e.code
+print(json.dumps(started))
+"""
+
+
+@pytest.mark.parametrize("proxy, expected", [("auto", ["gripprobe-recorder-start"]), ("off", [])])
+def test_a_run_starts_one_recorder_early_and_none_without_a_proxy(tmp_path, proxy, expected):
+    """A run starts its proxies' recorder process as it begins (runner's CLI: beside the plugins' and specs'
+    loading, on a thread of its own), once: the first proxy uses that one. With the proxy off, no recorder starts."""
+    argv = ["run", "-a", "reference", "-m", "oracle-perfect", "-t", "save_file", "--results", str(tmp_path),
+            "--telemetry-proxy", proxy]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIPPROBE_")}
+    res = subprocess.run([sys.executable, "-c", _RECORDER_PROBE.format(argv=argv)], capture_output=True, text=True,
+                         env=env, timeout=120, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == expected
+    [case] = list((tmp_path / "runs").glob("*/cases/*/case.json"))
+    assert json.loads(case.read_text())["verdict"]["status"] == "PASS"

@@ -477,3 +477,30 @@ def test_release_recorder_returns_at_once_and_its_wait_reaps_the_child(tmp_path:
     assert recorder_client.release_recorder()(1.0) is None  # nothing running: nothing to wait for
     assert run(phase("measured")) not in (None, pid)
     close_recorder()
+
+
+def test_prefetch_recorder_starts_the_one_child_the_first_proxy_then_uses(tmp_path: Path) -> None:
+    """A run command starts the recorder's process on a thread before it loads its plugins and specs; the
+    first proxy finds that process running and uses it (one child, not a second)."""
+    import threading
+
+    from gripprobe_core.proxy.recorder_client import prefetch_recorder
+
+    close_recorder()
+    prefetch_recorder()
+    [starter] = [t for t in threading.enumerate() if t.name == "gripprobe-recorder-start"]
+    starter.join(30)
+    child = get_recorder()._child
+    assert child is not None and not child.dead
+    os.kill(child.proc.pid, 0)  # running
+
+    async def phase() -> int | None:
+        async with serving(web.Application()) as up:
+            async with proxied(up, tmp_path / "proxy.warmup.http.jsonl"):
+                return get_recorder().pid
+
+    assert run(phase()) == child.proc.pid
+    assert get_recorder()._child is child
+    close_recorder()
+    with pytest.raises(OSError):
+        os.kill(child.proc.pid, 0)  # gone (reaped)

@@ -169,6 +169,10 @@ def _execute(suite, agents, models, tests, formats, *, resume, backend, jobs, pr
         from ..runner.sandbox import prefetch_probe
 
         prefetch_probe()  # so does the sandbox's probe (bwrap runs)
+    if proxy_mode != "off" and executor != "ray":  # (on Ray each worker has its own)
+        from ..proxy.recorder_client import prefetch_recorder
+
+        prefetch_recorder()  # and the proxies' recorder process starts, so it is up before the first agent
     plugins = make_plugin_manager()
     for w in describe_failures(plugins):
         click.echo(w, err=True)
