@@ -74,16 +74,25 @@ async def _run_case(case: PlannedCase, run: ActiveRun, hold: SlotHold | None) ->
         "backend": case.backend.model_dump(mode="json"), "test": case.test.model_dump(mode="json"),
         "format": case.format, "judge": case.judge,
         "interaction": case.interaction.model_dump(mode="json") if case.interaction is not None else None}, sync=False)
+    # homes may hold keys: never kept, and nothing the agent left there stops the removal
+    scratch = run.scratch / case.case_id
     try:
         phases = await run_phases(case, run, case_dir, slot=hold)
-    finally:  # homes may hold keys: never kept, and nothing the agent left there stops the removal
+    except BaseException:
+        await asyncio.to_thread(remove_tree, scratch)
+        raise
+    finally:
         if hold is not None:
             hold.give_back()  # (given back after the last agent already; here on every other way out)
-        left = await asyncio.to_thread(remove_tree, run.scratch / case.case_id)
-    live.emit(case.case_id, case.key, "judging")
-    from ..telemetry.usage import phases_usage  # the judge's side loads while the first agent runs (run.py)
+    # removed beside the judging, which reads only the case's folder (its copy of the workspace)
+    removal = asyncio.ensure_future(asyncio.to_thread(remove_tree, scratch))
+    try:
+        live.emit(case.case_id, case.key, "judging")
+        from ..telemetry.usage import phases_usage  # the judge's side loads while the first agent runs (run.py)
 
-    judged = await asyncio.to_thread(judge, case, run, phases, case_dir)
+        judged = await asyncio.to_thread(judge, case, run, phases, case_dir)
+    finally:
+        left = await removal
     warnings = [w for p in phases for w in p.warnings] + [f"scratch_not_removed: {problem}" for problem in left]
     res = result(phases=judged.phases, validators=judged.validators, verdict=judged.verdict,
                  telemetry=judged.telemetry, harness_error=judged.harness_error,

@@ -138,7 +138,8 @@ def _warm_rest(interval: float) -> None:
     """Load what a case's end and the run's reports need, with a short switch interval while it runs: the
     result models' validators first (:func:`~gripprobe_core.models.results.build_validators`: the phase's
     result is the first thing made when its agent ends), then the judge's modules and tier D's claim patterns
-    (:func:`~gripprobe_core.telemetry.tier_d.compile_rules`: the judge's first-case cost), then the report modules
+    (:func:`~gripprobe_core.telemetry.tier_d.compile_rules`: the judge's first-case cost), ``syncfs`` for the case's
+    durable write (:func:`~gripprobe_core.store.layout.prepare_flush`), then the report modules
     and templates (:func:`~gripprobe_core.reports.warm.warm_run_reports`). Everything it does would otherwise
     happen on first use, the same. The switch interval was shortened by the thread's starter; ``interval`` is
     the one put back at the end. (Not at a lower CPU priority: an unprivileged process cannot raise it
@@ -153,6 +154,9 @@ def _warm_rest(interval: float) -> None:
         from ..telemetry.tier_d import compile_rules
 
         compile_rules()
+        from ..store.layout import prepare_flush
+
+        prepare_flush()
         from ..reports.warm import warm_run_reports
 
         warm_run_reports()
