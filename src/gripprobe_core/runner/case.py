@@ -78,12 +78,13 @@ async def _run_case(case: PlannedCase, run: ActiveRun, hold: SlotHold | None) ->
     scratch = run.scratch / case.case_id
     try:
         phases = await run_phases(case, run, case_dir, slot=hold)
-    except BaseException:
+    except BaseException:  # on the way out (an error, a cancel): removed before it goes on
+        if hold is not None:
+            hold.give_back()
         await asyncio.to_thread(remove_tree, scratch)
         raise
-    finally:
-        if hold is not None:
-            hold.give_back()  # (given back after the last agent already; here on every other way out)
+    if hold is not None:
+        hold.give_back()  # (given back after the last agent already; here when a phase could not run)
     # removed beside the judging, which reads only the case's folder (its copy of the workspace)
     removal = asyncio.ensure_future(asyncio.to_thread(remove_tree, scratch))
     try:
