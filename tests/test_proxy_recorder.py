@@ -482,14 +482,12 @@ def test_release_recorder_returns_at_once_and_its_wait_reaps_the_child(tmp_path:
 def test_prefetch_recorder_starts_the_one_child_the_first_proxy_then_uses(tmp_path: Path) -> None:
     """A run command starts the recorder's process on a thread before it loads its plugins and specs; the
     first proxy finds that process running and uses it (one child, not a second)."""
-    import threading
-
     from gripprobe_core.proxy.recorder_client import prefetch_recorder
 
     close_recorder()
-    prefetch_recorder()
-    [starter] = [t for t in threading.enumerate() if t.name == "gripprobe-recorder-start"]
+    starter = prefetch_recorder()
     starter.join(30)
+    assert not starter.is_alive()
     child = get_recorder()._child
     assert child is not None and not child.dead
     os.kill(child.proc.pid, 0)  # running

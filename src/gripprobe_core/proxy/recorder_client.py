@@ -543,19 +543,21 @@ def get_recorder() -> RecorderClient:
         return _CLIENT
 
 
-def prefetch_recorder() -> None:
-    """Start the process-wide recorder's process now, on a thread: a command that will run proxies calls this
-    before it loads its plugins and specs, so the recorder's interpreter starts (some 50 ms of CPU) beside
-    that loading, on a core it leaves idle, instead of beside the run's first agent. The first proxy then
-    finds it running (:meth:`RecorderClient.child`: one process, whoever asks first); if it cannot start,
-    the first proxy's own attempt says why, as without this."""
+def prefetch_recorder() -> threading.Thread:
+    """Start the process-wide recorder's process now, on a thread (returned, started): a command that will run
+    proxies calls this before it loads its plugins and specs, so the recorder's interpreter starts (some 50 ms
+    of CPU) beside that loading, on a core it leaves idle, instead of beside the run's first agent. The first
+    proxy then finds it running (:meth:`RecorderClient.child`: one process, whoever asks first); if it cannot
+    start, the first proxy's own attempt says why, as without this."""
     def start() -> None:
         try:
             get_recorder().child()
         except Exception:  # noqa: BLE001 - the first proxy tries again and observes in-process if it must
             pass
 
-    threading.Thread(target=start, name="gripprobe-recorder-start", daemon=True).start()
+    thread = threading.Thread(target=start, name="gripprobe-recorder-start", daemon=True)
+    thread.start()
+    return thread
 
 
 def close_recorder(timeout: float = 5.0) -> None:
