@@ -9,11 +9,14 @@ The contract (benchmarks/run_all.py collects what it asks for):
 * take ``--quick`` (few rounds, a CI smoke run): :func:`add_contract_args`;
 * print, as the last lines, one line per figure (:func:`result_line`)::
 
-      RESULT <name> <value> <unit> target=<target or -> baseline=<baseline value> ratio=<ratio or -> load=<1-min loadavg>
+      RESULT <name> <value> <unit> target=<target or -> baseline=<baseline value> ratio=<ratio or -> load=<1-min loadavg> [MET|MISSED]
 
   A target is an upper bound (``60`` or ``<=60``: the figure is met when it is at most that), or a lower
   bound written ``>=N``; ``ratio<=N`` bounds the ratio instead. The benchmark itself says MET or MISSED
-  per figure (:func:`verdict`); a word ``MET`` or ``MISSED`` after the line's fields is read as its verdict.
+  per figure (:func:`verdict`, on the unrounded figure) and writes that word after the line's fields
+  (:func:`report`), where run_all reads it: the printed value has at most 3 decimals, and a median of
+  1.1002× prints as ``1.1`` against a target of 1.1 — MISSED, which a reader of the rounded value would call
+  MET.
 
 ``python3`` must resolve to the same interpreter inside the sandbox and outside it: the sandbox mounts the
 system folders and the project's own interpreter, never a user's shims (a pyenv shim is a bash script that
@@ -158,14 +161,18 @@ def num(value: float | None) -> str:
 
 
 def result_line(name: str, value: float, unit: str, *, target: str | float | None = None,
-                baseline: float | None = None, ratio: float | None = None, load: float | None = None) -> str:
-    """One figure as the contract's ``RESULT`` line."""
+                baseline: float | None = None, ratio: float | None = None, load: float | None = None,
+                stated: str | None = None) -> str:
+    """One figure as the contract's ``RESULT`` line; ``stated``: the script's verdict (``MET``/``MISSED``, taken on
+    the unrounded figure), written last."""
     if not name or any(c.isspace() for c in name) or not unit or any(c.isspace() for c in unit):
         raise ValueError(f"a RESULT name and unit are single words: {name!r} {unit!r}")
+    if stated not in (None, "MET", "MISSED"):
+        raise ValueError(f"a verdict is MET or MISSED, not {stated!r}")
     tgt = "-" if target_of(target) is None else (num(float(target)) if isinstance(target, (int, float))
                                                      else str(target).strip())
     return (f"RESULT {name} {num(value)} {unit} target={tgt} baseline={num(baseline)} ratio={num(ratio)} "
-            f"load={num(load1() if load is None else load)}")
+            f"load={num(load1() if load is None else load)}" + (f" {stated}" if stated else ""))
 
 
 @dataclass(frozen=True)
@@ -189,8 +196,9 @@ def report(figures: list[Figure]) -> None:
         tgt = "" if v == "-" else f", target {f.target}: {v}"
         print(f"{f.name}: {num(f.value)} {f.unit}{tgt}" + (f"  ({f.what})" if f.what else ""))
     for f in figures:
+        v = verdict(f.value, f.target, f.ratio)
         print(result_line(f.name, f.value, f.unit, target=f.target, baseline=f.baseline, ratio=f.ratio,
-                          load=load if f.load is None else f.load))
+                          load=load if f.load is None else f.load, stated=None if v == "-" else v))
     sys.stdout.flush()
 
 

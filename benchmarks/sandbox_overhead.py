@@ -39,6 +39,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench import verdict  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 ADDED_TARGET_MS = 10.0
 CPU_RATIO_TARGET = 1.05
@@ -56,9 +60,11 @@ def _stats(xs: list[float]) -> str:
 
 
 def result(name: str, value: float, unit: str, target: str, baseline: float | None, ratio: float | None) -> str:
+    """The figure's RESULT line, its verdict (on the unrounded value and ratio) last when it has a target."""
+    said = verdict(value, target, ratio)
     return (f"RESULT {name} {value:.1f} {unit} target={target} "
             f"baseline={'-' if baseline is None else f'{baseline:.1f}'} "
-            f"ratio={'-' if ratio is None else f'{ratio:.3f}'} load={_load()}")
+            f"ratio={'-' if ratio is None else f'{ratio:.3f}'} load={_load()}{'' if said == '-' else ' ' + said}")
 
 
 async def _timed_exec(argv: list[str], env: dict[str, str], cwd: Path, out: Path) -> float:

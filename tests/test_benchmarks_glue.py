@@ -96,6 +96,38 @@ def test_result_line_round_trips_through_the_parser() -> None:
         bench.result_line("two words", 1, "ms")
 
 
+def test_the_verdict_is_the_script_s_on_the_unrounded_figure(capsys: pytest.CaptureFixture) -> None:
+    """A median of 1.1002x prints as 1.1 against a target of 1.1: the script says MISSED on its RESULT line and
+    run_all's table says so too (read from the rounded value it would have said MET); a figure without a target
+    carries no verdict word."""
+    bench.report([bench.Figure("harness_ratio_n48", 1.1002, "x", 1.1, 131.04, 1.1002, load=2.2),
+                  bench.Figure("startup_run", 0.2996, "s", 0.3, 0.159, 2.8, load=2.0),
+                  bench.Figure("harness_cost_n6", 57.8, "ms", None, 142.4, 1.41, load=2.2)])
+    out = capsys.readouterr().out.splitlines()
+    assert "harness_ratio_n48: 1.1 x, target 1.1: MISSED" in out[0]
+    results = [run_all.parse_result(line) for line in out if line.startswith("RESULT ")]
+    assert [(r.name, r.value, r.verdict) for r in results] == [
+        ("harness_ratio_n48", 1.1, "MISSED"), ("startup_run", 0.3, "MET"), ("harness_cost_n6", 57.8, "-")]
+    assert out[-3].endswith(" MISSED") and out[-2].endswith(" MET") and out[-1].endswith("load=2.2")
+    table = run_all.table([run_all.collect("harness_overhead.py", out, 1)])
+    assert "| harness_ratio_n48" in table and "MISSED" in table.split("harness_ratio_n48")[1].splitlines()[0]
+    with pytest.raises(ValueError):
+        bench.result_line("a", 1, "ms", target=1, stated="OK")
+
+
+def test_sandbox_overhead_states_its_verdict_on_the_unrounded_figure() -> None:
+    """sandbox_overhead writes its own RESULT lines (one decimal): 10.04 ms prints as 10.0 against a target of 10,
+    and says MISSED; a CPU ratio of 1.0504 prints as 1.050 against ratio<=1.05: MISSED too."""
+    sandbox_overhead = _load("sandbox_overhead")
+
+    line = sandbox_overhead.result("sandbox_added_per_phase", 10.04, "ms", "10", 60.0, 1.17)
+    assert run_all.parse_result(line).value == 10.0 and line.endswith(" MISSED")
+    line = sandbox_overhead.result("sandbox_none_cpu_per_case", 300.0, "ms", "ratio<=1.05", 285.6, 1.0504)
+    assert run_all.parse_result(line).verdict == "MISSED"
+    assert sandbox_overhead.result("sandbox_added_per_phase", 3.6, "ms", "10", 66.0, 1.05).endswith(" MET")
+    assert sandbox_overhead.result("sandbox_bwrap_floor", 1.6, "ms", "-", 0.5, 3.2).endswith(tuple("0123456789"))
+
+
 def test_collect_and_table_on_sample_output() -> None:
     good = run_all.collect("harness_overhead.py", SAMPLE.splitlines(), 0)
     assert [r.name for r in good.results] == ["harness_cost_n6", "harness_cost_n48", "harness_ratio_n48",
@@ -231,7 +263,8 @@ def _tail_results(script: str, *args: str, timeout: float = 120) -> list:
     assert all(p is not None for p in parsed), tail
     for line, p in zip(tail, parsed):
         assert line == bench.result_line(p.name, p.value, p.unit, target=p.target, baseline=p.baseline,
-                                         ratio=p.ratio, load=p.load), line
+                                         ratio=p.ratio, load=p.load, stated=p.stated), line
+        assert (p.stated is None) == (bench.target_of(p.target) is None), line  # a target: the script's verdict
         assert p.load is not None
     assert run_all.collect(f"{script}.py", lines, res.returncode).crash is None
     return parsed
