@@ -201,3 +201,34 @@ def test_strict_loading_refuses_an_installed_plugin_with_a_misspelt_hook(install
     assert "typo" not in [p["name"] for p in data["plugins"]]
     res = gripprobe("plugins", pythonpath=pp)
     assert "BROKEN gripprobe-fixture-typo[typo]: hook implementation 'register_validator'" in res.stdout
+
+
+def test_a_plugins_name_and_version_are_read_as_the_metadata_parser_reads_them(tmp_path):
+    """The plugin list's (name, version) come from the METADATA headers read directly, not the email parser:
+    the same answer for every distribution installed here, and for odd files the parser's own answer."""
+    from importlib import metadata
+
+    from gripprobe_core.pluginmanager import _name_version
+
+    dists = list(metadata.distributions())
+    assert len(dists) > 20
+    for dist in dists:
+        assert _name_version(dist) == (dist.metadata["Name"], dist.metadata["Version"]), dist._path
+
+    def dist_with(text: str | None, pkg_info: str | None = None) -> metadata.PathDistribution:
+        folder = tmp_path / f"d{len(list(tmp_path.iterdir()))}.dist-info"
+        folder.mkdir()
+        if text is not None:
+            (folder / "METADATA").write_text(text)
+        if pkg_info is not None:
+            (folder / "PKG-INFO").write_text(pkg_info)
+        return metadata.PathDistribution(folder)
+
+    assert _name_version(dist_with("Metadata-Version: 2.1\nName:  spaced \nVersion: 1.0\n\nName: body\n")) == \
+        ("spaced", "1.0")
+    assert _name_version(dist_with("Metadata-Version: 2.1\nVersion: 2\nname: lower\n")) == ("lower", "2")
+    assert _name_version(dist_with(None, "Name: old\nVersion: 0.1\n")) == ("old", "0.1")
+    # no version among the headers (it sits after the blank line): the parser decides, as before
+    odd = dist_with("Name: x\n\nVersion: 3\n")
+    assert _name_version(odd) == (odd.metadata["Name"], odd.metadata["Version"])
+    assert _name_version(None) == ("unknown", "unknown")

@@ -123,6 +123,18 @@ def _name_version(dist: Any) -> tuple[str, str]:
     metadata."""
     if dist is None:
         return "unknown", "unknown"
+    # The two header lines read directly: ``dist.metadata`` runs the email parser over the whole file (~0.4 ms a
+    # distribution, before the first case); the headers end at the first blank line.
+    found: dict[str, str] = {}
+    for line in (dist.read_text("METADATA") or dist.read_text("PKG-INFO") or "").splitlines():
+        if not line:
+            break
+        key, sep, value = line.partition(":")
+        key = key.strip().lower()
+        if sep and key in ("name", "version") and key not in found:
+            found[key] = value.strip()
+    if len(found) == 2 and all(found.values()):
+        return found["name"], found["version"]
     meta = dist.metadata
     return meta["Name"], meta["Version"]
 
