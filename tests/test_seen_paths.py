@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from gripprobe_core.phase import SEEN_ROOT
 from gripprobe_core.runner.phase import seen_paths
@@ -60,3 +61,19 @@ def test_every_phase_and_trial_sends_the_same_conversation(tmp_path):
         assert all(c == conversations[0] for c in conversations), f"{test}: phases or trials sent different requests"
     pwd = (run / "cases" / "reference__oracle-perfect__oracle__tool__shell_pwd" / "workspace" / "pwd.txt").read_text()
     assert pwd.strip() == f"{SEEN_ROOT}/workspace"
+
+
+_ALPHABET = "/ab-_.x \t\n\u00a0\u2028\"'`:;,=)]}>|&(\\é"
+
+
+@given(st.text(alphabet=_ALPHABET, max_size=60), st.text(alphabet=_ALPHABET.replace("/", ""), min_size=1, max_size=4))
+@settings(max_examples=400, deadline=None)
+def test_the_rewrite_does_what_the_pattern_it_replaced_did(text, tail):
+    """The scan against the regular expression it replaced (a mention counts when the end of the text, any Unicode
+    whitespace or one of the path's delimiters follows it), on texts built around the folder's own name."""
+    import re
+
+    real = f"/tmp/g{tail}"
+    pattern = re.compile(re.escape(real) + r"(?![^/\s\"'`:;,=)\]}>|&])")
+    mixed = text.replace("x", real)  # many mentions, some followed by a name that goes on
+    assert seen_paths(Path(real), SEEN_ROOT)(mixed) == pattern.sub(lambda _: str(SEEN_ROOT), mixed)
