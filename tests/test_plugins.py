@@ -232,3 +232,44 @@ def test_a_plugins_name_and_version_are_read_as_the_metadata_parser_reads_them(t
     odd = dist_with("Name: x\n\nVersion: 3\n")
     assert _name_version(odd) == (odd.metadata["Name"], odd.metadata["Version"])
     assert _name_version(None) == ("unknown", "unknown")
+
+
+def test_the_manager_finds_exactly_the_hook_implementations_pluggy_finds():
+    """The manager passes over a module's names that cannot be hooks without pluggy's per-name lookup: for the
+    core's own plugins, every installed plugin and modules made to confuse it, the same implementations as a
+    plain pluggy manager registers, with the same options."""
+    import types
+    from importlib import import_module, metadata
+
+    import pluggy
+
+    from gripprobe_core import hookspecs
+    from gripprobe_core.pluginmanager import ENTRY_POINT_GROUP, _Manager
+
+    odd = types.ModuleType("odd")
+    exec("import os\nfrom gripprobe_core import hookimpl\nX = 1\n"
+         "@hookimpl\ndef register_agents(register): pass\n"
+         "def helper(): pass\n"
+         "helper.gripprobe_impl = 'not options'\n"          # a marker that is no dict: pluggy ignores it
+         "class K:\n    @staticmethod\n    @hookimpl\n    def register_backends(register): pass\n"
+         "register_backends = K.register_backends\n"
+         "@hookimpl(tryfirst=True)\ndef build_env(agent, ctx): return {}\n"
+         "sm = staticmethod(build_env)\n", odd.__dict__)
+    plugins = [import_module(m) for m in DEFAULT_PLUGINS.values()]
+    plugins += [ep.load() for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)]
+    plugins.append(odd)
+    assert len(plugins) > 10
+
+    def found(pm: pluggy.PluginManager) -> list:
+        pm.add_hookspecs(hookspecs)
+        for i, plugin in enumerate(plugins):
+            pm.register(plugin, name=f"p{i}")
+        return sorted((name, impl.plugin_name, impl.function.__qualname__, impl.tryfirst, impl.trylast,
+                       impl.wrapper, impl.hookwrapper, impl.optionalhook)
+                      for name in dir(pm.hook) if not name.startswith("_")
+                      for impl in getattr(pm.hook, name).get_hookimpls())
+
+    ours, pluggys = found(_Manager("gripprobe")), found(pluggy.PluginManager("gripprobe"))
+    assert ours == pluggys
+    assert len(ours) > 20 and ("build_env", f"p{len(plugins) - 1}", "build_env", True, False, False, False,
+                               False) in ours
