@@ -369,3 +369,28 @@ def test_a_run_starts_one_recorder_early_and_none_without_a_proxy(tmp_path, prox
     assert json.loads(res.stdout.strip().splitlines()[-1]) == expected
     [case] = list((tmp_path / "runs").glob("*/cases/*/case.json"))
     assert json.loads(case.read_text())["verdict"]["status"] == "PASS"
+
+
+@pytest.mark.parametrize("setting, loaded", [(None, False), ("", True)])
+def test_pydantic_plugins_are_off_in_the_command_unless_asked_for(tmp_path, setting, loaded):
+    """An installed distribution with a ``pydantic`` plugin (its module leaves a file when imported): the
+    ``gripprobe`` command does not load it, unless PYDANTIC_DISABLE_PLUGINS is set (to "" here) by the user."""
+    site = tmp_path / "site"
+    info = site / "fakeplug-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeplug\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pydantic]\nfake = fakeplug_mod:plugin\n")
+    mark = tmp_path / "loaded"
+    (site / "fakeplug_mod.py").write_text(
+        f"open({str(mark)!r}, 'w').close()\n"
+        "class Plugin:\n    def new_schema_validator(self, *args, **kwargs):\n        return None, None, None\n"
+        "plugin = Plugin()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRIPPROBE_", "PYDANTIC_"))}
+    env["PYTHONPATH"] = str(site)
+    if setting is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = setting
+    script = Path(sys.executable).with_name("gripprobe")
+    res = subprocess.run([str(script), "validate"], capture_output=True, text=True, env=env, timeout=120,
+                         stdin=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[1])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert mark.exists() is loaded
