@@ -342,3 +342,14 @@ def test_marking_a_large_value_stays_fast():
     left, right = mark_differences(a, b)
     assert time.monotonic() - t0 < 2
     assert "".join(s.text for s in left) == a and "".join(s.text for s in right) == b
+
+
+def test_a_loaded_template_is_not_looked_at_on_disk_again():
+    """The report templates are the package's own files: once loaded, a page is rendered from the loaded
+    template without asking the file whether it changed (``auto_reload`` off: ~5 stat calls a case page)."""
+    from gripprobe_core.reports.html import _env
+
+    env = _env()
+    first = env.get_template("case.html")
+    first._uptodate = lambda: False  # as if its file had changed since
+    assert env.get_template("case.html") is first

@@ -61,8 +61,10 @@ how filters are called), so a change to either bumps it and no page is rendered 
 def _env():
     from jinja2 import Environment, PackageLoader, StrictUndefined, pass_eval_context
 
+    # auto_reload off: the templates are the package's own files, so a template once loaded is not looked at on
+    # disk again for every page (~5 stat calls a case page)
     env = Environment(loader=PackageLoader("gripprobe_core.reports", "templates"), autoescape=True,
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, auto_reload=False,
                       bytecode_cache=_bytecode_cache(), finalize=_finalize)
     env.filters["num"] = _num
     env.filters["tojson"] = pass_eval_context(_tojson)
