@@ -14,7 +14,8 @@ Measured, whole commands from outside, each against a baseline in alternating ro
 
 the baseline of each a plain Python script (``python3 -c``, the same interpreter) that reads every file the
 command reads, in the same order, with ``json.loads`` (a JSON lines file line by line). The figures: the
-median wall time of each and their ratio, and the peak RSS of each command (``ru_maxrss`` from ``os.wait4``:
+median wall time of each and the median of their ratio round by round (each round's command against the plain
+read just before it: the machine drifts between rounds), five rounds by default, and the peak RSS of each command (``ru_maxrss`` from ``os.wait4``:
 ``getrusage(RUSAGE_CHILDREN)`` of that one child; the plain ``RUSAGE_CHILDREN`` keeps only the largest child
 so far: for a command with worker processes, the largest of them). A child's ``ru_maxrss`` starts at its parent's
 size when it was forked, so the setup runs in a child of its own and this process stays small. A command that
@@ -23,7 +24,7 @@ largest sum of PSS (proportional set size: a page shared by a parent and its for
 the command and every process below it, sampled every 20 ms (``*_tree_pss``). Targets (issue 21): the aggregate within 1.5x its plain read and <= 100 MB peak (both memory figures); compare and the
 exports are reported without a target (on ~1k cases the command's start-up, item 4, dominates the ratio).
 
-    .venv/bin/python benchmarks/aggregate_scale.py [--quick] [--rounds 3] [--cases 10000]
+    .venv/bin/python benchmarks/aggregate_scale.py [--quick] [--rounds 5] [--cases 10000]
 """
 
 from __future__ import annotations
@@ -226,9 +227,14 @@ def measure(label: str, what: str, reads: tuple[str, ...], runs: list[Path], cas
     print(f"{label} ({cases} cases, {rounds} round(s), load {load1():.2f}): {what} {sw.show('s', 2)}; plain read "
           f"{bw.show('s', 2)}; peak RSS {sm.show('MB', 0)} (plain {bm.show('MB', 0)}); PSS of it and its workers "
           f"{st.show('MB', 0)} (plain {bt.show('MB', 0)})", file=sys.stderr)
-    r = sw.median / bw.median
+    # the ratio pair by pair, then its median (as harness_overhead.py): the machine's speed drifts between rounds,
+    # and a ratio of two medians taken from different rounds mixes them
+    pairs = [x[0] / y[0] for x, y in zip(s, b)]
+    r = Spread.of(pairs).median
+    print(f"{label}: per round {', '.join(f'{p:.3f}' for p in pairs)}", file=sys.stderr)
     return [Figure(f"{label}_ratio", r, "x", target=target, baseline=bw.median, ratio=r,
-                   what=f"{what}, median {sw.median:.2f} s against a plain json.loads of the same files"),
+                   what=f"{what}, median {sw.median:.2f} s against a plain json.loads of the same files, "
+                        f"median of the {rounds} rounds' ratios"),
             Figure(f"{label}_s", sw.median, "s", baseline=bw.median, ratio=r, what=f"{what}, median wall"),
             Figure(f"{label}_peak_rss", sm.max, "MB", target=rss_target, baseline=bm.max, ratio=sm.max / bm.max if bm.max else None,
                    what=f"{what}, largest peak RSS of the rounds (its largest process)"),
@@ -239,7 +245,7 @@ def measure(label: str, what: str, reads: tuple[str, ...], runs: list[Path], cas
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_contract_args(ap, rounds=3, quick_rounds=1)
+    add_contract_args(ap, rounds=5, quick_rounds=1)
     ap.add_argument("--cases", type=int, default=None, help="aggregate's cases (default 10000, 2000 with --quick)")
     ap.add_argument("--per-run", type=int, default=None, help="cases of each compared/exported run (default 504, "
                                                               "100 with --quick; the export run holds twice as many)")
