@@ -191,12 +191,11 @@ class Figure:
 def report(figures: list[Figure]) -> None:
     """Each figure's verdict as a sentence, then the RESULT lines, last (the contract)."""
     load = load1()
-    for f in figures:
-        v = verdict(f.value, f.target, f.ratio)
+    said = [verdict(f.value, f.target, f.ratio) for f in figures]
+    for f, v in zip(figures, said):
         tgt = "" if v == "-" else f", target {f.target}: {v}"
         print(f"{f.name}: {num(f.value)} {f.unit}{tgt}" + (f"  ({f.what})" if f.what else ""))
-    for f in figures:
-        v = verdict(f.value, f.target, f.ratio)
+    for f, v in zip(figures, said):
         print(result_line(f.name, f.value, f.unit, target=f.target, baseline=f.baseline, ratio=f.ratio,
                           load=load if f.load is None else f.load, stated=None if v == "-" else v))
     sys.stdout.flush()

@@ -12,17 +12,18 @@ Measured, whole commands from outside, each against a baseline in alternating ro
 * ``gripprobe compare`` of two runs of 504 cases each;
 * ``gripprobe export --format junit`` and ``--format atif`` of one run of 1,008 cases;
 
-the baseline of each a plain Python script (``python3 -c``, the same interpreter) that reads every file the
-command reads, in the same order, with ``json.loads`` (a JSON lines file line by line). The figures: the
-median wall time of each and the median of their ratio round by round (each round's command against the plain
-read just before it: the machine drifts between rounds), five rounds by default, and the peak RSS of each command (``ru_maxrss`` from ``os.wait4``:
-``getrusage(RUSAGE_CHILDREN)`` of that one child; the plain ``RUSAGE_CHILDREN`` keeps only the largest child
-so far: for a command with worker processes, the largest of them). A child's ``ru_maxrss`` starts at its parent's
-size when it was forked, so the setup runs in a child of its own and this process stays small. A command that
-reads with worker processes (``aggregate-reports --jobs``) is also judged by what they hold together: the
-largest sum of PSS (proportional set size: a page shared by a parent and its forked worker counted once) over
-the command and every process below it, sampled every 20 ms (``*_tree_pss``). Targets (issue 21): the aggregate within 1.5x its plain read and <= 100 MB peak (both memory figures); compare and the
-exports are reported without a target (on ~1k cases the command's start-up, item 4, dominates the ratio).
+the baseline of each a plain Python script (``python3 -c``, the same interpreter) that reads every file the command
+reads, in the same order, with ``json.loads`` (a JSON lines file line by line). The figures: the median wall time
+of each and the median of their ratio round by round (each round's command against the plain read just before it:
+the machine drifts between rounds), five rounds by default, and the peak RSS of each command (``ru_maxrss`` from
+``os.wait4``: ``getrusage(RUSAGE_CHILDREN)`` of that one child; the plain ``RUSAGE_CHILDREN`` keeps only the
+largest child so far: for a command with worker processes, the largest of them). A child's ``ru_maxrss`` starts at
+its parent's size when it was forked, so the setup runs in a child of its own and this process stays small. A
+command that reads with worker processes (``aggregate-reports --jobs``) is also judged by what they hold together:
+the largest sum of PSS (proportional set size: a page shared by a parent and its forked worker counted once) over
+the command and every process below it, sampled every 20 ms (``*_tree_pss``). Targets (issue 21): the aggregate
+within 1.5x its plain read and <= 100 MB peak (both memory figures); compare and the exports are reported without a
+target (on ~1k cases the command's start-up, item 4, dominates the ratio).
 
     .venv/bin/python benchmarks/aggregate_scale.py [--quick] [--rounds 5] [--cases 10000]
 """
