@@ -140,7 +140,12 @@ class TestAgainstClaude:
         (note,) = [r for r in records if r.get("event") == "permission"]
         assert note["decision"]["outcome"] == "deny" and note["decision"]["rule"] == "rule 1 (tool_kind: write)"
         assert note["sent"] == {"outcome": "selected", "optionId": "reject"}
-        assert records[-1]["message"]["result"]["stopReason"] == "end_turn"
+        # the prompt's answer, found by its id: the adapter may still send an update after it (usage, commands)
+        (prompt_id,) = [r["message"]["id"] for r in records
+                        if r["dir"] == "outgoing" and r["message"].get("method") == "session/prompt"]
+        (answer,) = [r["message"] for r in records if r["dir"] == "incoming" and r["message"].get("id") == prompt_id
+                     and "method" not in r["message"]]
+        assert answer["result"]["stopReason"] == "end_turn"
         assert "sk-acp-session-canary" not in transcript.read_text()
 
     def test_a_mode_the_agent_does_not_offer_is_a_session_error(self, agent_install, agent_driver, make_phase_ctx,
