@@ -235,3 +235,66 @@ def test_a_session_that_says_the_agent_failed_is_nonzero_exit(tmp_path):
     res = talk(tmp_path, ECHO_AGENT, session)
     assert res.status == "nonzero_exit" and res.exit_code is None
     assert res.error == "agent failed: the prompt was answered with an error: HTTP 500"
+
+
+# ------------------------------------------------------------------------------- the copier threads
+
+def _copiers() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "gripprobe-copy"]
+
+
+def test_phases_one_after_another_reuse_the_same_copier_threads(tmp_path):
+    async def phases(n: int) -> list:
+        seen = []
+        for i in range(n):
+            res = await run_process([sys.executable, "-c", "import sys; print(sys.stdin.read())"], cwd=tmp_path,
+                                    env={"PATH": os.environ["PATH"]}, stdin=f"phase {i}".encode(), timeout_s=10,
+                                    stdout_path=tmp_path / f"out{i}", stderr_path=tmp_path / f"err{i}")
+            assert res.status == "ok" and (tmp_path / f"out{i}").read_text() == f"phase {i}\n"
+            seen.append({t.ident for t in _copiers()})
+        return seen
+
+    seen = asyncio.run(phases(6))
+    # stdout, stderr and stdin at once: three threads at most, the same ones from the second phase on
+    assert 1 <= len(seen[-1]) <= 3 and seen[1] == seen[-1]
+
+
+def test_a_copy_that_raises_is_logged_and_its_thread_serves_the_next(caplog):
+    import threading
+
+    from gripprobe_core.runner.process import _Copiers
+
+    copiers, done = _Copiers(), threading.Event()
+
+    def fail() -> None:
+        raise RuntimeError("broken copy")
+
+    copiers.submit(fail)
+    for _ in range(200):  # the failed copy's thread is idle again
+        if copiers._idle == 1:
+            break
+        time.sleep(0.01)
+    copiers.submit(done.set)
+    assert done.wait(5) and copiers._idle <= 1
+    assert "a capture copy failed" in caplog.text and "broken copy" in caplog.text
+
+
+def test_a_forked_child_copies_with_threads_of_its_own(tmp_path):
+    _run(tmp_path, "print('warm')")  # the parent has idle copiers now
+    assert _copiers()
+    pid = os.fork()
+    if pid == 0:  # the child: its parent's copiers are not here; its copies must still run
+        import signal
+
+        code = 1
+        signal.alarm(20)  # a copy never served would hang the child: it dies of SIGALRM instead
+        try:
+            (tmp_path / "child").mkdir()
+            res = _run(tmp_path / "child", "print('from the child')")
+            code = 0 if res.status == "ok" and (tmp_path / "child" / "out").read_text() == "from the child\n" else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
