@@ -87,6 +87,10 @@ def test_what_cannot_be_set_up_is_exit_125_and_one_line(init, tmp_path):
         ("bad --gate", ["--gate", "2", *cmd]),  # never stdin, stdout or stderr
         ("bad --gate", ["--gate", "987", *cmd]),  # not open
         ("unexpected argument", ["--gate"]),
+        ("bad --exit-note", ["--exit-note", "x", *cmd]),
+        ("bad --exit-note", ["--exit-note", "1", *cmd]),  # never stdin, stdout or stderr
+        ("bad --exit-note", ["--exit-note", "987", *cmd]),  # not open
+        ("unexpected argument", ["--exit-note"]),
     ]
     try:
         for want, args in cases:
@@ -153,6 +157,41 @@ def test_a_gate_shut_unreleased_ends_the_init_silently_with_nothing_started(init
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 125 and err == b"" and out == b"", (proc.returncode, err)
     assert not marker.exists()
+
+
+def _noted(init: list[str], tmp_path: Path, script: str) -> tuple[subprocess.Popen, int]:
+    """The init started with an exit note at descriptor 58 (the harness keeps the read end, returned)."""
+    r, w = os.pipe()
+    os.dup2(w, 58, inheritable=False)
+    os.close(w)
+    try:
+        proc = subprocess.Popen([*init, "--exit-note", "58", "-C", str(tmp_path), "--", "/bin/sh", "-c", script],
+                                pass_fds=(58,), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    finally:
+        os.close(58)
+    return proc, r
+
+
+def test_the_exit_note_comes_when_the_command_ends_and_the_command_never_holds_it(init, tmp_path):
+    """One byte on the note as the command ends, before the init's own exit; the command does not have the
+    note's descriptor (it cannot end its own clock), and a straggler it left does not delay the note."""
+    fds = tmp_path / "fds"
+    proc, r = _noted(init, tmp_path, f"ls /proc/self/fd > {fds}; (sleep 3 > /dev/null 2>&1 &) ; exit 4")
+    try:
+        assert os.read(r, 1) == b"x"
+        assert os.read(r, 1) == b""  # then the init is gone: no holder left (the command never had it)
+    finally:
+        os.close(r)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 4, err
+    assert "58" not in fds.read_text().split(), fds.read_text()
+
+
+def test_an_exit_note_nobody_reads_changes_nothing(init, tmp_path):
+    proc, r = _noted(init, tmp_path, "exit 3")
+    os.close(r)  # the harness gave up reading: the write fails (no SIGPIPE death), the status comes back
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3 and err == b"", (proc.returncode, err)
 
 
 # ---------------------------------------------------------------------------------------------- relay

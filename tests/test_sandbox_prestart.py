@@ -342,3 +342,79 @@ def test_ctrl_c_leaves_no_prestarted_sandbox_behind(box, tmp_path):
     while _ours("slow_boxed") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _ours("slow_boxed") == []
+
+
+# ------------------------------------------------------------------------------------------ the exit note
+
+STAND_IN = """
+import os, subprocess, sys, time
+gate, note = int(sys.argv[1]), int(sys.argv[2])
+os.set_inheritable(note, False)
+if os.read(gate, 1) != b"g":
+    sys.exit(125)
+code = subprocess.call(["/bin/sh", "-c", "sleep 0.2; exit 5"])
+os.write(note, b"x")
+time.sleep(float(sys.argv[3]))  # a slow way out: what the namespace's teardown and bwrap's exit take, magnified
+sys.exit(code)
+"""
+
+
+def test_the_agents_time_ends_at_the_exit_note_and_the_status_at_the_process_exit(tmp_path):
+    """A process standing in for bwrap and its init (a real one, as slow to leave as asked): the agent's
+    ``duration_s`` and ``on_exit`` come with the note, its status with the process's own exit after it."""
+    async def scenario(linger: float):
+        gate = Gate(exit_note=True)
+        argv = [sys.executable, "-c", STAND_IN, str(gate.read_fd), str(gate.note_write_fd), str(linger)]
+        spawned = await spawn_process(argv, cwd=tmp_path, env=ENV, with_stdin=False, sandboxed=True, gate=gate)
+        heard: list[float] = []
+        t0 = time.monotonic()
+        res = await spawned.run(stdin=None, timeout_s=20, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e",
+                                on_exit=lambda: heard.append(time.monotonic()))
+        return res, heard, t0, time.monotonic()
+
+    before = _fds()
+    res, heard, t0, returned = asyncio.run(scenario(0.8))
+    assert res.status == "nonzero_exit" and res.exit_code == 5, res
+    assert 0.2 <= res.duration_s < 0.6, res.duration_s  # not the 0.8 s the stand-in lingered after the note
+    assert len(heard) == 1 and heard[0] - t0 < 0.6 and returned - heard[0] >= 0.7, (heard, t0, returned)
+    assert _fds() == before  # the note's descriptors closed too
+
+
+def test_a_note_that_never_comes_leaves_the_process_exit_as_the_agents_end(tmp_path):
+    """A command line that never writes its note (an init that died first): the process's exit ends the
+    agent's time, as without one."""
+    async def scenario():
+        gate = Gate(exit_note=True)
+        code = "import os, sys, time; os.read(int(sys.argv[1]), 1); time.sleep(0.3); sys.exit(0)"
+        argv = [sys.executable, "-c", code, str(gate.read_fd)]
+        spawned = await spawn_process(argv, cwd=tmp_path, env=ENV, with_stdin=False, sandboxed=True, gate=gate)
+        heard: list[float] = []
+        res = await spawned.run(stdin=None, timeout_s=20, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e",
+                                on_exit=lambda: heard.append(time.monotonic()))
+        return res, heard
+
+    res, heard = asyncio.run(scenario())
+    assert res.status == "ok" and res.duration_s >= 0.3 and len(heard) == 1, (res, heard)
+
+
+def test_a_real_sandbox_notes_its_agents_exit(box, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    before = _fds()
+
+    async def scenario():
+        gate = Gate(exit_note=True)
+        argv = box.wrap(["/bin/sh", "-c", "sleep 0.3; echo done > marker"], cwd=ws, rw=[ws], gate=gate.read_fd,
+                        exit_note=gate.note_write_fd)
+        spawned = await spawn_process(argv, cwd=ws, env=ENV, with_stdin=False, sandboxed=True, gate=gate)
+        heard: list[bool] = []
+        assert spawned.proc is not None
+        proc = spawned.proc
+        res = await spawned.run(stdin=None, timeout_s=20, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e",
+                                on_exit=lambda: heard.append(proc.poll() is None))
+        return res, heard
+
+    res, heard = asyncio.run(scenario())
+    assert res.status == "ok" and 0.3 <= res.duration_s < 2 and (ws / "marker").read_text() == "done\n", res
+    assert len(heard) == 1, heard  # (bwrap usually still leaving then; not asserted: it may be quicker)
+    assert _fds() == before

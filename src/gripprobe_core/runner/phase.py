@@ -529,10 +529,11 @@ async def stage(setup: PhaseSetup, run: ActiveRun, case_dir: Path, *, prestart: 
         argv, env = [seen(a) for a in argv], {k: seen(v) for k, v in env.items()}
         stdin = seen(stdin.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape") if stdin else stdin
         rw_at = [(ctx.workspace.parent, ctx.seen_at)]
-    gate = Gate() if prestart and box.confined else None
+    gate = Gate(exit_note=True) if prestart and box.confined else None
     try:
         argv = box.wrap(argv, cwd=ctx.seen(cwd), rw=[ctx.workspace, ctx.home, ctx.tmpdir], ro=needs,
-                        rw_at=rw_at, forwards=setup.forwards, gate=gate.read_fd if gate is not None else None)
+                        rw_at=rw_at, forwards=setup.forwards, gate=gate.read_fd if gate is not None else None,
+                        exit_note=gate.note_write_fd if gate is not None else None)
     except BaseException:
         if gate is not None:
             gate.shut()

@@ -287,6 +287,37 @@ async def _poll_exit(proc: subprocess.Popen[bytes], deadline: float, stop: Calla
     return True
 
 
+def _hear_note(gate: Gate, noted: list[tuple[float, str]], on_exit: Callable[[], None] | None) -> None:
+    """Listen on the gate's exit note: at its byte, the agent's end is noted (``noted``) and ``on_exit``
+    called at once, bwrap's exit still to come; at its end without one (the init never started the agent, or
+    died), nothing: bwrap's exit is the agent's end, as without a note."""
+    fd = gate.note_fd
+    if fd < 0:
+        return
+    loop = asyncio.get_running_loop()
+
+    def readable() -> None:
+        try:
+            got = os.read(fd, 1)
+        except BlockingIOError:
+            return
+        except OSError:
+            got = b""
+        loop.remove_reader(fd)
+        if got and not noted:
+            noted.append((time.monotonic(), utc_now_iso()))
+            if on_exit is not None:
+                on_exit()
+
+    loop.add_reader(fd, readable)
+
+
+def _stop_hearing(gate: Gate) -> None:
+    if gate.note_fd >= 0:
+        asyncio.get_running_loop().remove_reader(gate.note_fd)
+    gate.close_note()
+
+
 class _AllDone:
     """Wakes the loop when every capture thread has ended (they call :meth:`one_done` from their thread)."""
 
@@ -332,7 +363,7 @@ def _spawn(argv: list[str], cwd: Path, env: dict[str, str], with_stdin: bool,
            gate: "Gate | None" = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, cwd=str(cwd), env=env, stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                            pass_fds=(gate.read_fd,) if gate is not None else ())
+                            pass_fds=gate.passed if gate is not None else ())
 
 
 class Gate:
@@ -340,32 +371,63 @@ class Gate:
     :meth:`.sandbox.Sandbox.wrap`) and blocks on, its bwrap, mounts and init set up, before it starts the
     agent. :meth:`release` writes the one byte it waits for; :meth:`shut` closes the pipe unwritten, and the
     init exits without starting anything. Both ends are close-on-exec: only the process spawned with it
-    (``pass_fds``) gets the read end, and the init closes it before the agent starts."""
+    (``pass_fds``) gets the read end, and the init closes it before the agent starts.
 
-    def __init__(self) -> None:
+    With ``exit_note``, beside it the *exit note*: a pipe whose write end the init gets too (``--exit-note FD``:
+    the command line must name :attr:`note_write_fd` so, :meth:`.sandbox.Sandbox.wrap` ``exit_note``; the init
+    makes it close-on-exec, so the agent never holds it) and writes one byte to the moment the agent has ended.
+    The harness reads it (:attr:`note_fd`): the agent's time ends there, and the next phase may start, rather
+    than after the namespace's teardown and bwrap's exit (0.35-1 ms later, traced). Only the init can write it
+    (the agent cannot trace the init); bwrap's own exit still gives the status."""
+
+    def __init__(self, exit_note: bool = False) -> None:
         self.read_fd, self._write_fd = os.pipe()
+        self.note_fd, self.note_write_fd = os.pipe() if exit_note else (-1, -1)
+        if exit_note:
+            os.set_blocking(self.note_fd, False)
         self._read_open = True
 
+    @property
+    def passed(self) -> tuple[int, ...]:
+        """The descriptors the spawned process gets (``pass_fds``)."""
+        return (self.read_fd,) if self.note_write_fd < 0 else (self.read_fd, self.note_write_fd)
+
     def spawned(self) -> None:
-        """The process holds the read end now: the harness's copy is closed."""
+        """The process holds the read end of the gate (and the write end of the note) now: the harness's
+        copies are closed (the note then ends, empty, when every holder is gone)."""
         if self._read_open:
             self._read_open = False
             os.close(self.read_fd)
+            if self.note_write_fd >= 0:
+                os.close(self.note_write_fd)
+
+    def close_note(self) -> None:
+        """The note is read, or no longer wanted."""
+        self.spawned()
+        if self.note_fd >= 0:
+            fd, self.note_fd = self.note_fd, -1
+            os.close(fd)
 
     def release(self) -> None:
+        """The "go": the one byte written, the gate's write end closed; the note stays open to be read."""
         if self._write_fd < 0:
             return
         try:
             os.write(self._write_fd, b"g")
         except OSError:  # the sandbox is gone already (bwrap failed): its exit says why
             pass
-        self.shut()
+        self.spawned()
+        fd, self._write_fd = self._write_fd, -1
+        os.close(fd)
 
     def shut(self) -> None:
+        """Given up: the gate's write end closed unwritten (the init, still waiting, exits having started
+        nothing), and the note with it."""
         self.spawned()
         if self._write_fd >= 0:
             fd, self._write_fd = self._write_fd, -1
             os.close(fd)
+        self.close_note()
 
 
 @dataclass
@@ -391,7 +453,8 @@ class Spawned:
                   on_exit: Callable[[], None] | None = None) -> ProcessResult:
         """Release the process (through its gate: its duration, ``started_at`` and timeout start here) and
         run it to its end: see :func:`run_process`. ``on_exit`` is called (on the loop) the moment its end is
-        seen (sandboxed: bwrap gone, so every process of the phase is), before its pipes are drained."""
+        known: its init's exit note (:class:`Gate` ``exit_note``), else its own exit seen (sandboxed: bwrap
+        gone, so every process of the phase is); before its pipes are drained. ``duration_s`` ends there too."""
         if self.used:
             raise RuntimeError("a spawned process runs once")
         self.used = True
@@ -506,9 +569,11 @@ async def _run_spawned(proc: subprocess.Popen[bytes], argv: list[str], token: st
             gate.shut()
         await _terminate_tree(proc, pgid, token)
         raise
+    noted: list[tuple[float, str]] = []  # when the init said the agent had ended (monotonic, UTC)
     if gate is not None:  # the agent's time, and its timeout, start at its "go", not at the sandbox's spawn
         started_at, t0 = utc_now_iso(), time.monotonic()
         gate.release()  # first: what it writes meanwhile waits in its pipes for the captures
+        _hear_note(gate, noted, on_exit)
     woken = _AllDone(asyncio.get_running_loop())
     captures = [_Capture(proc.stdout, stdout_path, cap_bytes, talk[0] if talk else None, woken.one_done),
                 _Capture(proc.stderr, stderr_path, cap_bytes, on_done=woken.one_done)]
@@ -526,6 +591,8 @@ async def _run_spawned(proc: subprocess.Popen[bytes], argv: list[str], token: st
     deadline = time.monotonic() + timeout_s
     try:
         exited = await _wait_exit(proc, timeout_s, until)
+        if not exited and noted:  # the agent ended in time (its init said so); bwrap is still on its way out
+            exited = await _wait_exit(proc, KILL_GRACE_S)
         if not exited and task is not None and talk is not None and task.done() \
                 and not (should_stop and should_stop()):
             # The conversation is over. An agent that was leaving anyway (its stdout closed as it exited) is
@@ -546,8 +613,9 @@ async def _run_spawned(proc: subprocess.Popen[bytes], argv: list[str], token: st
             if stop is not None and stop[0]():
                 stopped_why = stop[1]
             await _terminate_tree(proc, pgid, token)
-        t_end, finished_at = time.monotonic(), utc_now_iso()  # the agent's time ends here; draining is the harness's
-        if on_exit is not None:
+        # the agent's time ends at its end as the sandbox's init saw it, else here; draining is the harness's
+        t_end, finished_at = noted[0] if noted else (time.monotonic(), utc_now_iso())
+        if on_exit is not None and not noted:
             on_exit()
         if task is not None and not task.done():  # the agent left first (or timed out): the session hears EOF
             try:
@@ -574,6 +642,9 @@ async def _run_spawned(proc: subprocess.Popen[bytes], argv: list[str], token: st
             task.cancel()
         await _terminate_tree(proc, pgid, token)
         raise
+    finally:
+        if gate is not None:
+            _stop_hearing(gate)
     capture_error = next((c.error for c in captures if c.error), None)
     rc = proc.returncode
     out, err = captures

@@ -97,14 +97,16 @@ class Sandbox:
 
     def wrap(self, argv: list[str], *, cwd: Path, rw: Iterable[Path], ro: Iterable[Path] = (),
              rw_at: Iterable[tuple[Path, Path]] = (), forwards: Mapping[int, Path] | None = None,
-             gate: int | None = None) -> list[str]:
+             gate: int | None = None, exit_note: int | None = None) -> list[str]:
         """``argv`` as run inside the sandbox, with ``cwd`` as its working directory; unchanged for none.
 
         ``rw`` and ``ro`` appear at their own paths; ``rw_at`` pairs (source, where it appears inside).
         ``forwards`` maps a port to the harness's Unix socket behind it: inside, ``127.0.0.1:PORT`` leads
         there, and nothing else is reachable (no forwards: no network at all). ``gate``: the read end of a
         :class:`~.process.Gate` the caller passes to the process; the init sets the sandbox up, then waits on it
-        before it starts the command (a pre-started sandbox; ignored for none, which is never pre-started). Raises
+        before it starts the command (a pre-started sandbox; ignored for none, which is never pre-started).
+        ``exit_note``: the write end of the gate's note pipe, which the init writes one byte to the moment the
+        command has ended (before the namespace's teardown and bwrap's exit). Raises
         :class:`SandboxUnavailable` for an ``unavailable`` sandbox: nothing runs unconfined in its place."""
         if self.kind == "unavailable":
             raise SandboxUnavailable(f"no sandbox to run {argv[:1]} in: {self.warning or 'bubblewrap does not work here'}")
@@ -125,6 +127,8 @@ class Sandbox:
             init += ["--forward", f"{int(port)}={inside}/{Path(sock).name}"]
         if gate is not None:
             init += ["--gate", str(int(gate))]
+        if exit_note is not None:
+            init += ["--exit-note", str(int(exit_note))]
         for folder, at in sockets.items():
             args += ["--ro-bind", str(folder), at]
         # PID 1 is our init: bwrap's own keeps no secret from the agent, but an agent that ptrace-stops it

@@ -1,7 +1,7 @@
 /* PID 1 of every sandboxed phase, compiled: the same contract as sandbox_init.py, without an interpreter's start.
 
    bwrap runs it (--as-pid-1) in the phase's own PID and network namespaces, as
-       sandbox_init [--forward PORT=SOCKET ...] [--gate FD] [-C DIR] -- COMMAND ...
+       sandbox_init [--forward PORT=SOCKET ...] [--gate FD] [--exit-note FD] [-C DIR] -- COMMAND ...
    It
    1. makes itself untraceable (PR_SET_DUMPABLE 0): the agent, without capabilities, can neither ptrace
       this process nor read or write its memory;
@@ -13,7 +13,11 @@
       closed it: the phase was given up) it exits 125 at once, silently, having started nothing;
    4. starts COMMAND in DIR (PWD set to DIR) with default signal dispositions and an empty signal mask,
       reaps whatever is orphaned to it, and exits with COMMAND's status (128 + N when signal N ended it)
-      as soon as COMMAND ends: its exit ends the PID namespace, and the kernel kills every process left.
+      as soon as COMMAND ends: its exit ends the PID namespace, and the kernel kills every process left;
+   5. with --exit-note FD (the write end of a pipe, close-on-exec here: the command never gets it), writes
+      one byte to FD the moment COMMAND has ended, before its own exit: the harness's clock stops at the
+      agent's end, not after the namespace's teardown and bwrap's exit (~0.35-1 ms later). The agent cannot
+      write it: it never holds FD and cannot trace this process (1).
    When the sandbox cannot be set up it exits 125 with one line on stderr (never the agent's status).
 
    The relay is one thread on epoll, every socket non-blocking: each direction of a connection has one
@@ -495,7 +499,7 @@ static pid_t start(const char *cwd, char **command) {
     _exit(127);
 }
 
-static void reap(pid_t agent) {
+static void reap(pid_t agent, int note) {
     for (;;) {
         int status;
         pid_t pid = waitpid(-1, &status, __WALL); /* __WALL: children cloned with any exit signal too */
@@ -504,6 +508,11 @@ static void reap(pid_t agent) {
             fail("waitpid: %s", strerror(errno)); /* ECHILD cannot happen while the agent lives */
         }
         if (pid == agent) {
+            if (note >= 0) { /* a failed write (the harness gave up reading) changes nothing: bwrap's exit says it */
+                ssize_t n;
+                do n = write(note, "x", 1);
+                while (n < 0 && errno == EINTR);
+            }
             if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
             if (WIFSIGNALED(status)) _exit(128 + WTERMSIG(status));
         }
@@ -515,7 +524,7 @@ int main(int argc, char **argv) {
     if (forwards == NULL) fail("out of memory");
     size_t n_forwards = 0;
     const char *cwd = NULL;
-    int gate = -1;
+    int gate = -1, note = -1;
     char **command = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -539,6 +548,11 @@ int main(int argc, char **argv) {
             struct stat st;
             if (gate < 0 || fstat(gate, &st) != 0 || !S_ISFIFO(st.st_mode))
                 fail("bad --gate '%.200s' (the read end of a pipe)", argv[i]);
+        } else if (strcmp(a, "--exit-note") == 0 && i + 1 < argc) {
+            note = parse_fd(argv[++i]);
+            struct stat st;
+            if (note < 0 || fstat(note, &st) != 0 || !S_ISFIFO(st.st_mode) || fcntl(note, F_SETFD, FD_CLOEXEC) != 0)
+                fail("bad --exit-note '%.200s' (the write end of a pipe)", argv[i]);
         } else if (strcmp(a, "-C") == 0 && i + 1 < argc) {
             cwd = argv[++i];
         } else {
@@ -546,6 +560,12 @@ int main(int argc, char **argv) {
         }
     }
     if (command == NULL || command[0] == NULL) fail("no command (… -- COMMAND)");
+    if (note >= 0) { /* a closed reader must not end this process (run outside a PID namespace, it would) */
+        struct sigaction ign;
+        memset(&ign, 0, sizeof ign);
+        ign.sa_handler = SIG_IGN;
+        if (sigaction(SIGPIPE, &ign, NULL) != 0) fail("sigaction: %s", strerror(errno));
+    }
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
         fail("cannot make the sandbox's init untraceable: %s", strerror(errno));
 
@@ -573,6 +593,6 @@ int main(int argc, char **argv) {
             fail("cannot start the network relay: %s", strerror(rc));
         }
     }
-    reap(agent);
+    reap(agent, note);
     return SETUP_FAILED; /* not reached */
 }

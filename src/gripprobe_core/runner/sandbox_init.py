@@ -5,7 +5,8 @@ in under a millisecond where this file costs an interpreter's start (about 11 ms
 fallback where no C compiler works; the two are tested against the same tests (tests/test_sandbox_init.py).
 
 bwrap runs this file (``--as-pid-1``) in the phase's own PID and network namespaces, as
-``python -I -S sandbox_init.py [--forward PORT=SOCKET ...] [--gate FD] -C DIR -- COMMAND ...``. It
+``python -I -S sandbox_init.py [--forward PORT=SOCKET ...] [--gate FD] [--exit-note FD] -C DIR -- COMMAND ...``.
+It
 
 1. makes itself untraceable (``PR_SET_DUMPABLE`` 0): the agent has no capabilities, so it can neither
    ``ptrace`` this process nor read or write its memory. (An agent that stopped bwrap's own init by
@@ -22,6 +23,10 @@ bwrap runs this file (``--as-pid-1``) in the phase's own PID and network namespa
    signal's disposition the default and none blocked, then reaps whatever is orphaned to it and exits with
    COMMAND's status (128 + N when signal N ended it) as soon as COMMAND ends. Its exit ends the PID
    namespace: the kernel kills every process left in it, stopped or traced ones included.
+5. with ``--exit-note FD`` (the write end of a pipe, made close-on-exec here: the command never gets it),
+   writes one byte to FD the moment COMMAND has ended, before its own exit: the harness's clock stops at the
+   agent's end rather than after the namespace's teardown and bwrap's exit. The agent cannot write it: it
+   never holds FD and cannot trace this process (1).
 
 Standalone on purpose: only modules the interpreter has already loaded or that are built in (no
 ``site``, no package import), so it starts in about the time of a bare interpreter.
@@ -60,12 +65,12 @@ def _untraceable() -> None:
 def _parse(args: list) -> tuple:
     forwards: dict = {}
     cwd = None
-    gate = None
+    gate = note = None
     i = 0
     while i < len(args):
         a = args[i]
         if a == "--":
-            return forwards, cwd, gate, args[i + 1:]
+            return forwards, cwd, gate, note, args[i + 1:]
         if a == "--forward" and i + 1 < len(args):
             port, _, path = args[i + 1].partition("=")
             if not port.isdigit() or not 0 < int(port) < 65536 or not path:
@@ -76,7 +81,11 @@ def _parse(args: list) -> tuple:
             cwd = args[i + 1]
             i += 2
         elif a == "--gate" and i + 1 < len(args):
-            gate = _gate_fd(args[i + 1])
+            gate = _pipe_fd(args[i + 1], "--gate", "read")
+            i += 2
+        elif a == "--exit-note" and i + 1 < len(args):
+            note = _pipe_fd(args[i + 1], "--exit-note", "write")
+            os.set_inheritable(note, False)
             i += 2
         else:
             _fail(f"unexpected argument {a!r}")
@@ -84,7 +93,7 @@ def _parse(args: list) -> tuple:
     raise AssertionError  # not reached
 
 
-def _gate_fd(text: str) -> int:
+def _pipe_fd(text: str, option: str, end: str) -> int:
     import stat
 
     fd = int(text) if text.isdigit() and len(text) <= 9 else -1
@@ -93,7 +102,7 @@ def _gate_fd(text: str) -> int:
     except OSError:
         ok = False
     if not ok:
-        _fail(f"bad --gate {text!r} (the read end of a pipe)")
+        _fail(f"bad {option} {text!r} (the {end} end of a pipe)")
     return fd
 
 
@@ -209,7 +218,7 @@ def _start(cwd, command: list) -> int:
     return 0  # not reached
 
 
-def _reap(agent: int) -> None:
+def _reap(agent: int, note: "int | None" = None) -> None:
     while True:
         try:
             pid, status = os.waitpid(-1, 0)
@@ -218,12 +227,17 @@ def _reap(agent: int) -> None:
         except ChildProcessError:  # cannot happen while the agent lives
             os._exit(SETUP_FAILED)
         if pid == agent:
+            if note is not None:
+                try:
+                    os.write(note, b"x")
+                except OSError:  # the harness gave up reading: bwrap's exit says it all the same
+                    pass
             code = os.waitstatus_to_exitcode(status)
             os._exit(code if code >= 0 else 128 - code)
 
 
 def main(args: list) -> None:
-    forwards, cwd, gate, command = _parse(args)
+    forwards, cwd, gate, note, command = _parse(args)
     if not command:
         _fail("no command (… -- COMMAND)")
     try:
@@ -238,7 +252,7 @@ def main(args: list) -> None:
     agent = _start(cwd, command)  # the listeners are close-on-exec; they queue connections until accepted
     for s, path in listeners:
         _thread.start_new_thread(_accept, (s, path))
-    _reap(agent)
+    _reap(agent, note)
 
 
 if __name__ == "__main__":
