@@ -122,17 +122,25 @@ def test_the_command_gets_default_signal_dispositions_and_no_blocked_signal(init
     assert proc.stdout.decode().split() == ["SigBlk:", "0000000000000000", "SigIgn:", "0000000000000000"], proc.stdout
 
 
-def _gated(init: list[str], tmp_path: Path, script: str) -> tuple[subprocess.Popen, int]:
-    """The init started with a gate at descriptor 57 (not one a fresh command would open itself)."""
+def _with_pipe(init: list[str], tmp_path: Path, script: str, option: str, fd: int) -> tuple[subprocess.Popen, int]:
+    """The init started with ``option`` naming descriptor ``fd`` (one a fresh command would not open itself):
+    the read end of a pipe for ``--gate``, its write end for ``--exit-note``. Returns the init and the end the
+    harness keeps."""
     r, w = os.pipe()
-    os.dup2(r, 57, inheritable=False)
-    os.close(r)
+    given, kept = (r, w) if option == "--gate" else (w, r)
+    os.dup2(given, fd, inheritable=False)
+    os.close(given)
     try:
-        proc = subprocess.Popen([*init, "--gate", "57", "-C", str(tmp_path), "--", "/bin/sh", "-c", script],
-                                pass_fds=(57,), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen([*init, option, str(fd), "-C", str(tmp_path), "--", "/bin/sh", "-c", script],
+                                pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     finally:
-        os.close(57)
-    return proc, w
+        os.close(fd)
+    return proc, kept
+
+
+def _gated(init: list[str], tmp_path: Path, script: str) -> tuple[subprocess.Popen, int]:
+    """The init started with a gate at descriptor 57; the write end returned."""
+    return _with_pipe(init, tmp_path, script, "--gate", 57)
 
 
 def test_a_gate_holds_the_command_until_go_and_the_command_never_gets_it(init, tmp_path):
@@ -160,16 +168,8 @@ def test_a_gate_shut_unreleased_ends_the_init_silently_with_nothing_started(init
 
 
 def _noted(init: list[str], tmp_path: Path, script: str) -> tuple[subprocess.Popen, int]:
-    """The init started with an exit note at descriptor 58 (the harness keeps the read end, returned)."""
-    r, w = os.pipe()
-    os.dup2(w, 58, inheritable=False)
-    os.close(w)
-    try:
-        proc = subprocess.Popen([*init, "--exit-note", "58", "-C", str(tmp_path), "--", "/bin/sh", "-c", script],
-                                pass_fds=(58,), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    finally:
-        os.close(58)
-    return proc, r
+    """The init started with an exit note at descriptor 58; the read end returned."""
+    return _with_pipe(init, tmp_path, script, "--exit-note", 58)
 
 
 def test_the_exit_note_comes_when_the_command_ends_and_the_command_never_holds_it(init, tmp_path):
